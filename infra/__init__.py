@@ -1,0 +1,1 @@
+"""Ground floor: the local Kafka broker, topic declarations, Kafka client settings."""

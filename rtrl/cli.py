@@ -1,0 +1,50 @@
+"""`rtrl`: one console script whose subcommands each belong to the package that owns them.
+
+Each stage exposes ``<package>.cli.register(subparsers)``, which adds its subcommands and
+sets ``func`` on each to a callable ``(args) -> int``. This module only assembles them and
+is the one place (with each stage's ``main`` path) that reads the process environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+# The packages whose subcommands make up `rtrl`, in the order `--help` lists them.
+STAGES = ("infra", "ingest", "rewards", "streams", "warehouse", "trainer", "rtrl.loop")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rtrl",
+        description=(
+            "Real-time RL from product telemetry: ingest editor events, join them into "
+            "rewards, land them in a warehouse, train, gate and ship the next checkpoint."
+        ),
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in STAGES:
+        module = importlib.import_module(f"{name}.cli" if name != "rtrl.loop" else name)
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Small helpers for tests that talk to a real broker: produce, drain, free ports."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, Producer
+
+
+def free_port_block(size: int, host: str = "127.0.0.1", start: int = 20000) -> int:
+    """A base port such that base..base+size-1 are all free on ``host`` right now."""
+    import random
+
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(start, 60000 - size)
+        if all(_free(host, p) for p in range(base, base + size)):
+            return base
+    raise RuntimeError("no free port block found")
+
+
+def _free(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def produce_json(bootstrap: str, topic: str, values: Iterable[Any],
+                 key: Callable[[Any], str | None] = lambda v: None) -> int:
+    """Produce JSON values with acks=all and wait until every one is acknowledged."""
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    errors: list[Any] = []
+    n = 0
+    for v in values:
+        k = key(v)
+        p.produce(topic, value=orjson.dumps(v), key=None if k is None else k.encode(),
+                  on_delivery=lambda err, _m: err and errors.append(err))
+        n += 1
+        if n % 10_000 == 0:
+            p.poll(0)
+    left = p.flush(60)
+    assert left == 0 and not errors, f"{left} unflushed, errors: {errors[:3]}"
+    return n
+
+
+def drain(bootstrap: str, topic: str, expected: int | None = None, timeout: float = 60.0,
+          idle: float = 3.0) -> list[Any]:
+    """Read a topic from the beginning until ``expected`` messages arrived (or ``idle`` seconds
+    pass with nothing new, when ``expected`` is None). Returns the raw messages."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"drain-{time.monotonic_ns()}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout
+    last_new = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            if expected is not None and len(out) >= expected:
+                break
+            if expected is None and out and time.monotonic() - last_new > idle:
+                break
+            batch = c.consume(1000, timeout=0.5)
+            for m in batch:
+                if m.error() is None:
+                    out.append(m)
+            if batch:
+                last_new = time.monotonic()
+    finally:
+        c.close()
+    return out

@@ -1,0 +1,117 @@
+"""The versioned reward configuration: every number of reward spec v1 as a typed, checked field.
+
+A record names the configuration that made it (``reward_version``), so a reward computed under other
+numbers can never pass for this one. The version is a hash of the canonical JSON of *every* field,
+operational ones (grace, memory of closed ids) included: changing any of them yields a new name,
+which is the conservative choice. This module never reads the environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SPEC_VERSION = "v1"
+
+
+class RewardConfig(BaseModel):
+    """Reward spec v1 defaults; override by keyword, e.g. ``RewardConfig(window_s=600)``.
+
+    >>> RewardConfig().reward_version == RewardConfig().reward_version
+    True
+    >>> RewardConfig(reject=-0.4).reward_version != RewardConfig().reward_version
+    True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # --- window (server time, received_at) ---
+    # W: an interaction's window is [t_open, t_open + window_s).
+    window_s: int = Field(1800, gt=0)
+    # R: events received in [t_close, t_close + late_s) are late (counted, change no term);
+    # later ones are expired (in no record and no count).
+    late_s: int = Field(1800, ge=0)
+    # The stream emits a record once its clock passes t_close + grace_s.
+    grace_s: int = Field(5, ge=0)
+    # How long the stream remembers a closed interaction id (spec: at least 7 days).
+    remember_closed_s: int = Field(7 * 24 * 3600, gt=0)
+
+    # --- r_edit: per proposed edit, score = accept + retain + revert; r_edit = mean over edits ---
+    accept: float = 1.0  # the edit's last decision is edit.accepted
+    reject: float = -0.5  # the edit's last decision is edit.rejected
+    revert: float = Field(-1.0, le=0.0)  # accepted, then an edit.reverted follows the acceptance
+    retain_weight: float = Field(1.0, ge=0.0)  # x retained_fraction of the edit's last retention
+
+    # --- r_followup ---
+    followup_dissatisfied: float = Field(-1.0, le=0.0)  # any followup.sent with dissatisfied
+
+    # --- r_tool: per agent.tool_call with valid=false, floored ---
+    invalid_tool_call: float = Field(-0.5, le=0.0)
+    invalid_tool_floor: float = Field(-2.0, le=0.0)
+
+    # --- r_clarify: per clarifying question when no edit was proposed, floored ---
+    clarify: float = Field(-0.25, le=0.0)
+    clarify_floor: float = Field(-1.0, le=0.0)
+
+    # --- r_latency: latency x min(latency_ms / latency_scale_ms, 1) of the last completion ---
+    latency: float = Field(-0.1, le=0.0)
+    latency_scale_ms: int = Field(10_000, gt=0)
+
+    # --- the sum of the five terms is rounded to this many decimals (terms stay unrounded) ---
+    reward_decimals: int = Field(6, ge=0, le=12)
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> RewardConfig:
+        if self.reject > self.accept:
+            raise ValueError("reject must not reward more than accept")
+        if self.remember_closed_s < self.window_s + self.late_s + self.grace_s:
+            raise ValueError("remember_closed_s must outlast window_s + late_s + grace_s")
+        return self
+
+    def canonical_json(self) -> str:
+        """Sorted keys, no whitespace: the form the version hashes."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    @cached_property
+    def reward_version(self) -> str:
+        """``v1-`` + the first 8 hex digits of sha256(canonical JSON)."""
+        digest = hashlib.sha256(self.canonical_json().encode()).hexdigest()
+        return f"{SPEC_VERSION}-{digest[:8]}"
+
+
+def _parse_config_text(text: str, suffix: str) -> Any:
+    if suffix == ".json":
+        return json.loads(text)
+    if suffix == ".toml":
+        return tomllib.loads(text)
+    if suffix in (".yaml", ".yml"):
+        return yaml.safe_load(text)
+    raise ValueError(f"unknown config format {suffix!r}: use .json, .toml, .yaml or .yml")
+
+
+def read_mapping(path: str | Path, section: str) -> dict[str, Any]:
+    """The mapping in a JSON, TOML or YAML file (or under ``section`` if that is its only key)."""
+    path = Path(path)
+    data = _parse_config_text(path.read_text(encoding="utf-8"), path.suffix.lower())
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a config file must hold a mapping")
+    if set(data) == {section} and isinstance(data[section], dict):
+        data = data[section]
+    return data
+
+
+def load_config(path: str | Path) -> RewardConfig:
+    """Read a RewardConfig from JSON, TOML or YAML; absent fields keep the spec's defaults.
+
+    The file holds the fields at its top level, or under a ``reward`` table/key.
+    """
+    return RewardConfig.model_validate(read_mapping(path, section="reward"))

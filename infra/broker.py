@@ -101,10 +101,19 @@ def _format(java: str, libs: Path, layout: ClusterLayout) -> None:
         (ndir / "log4j2.properties").write_text(log4j2_properties(ndir / "kafka.log"))
         if (ndir / "data" / "meta.properties").exists():
             continue
-        cmd = [java, "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format",
-               "-t", cluster_id, "-c", str(ndir / "server.properties"), "--ignore-formatted"]
-        done = subprocess.run(cmd, capture_output=True, text=True,
-                              env=_java_env(ndir), timeout=120)
+        cmd = [
+            java,
+            "-cp",
+            f"{libs}/*",
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            cluster_id,
+            "-c",
+            str(ndir / "server.properties"),
+            "--ignore-formatted",
+        ]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=_java_env(ndir), timeout=120)
         if done.returncode != 0:
             raise BrokerSetupError(f"formatting node {node} failed: {done.stderr.strip()[-800:]}")
     _write_state(layout, cluster_id, [])
@@ -132,12 +141,26 @@ def _write_state(layout: ClusterLayout, cluster_id: str, procs: list[NodeProcess
 def start_node(java: str, libs: Path, layout: ClusterLayout, node: int) -> NodeProcess:
     """Launch one node detached from our process group (a Ctrl-C here must not kill it)."""
     ndir = layout.node_dir(node)
-    cmd = [java, HEAP, "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-           f"-Dlog4j2.configurationFile={ndir / 'log4j2.properties'}",
-           "-cp", f"{libs}/*", "kafka.Kafka", str(ndir / "server.properties")]
+    cmd = [
+        java,
+        HEAP,
+        "-Xms128m",
+        "-XX:+UseG1GC",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={ndir / 'log4j2.properties'}",
+        "-cp",
+        f"{libs}/*",
+        "kafka.Kafka",
+        str(ndir / "server.properties"),
+    ]
     with open(ndir / "stdout.log", "ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     return NodeProcess(node, proc.pid)
 
 
@@ -145,8 +168,13 @@ def wait_ready(layout: ClusterLayout, procs: list[NodeProcess], timeout: float =
     """Return once the cluster's metadata lists every node; fail early if a node died."""
     from confluent_kafka.admin import AdminClient
 
-    client = AdminClient({"bootstrap.servers": layout.bootstrap, "log_level": 0,
-                          "logger": logging.getLogger("rtrl.broker.probe")})
+    client = AdminClient(
+        {
+            "bootstrap.servers": layout.bootstrap,
+            "log_level": 0,
+            "logger": logging.getLogger("rtrl.broker.probe"),
+        }
+    )
     deadline = time.monotonic() + timeout
     while True:
         dead = [p for p in procs if not pid_alive(p.pid)]
@@ -198,8 +226,12 @@ def start(layout: ClusterLayout, cache_root: Path, timeout: float = 90.0) -> str
     except BaseException:
         stop(layout)
         raise
-    log.info("Kafka cluster of %d node(s) ready at %s (logs: %s)", layout.nodes,
-             layout.bootstrap, layout.data_dir)
+    log.info(
+        "Kafka cluster of %d node(s) ready at %s (logs: %s)",
+        layout.nodes,
+        layout.bootstrap,
+        layout.data_dir,
+    )
     return layout.bootstrap
 
 

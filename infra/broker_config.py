@@ -35,7 +35,9 @@ class ClusterLayout:
         return self.port + self.nodes + node
 
     def all_ports(self) -> list[int]:
-        return [p for i in range(self.nodes) for p in (self.client_port(i), self.controller_port(i))]
+        return [
+            p for i in range(self.nodes) for p in (self.client_port(i), self.controller_port(i))
+        ]
 
     @property
     def bootstrap(self) -> str:

@@ -20,13 +20,19 @@ DEFAULT_DATA_DIR = Path(".rtrl/kafka")
 
 def add_bootstrap_arg(p: argparse.ArgumentParser) -> None:
     """The one way every Kafka-facing command takes its broker."""
-    p.add_argument("--bootstrap", default=None,
-                   help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:9092)")
+    p.add_argument(
+        "--bootstrap",
+        default=None,
+        help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:9092)",
+    )
 
 
 def add_topic_prefix_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--topic-prefix", default="",
-                   help="prefix of every topic name (isolates deployments sharing a cluster)")
+    p.add_argument(
+        "--topic-prefix",
+        default="",
+        help="prefix of every topic name (isolates deployments sharing a cluster)",
+    )
 
 
 def bootstrap_from(args: argparse.Namespace) -> str:
@@ -34,33 +40,55 @@ def bootstrap_from(args: argparse.Namespace) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    b = sub.add_parser("broker", help="start, stop or inspect a local Apache Kafka (KRaft) cluster",
-                       description="A local Kafka 4 cluster from Maven Central's jars (needs Java 17 "
-                       "and Maven the first time). Nodes run in the background; logs are under "
-                       "the data dir.")
+    b = sub.add_parser(
+        "broker",
+        help="start, stop or inspect a local Apache Kafka (KRaft) cluster",
+        description="A local Kafka 4 cluster from Maven Central's jars (needs Java 17 "
+        "and Maven the first time). Nodes run in the background; logs are under "
+        "the data dir.",
+    )
     bsub = b.add_subparsers(dest="broker_command", metavar="ACTION", required=True)
-    for action, helptext in (("start", "format storage if new, start, wait until it answers"),
-                             ("stop", "shut down the cluster started with this data dir"),
-                             ("status", "say whether the cluster of this data dir is up")):
+    for action, helptext in (
+        ("start", "format storage if new, start, wait until it answers"),
+        ("stop", "shut down the cluster started with this data dir"),
+        ("status", "say whether the cluster of this data dir is up"),
+    ):
         p = bsub.add_parser(action, help=helptext)
-        p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                       help=f"where the cluster keeps its logs and state (default {DEFAULT_DATA_DIR})")
+        p.add_argument(
+            "--data-dir",
+            type=Path,
+            default=DEFAULT_DATA_DIR,
+            help=f"where the cluster keeps its logs and state (default {DEFAULT_DATA_DIR})",
+        )
         if action == "start":
-            p.add_argument("--port", type=int, default=9092,
-                           help="client port of node 0; node i uses port+i, controllers after")
+            p.add_argument(
+                "--port",
+                type=int,
+                default=9092,
+                help="client port of node 0; node i uses port+i, controllers after",
+            )
             p.add_argument("--nodes", type=int, default=1, help="1 (default) or 3 for replication")
-            p.add_argument("--foreground", action="store_true",
-                           help="stay attached; Ctrl-C stops the cluster")
-            p.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for start-up")
+            p.add_argument(
+                "--foreground", action="store_true", help="stay attached; Ctrl-C stops the cluster"
+            )
+            p.add_argument(
+                "--timeout", type=float, default=90.0, help="seconds to wait for start-up"
+            )
         p.set_defaults(func=_broker)
 
     t = sub.add_parser("topics", help="declare the platform's topics on a cluster (idempotent)")
     tsub = t.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
-    ap = tsub.add_parser("apply", help="create missing topics, align configs, refuse partition changes")
+    ap = tsub.add_parser(
+        "apply", help="create missing topics, align configs, refuse partition changes"
+    )
     add_bootstrap_arg(ap)
     add_topic_prefix_arg(ap)
-    ap.add_argument("--replication", type=int, default=None,
-                    help="replication factor for new topics (default: min(3, brokers))")
+    ap.add_argument(
+        "--replication",
+        type=int,
+        default=None,
+        help="replication factor for new topics (default: min(3, brokers))",
+    )
     ap.set_defaults(func=_topics_apply)
     lp = tsub.add_parser("list", help="print the declared topics")
     add_topic_prefix_arg(lp)
@@ -83,13 +111,19 @@ def _broker(args: argparse.Namespace) -> int:
         return 2
     if args.broker_command == "stop":
         n = broker.stop(layout)
-        print(f"stopped {n} node(s) of {layout.data_dir}" if n else f"nothing running in {layout.data_dir}")
+        print(
+            f"stopped {n} node(s) of {layout.data_dir}"
+            if n
+            else f"nothing running in {layout.data_dir}"
+        )
         return 0
     if args.broker_command == "status":
         alive = broker.running_nodes(layout)
         up = len(alive) == layout.nodes and alive
-        print(f"{'up' if up else 'down'}: {len(alive)}/{layout.nodes} node(s) at {layout.bootstrap}"
-              f" ({layout.data_dir})")
+        print(
+            f"{'up' if up else 'down'}: {len(alive)}/{layout.nodes} node(s) at {layout.bootstrap}"
+            f" ({layout.data_dir})"
+        )
         return 0 if up else 1
     try:
         bootstrap = broker.start(layout, default_cache_root(os.environ), timeout=args.timeout)
@@ -118,7 +152,9 @@ def _topics_apply(args: argparse.Namespace) -> int:
     from infra.topics_apply import apply_topics
 
     try:
-        actions = apply_topics(bootstrap_from(args), TopicNames(args.topic_prefix), args.replication)
+        actions = apply_topics(
+            bootstrap_from(args), TopicNames(args.topic_prefix), args.replication
+        )
     except PartitionChangeRefused as exc:
         print(f"rtrl topics apply: refused: {exc}", file=sys.stderr)
         return 1
@@ -131,6 +167,8 @@ def _topics_list(args: argparse.Namespace) -> int:
     names = TopicNames(args.topic_prefix)
     for spec in TOPICS:
         ret = "forever" if spec.retention_ms is None else f"{spec.retention_ms // 3_600_000} h"
-        print(f"{names.name(spec.base):32} {spec.partitions:>3} partitions  {spec.cleanup:8} "
-              f"{ret:>9}  {spec.purpose}")
+        print(
+            f"{names.name(spec.base):32} {spec.partitions:>3} partitions  {spec.cleanup:8} "
+            f"{ret:>9}  {spec.purpose}"
+        )
     return 0

@@ -47,8 +47,14 @@ def ensure_jars(cache_root: Path, log=print) -> Path:
     log(f"fetching Apache Kafka jars with Maven into {libs} (once)")
     staging = Path(tempfile.mkdtemp(prefix="libs-", dir=libs.parent))
     cmd = [
-        "mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-        f"-DoutputDirectory={staging}", "-DincludeScope=runtime",
+        "mvn",
+        "-q",
+        "-B",
+        "-f",
+        str(POM),
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={staging}",
+        "-DincludeScope=runtime",
     ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
@@ -67,7 +73,9 @@ def check_java(min_major: int = 17) -> str:
     """Return the java executable, or say why it cannot run Kafka 4."""
     java = shutil.which("java")
     if java is None:
-        raise BrokerSetupError(f"Java {min_major}+ is needed to run Kafka 4 and `java` is not on PATH")
+        raise BrokerSetupError(
+            f"Java {min_major}+ is needed to run Kafka 4 and `java` is not on PATH"
+        )
     out = subprocess.run([java, "-version"], capture_output=True, text=True)
     major = parse_java_major(out.stderr + out.stdout)
     if major is None or major < min_major:

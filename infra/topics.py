@@ -33,17 +33,38 @@ class TopicSpec:
 JOIN_PARTITIONS = 6
 
 TOPICS: tuple[TopicSpec, ...] = (
-    TopicSpec("telemetry.events", JOIN_PARTITIONS, "delete", 7 * DAY_MS,
-              "valid events with received_at, keyed by interaction_id"),
-    TopicSpec("telemetry.dlq", 1, "delete", 14 * DAY_MS,
-              "rejected bytes with a reason code and detail"),
-    TopicSpec("telemetry.late", JOIN_PARTITIONS, "delete", 7 * DAY_MS,
-              "events that arrived after their interaction's window"),
-    TopicSpec("rewards", JOIN_PARTITIONS, "compact", None,
-              "reward records (latest revision per interaction_id)",
-              {"min.compaction.lag.ms": str(DAY_MS)}),
-    TopicSpec("rollouts", JOIN_PARTITIONS, "delete", 7 * DAY_MS,
-              "what the serving side generated, keyed by interaction_id"),
+    TopicSpec(
+        "telemetry.events",
+        JOIN_PARTITIONS,
+        "delete",
+        7 * DAY_MS,
+        "valid events with received_at, keyed by interaction_id",
+    ),
+    TopicSpec(
+        "telemetry.dlq", 1, "delete", 14 * DAY_MS, "rejected bytes with a reason code and detail"
+    ),
+    TopicSpec(
+        "telemetry.late",
+        JOIN_PARTITIONS,
+        "delete",
+        7 * DAY_MS,
+        "events that arrived after their interaction's window",
+    ),
+    TopicSpec(
+        "rewards",
+        JOIN_PARTITIONS,
+        "compact",
+        None,
+        "reward records (latest revision per interaction_id)",
+        {"min.compaction.lag.ms": str(DAY_MS)},
+    ),
+    TopicSpec(
+        "rollouts",
+        JOIN_PARTITIONS,
+        "delete",
+        7 * DAY_MS,
+        "what the serving side generated, keyed by interaction_id",
+    ),
     TopicSpec("checkpoints", 1, "compact", None, "published checkpoints keyed by checkpoint_id"),
     TopicSpec("batches", 1, "compact", None, "training batches ready for the trainer"),
 )
@@ -116,8 +137,12 @@ def plan(
         name = names.name(spec.base)
         want = spec.configs(min_insync)
         if name not in existing:
-            steps.append((spec, TopicAction(name, "create",
-                                            f"{spec.partitions} partitions, rf {replication}")))
+            steps.append(
+                (
+                    spec,
+                    TopicAction(name, "create", f"{spec.partitions} partitions, rf {replication}"),
+                )
+            )
             continue
         partitions, current = existing[name]
         if partitions != spec.partitions:
@@ -129,8 +154,16 @@ def plan(
             )
         drift = {k: v for k, v in want.items() if current.get(k) != v}
         if drift:
-            steps.append((spec, TopicAction(name, "update-config",
-                                            ", ".join(f"{k}={v}" for k, v in sorted(drift.items())))))
+            steps.append(
+                (
+                    spec,
+                    TopicAction(
+                        name,
+                        "update-config",
+                        ", ".join(f"{k}={v}" for k, v in sorted(drift.items())),
+                    ),
+                )
+            )
         else:
             steps.append((spec, TopicAction(name, "unchanged")))
     return steps

@@ -1,4 +1,5 @@
-"""Subcommands of the ingest stage: `rtrl schema export|validate` for the event contract."""
+"""Subcommands of the ingest stage: the event contract's `rtrl schema`, and the collector's
+`rtrl collector` and `rtrl keys`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from ingest.contract.schema import SCHEMA_PATH, is_stale, write_schema
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add `schema` with its `export` and `validate` subcommands."""
+    """Add `schema` (export, validate), `collector` and `keys`."""
+    from ingest.collector.cli import register_collector
+
+    register_collector(sub)
     schema = sub.add_parser(
         "schema",
         help="export the event JSON Schema or validate events against the contract",

@@ -32,16 +32,24 @@ def _free(host: str, port: int) -> bool:
     return True
 
 
-def produce_json(bootstrap: str, topic: str, values: Iterable[Any],
-                 key: Callable[[Any], str | None] = lambda v: None) -> int:
+def produce_json(
+    bootstrap: str,
+    topic: str,
+    values: Iterable[Any],
+    key: Callable[[Any], str | None] = lambda v: None,
+) -> int:
     """Produce JSON values with acks=all and wait until every one is acknowledged."""
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     errors: list[Any] = []
     n = 0
     for v in values:
         k = key(v)
-        p.produce(topic, value=orjson.dumps(v), key=None if k is None else k.encode(),
-                  on_delivery=lambda err, _m: err and errors.append(err))
+        p.produce(
+            topic,
+            value=orjson.dumps(v),
+            key=None if k is None else k.encode(),
+            on_delivery=lambda err, _m: err and errors.append(err),
+        )
         n += 1
         if n % 10_000 == 0:
             p.poll(0)
@@ -50,12 +58,23 @@ def produce_json(bootstrap: str, topic: str, values: Iterable[Any],
     return n
 
 
-def drain(bootstrap: str, topic: str, expected: int | None = None, timeout: float = 60.0,
-          idle: float = 3.0) -> list[Any]:
+def drain(
+    bootstrap: str,
+    topic: str,
+    expected: int | None = None,
+    timeout: float = 60.0,
+    idle: float = 3.0,
+) -> list[Any]:
     """Read a topic from the beginning until ``expected`` messages arrived (or ``idle`` seconds
     pass with nothing new, when ``expected`` is None). Returns the raw messages."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"drain-{time.monotonic_ns()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"drain-{time.monotonic_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([topic])
     out: list[Any] = []
     deadline = time.monotonic() + timeout

@@ -2,7 +2,9 @@
 
 Producers that accept events for the platform are idempotent with ``acks=all``: a send is
 acknowledged only once every in-sync replica has it, and retries never write a copy twice.
-Consumers never auto-commit: each stage commits an offset only after the work for it is durable.
+Every producer places keys with murmur2, as Java, aiokafka and Faust do, so that topics
+written by different clients stay co-partitioned. Consumers never auto-commit: each stage
+commits an offset only after the work for it is durable.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ def reliable_producer(bootstrap: str, **overrides: Any) -> dict[str, Any]:
         "linger.ms": 5,
         "compression.type": "lz4",
         "message.timeout.ms": 30_000,
+        # Java, aiokafka and Faust place keys with murmur2; librdkafka's default is CRC32. The
+        # same key must land on the same partition whoever writes it (co-partitioned joins).
+        "partitioner": "murmur2_random",
     }
     conf.update(overrides)
     return conf

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -10,26 +9,12 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, Producer
 
-
-def free_port_block(size: int, host: str = "127.0.0.1", start: int = 20000) -> int:
-    """A base port such that base..base+size-1 are all free on ``host`` right now."""
-    import random
-
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(start, 60000 - size)
-        if all(_free(host, p) for p in range(base, base + size)):
-            return base
-    raise RuntimeError("no free port block found")
+from tests.infra_probe import quiet_port_block
 
 
-def _free(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
+def free_port_block(size: int, host: str = "127.0.0.1") -> int:
+    """A base port such that base..base+size-1 are free now, outside the ephemeral range."""
+    return quiet_port_block(size, host)
 
 
 def produce_json(
@@ -39,7 +24,14 @@ def produce_json(
     key: Callable[[Any], str | None] = lambda v: None,
 ) -> int:
     """Produce JSON values with acks=all and wait until every one is acknowledged."""
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "partitioner": "murmur2_random",
+        }
+    )
     errors: list[Any] = []
     n = 0
     for v in values:

@@ -1,0 +1,92 @@
+"""`rtrl collector` and `rtrl keys create`: run the HTTP collector, issue API keys.
+
+Wire in with ``register_collector(sub)`` from ``ingest/cli.py``. Only these handlers read the
+environment (through ``infra.cli.bootstrap_from``); the collector itself gets a CollectorConfig.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from
+from ingest.collector.config import DEFAULT_KEY_DB, CollectorConfig
+
+log = logging.getLogger(__name__)
+_DEFAULTS = CollectorConfig(port=8080)
+
+
+def register_collector(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser(
+        "collector", help="run the HTTP collector: POST /v1/events into telemetry.events",
+        description="Receives event batches from emitters (Authorization: Bearer <key>), "
+        "validates each event, writes valid ones to telemetry.events and invalid ones to "
+        "telemetry.dlq, and answers 2xx only after Kafka acknowledged them. OpenAPI at "
+        "/openapi.json, health at /health, Prometheus metrics at /metrics.")
+    c.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    c.add_argument("--host", default=_DEFAULTS.host,
+                   help=f"bind address (default {_DEFAULTS.host})")
+    add_bootstrap_arg(c)
+    add_topic_prefix_arg(c)
+    _add_key_db_arg(c)
+    c.add_argument("--max-body-bytes", type=int, default=_DEFAULTS.max_body_bytes,
+                   help="largest request body, before and after gunzip (413 beyond)")
+    c.add_argument("--max-events", type=int, default=_DEFAULTS.max_events_per_batch,
+                   help="most events per request (413 beyond)")
+    c.add_argument("--rate", type=float, default=_DEFAULTS.rate_per_key,
+                   help="requests per second per API key (429 beyond)")
+    c.add_argument("--burst", type=int, default=_DEFAULTS.burst_per_key,
+                   help="requests a key may send at once after being idle")
+    c.add_argument("--delivery-timeout", type=float, default=_DEFAULTS.delivery_timeout_s,
+                   help="seconds Kafka may take to acknowledge a batch before answering 503")
+    c.set_defaults(func=_run_collector)
+
+    k = sub.add_parser("keys", help="manage the collector's API keys (one tenant per key)")
+    ksub = k.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    create = ksub.add_parser("create", help="create a key for a tenant and print it (only once)",
+                             description="Prints a new API key for ORG. Only its sha256 is "
+                             "stored, so save the printed key now.")
+    create.add_argument("--org", required=True, help="the tenant (org_id) the key belongs to")
+    _add_key_db_arg(create)
+    create.set_defaults(func=_create_key)
+
+
+def _add_key_db_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", "--key-db", dest="key_db", type=Path, default=DEFAULT_KEY_DB,
+                   help=f"SQLite file of hashed API keys (default {DEFAULT_KEY_DB})")
+
+
+def _run_collector(args: argparse.Namespace) -> int:
+    from ingest.collector.server import run
+
+    try:
+        config = CollectorConfig(
+            port=args.port, host=args.host, bootstrap=bootstrap_from(args),
+            topic_prefix=args.topic_prefix, key_db=args.key_db,
+            max_body_bytes=args.max_body_bytes, max_events_per_batch=args.max_events,
+            rate_per_key=args.rate, burst_per_key=args.burst,
+            delivery_timeout_s=args.delivery_timeout)
+    except ValueError as exc:
+        print(f"rtrl collector: {exc}", file=sys.stderr)
+        return 2
+    log.info("collector on http://%s:%d -> %s (topics prefix %r)", config.host, config.port,
+             config.bootstrap, config.topic_prefix)
+    run(config)
+    return 0
+
+
+def _create_key(args: argparse.Namespace) -> int:
+    from ingest.collector.keys import KeyStore
+
+    store = KeyStore(args.key_db)
+    try:
+        key = store.create(args.org)
+    except ValueError as exc:
+        print(f"rtrl keys create: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
+    print(key)
+    return 0

@@ -1,9 +1,224 @@
-"""Subcommands of this stage."""
+"""Subcommands of the warehouse stage: `rtrl warehouse ...`, `rtrl batches ...`, `rtrl report ab`,
+`rtrl forget`.
+
+Handlers import their modules when they run, so ``rtrl --help`` stays fast (the quality gate
+loads Great Expectations, which takes seconds).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import sys
+
+from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from
+
+ROOT_ENV = "RTRL_WAREHOUSE"
+DEFAULT_ROOT = ".rtrl/warehouse"
+DEFAULT_GROUP = "rtrl-warehouse-sink"
+
+
+def _add_root(p: argparse.ArgumentParser, db: bool = True) -> None:
+    p.add_argument("--root", default=None,
+                   help=f"warehouse folder or fsspec URL such as s3://bucket/wh "
+                   f"(default: ${ROOT_ENV} or {DEFAULT_ROOT})")  # fmt: skip
+    if db:
+        p.add_argument("--db", default=None,
+                       help="DuckDB catalog file (default: warehouse.duckdb in a local root, "
+                       "else in the working folder)")  # fmt: skip
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """No subcommands yet."""
+    w = sub.add_parser("warehouse",
+                       help="land Kafka topics in Parquet and build the DuckDB catalog",
+                       description="The sink writes rewards, the raw event archive and rollouts "
+                       "as hive-partitioned Parquet; the catalog puts staging views and marts on "
+                       "them for reports, batches and dashboards.")  # fmt: skip
+    wsub = w.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
+
+    s = wsub.add_parser("sink", help="consume rewards, telemetry.events and rollouts into Parquet",
+                        description="Writes each flush durably (temporary name, fsync, rename), "
+                        "THEN commits the offsets; a restart rewrites what was not committed.")
+    add_bootstrap_arg(s)
+    add_topic_prefix_arg(s)
+    _add_root(s, db=False)
+    s.add_argument("--group-id", default=DEFAULT_GROUP, help="consumer group of the sink")
+    s.add_argument("--instance-id", default=None,
+                   help="static group membership: a restart with the same id resumes at once")
+    s.add_argument("--once", action="store_true", help="drain what the topics hold now and exit")
+    s.add_argument("--max-rows", type=int, default=50_000, help="flush after this many messages")
+    s.add_argument("--max-seconds", type=float, default=5.0,
+                   help="flush when the oldest buffered message waited this long")
+    s.set_defaults(func=_sink)
+
+    c = wsub.add_parser("catalog", help="(re)build the DuckDB views and marts, check invariants",
+                        description="Prints the read-only SQLAlchemy URL for dashboards.")
+    _add_root(c)
+    c.set_defaults(func=_catalog)
+
+    k = wsub.add_parser("compact", help="merge small committed Parquet files",
+                        description="Merges only files whose offsets the sink's group committed "
+                        "(asks Kafka), unless --all says no sink is running.")
+    add_bootstrap_arg(k)
+    add_topic_prefix_arg(k)
+    _add_root(k, db=False)
+    k.add_argument("--group-id", default=DEFAULT_GROUP, help="the sink's consumer group")
+    k.add_argument("--all", action="store_true", help="no sink runs: merge every small file")
+    k.set_defaults(func=_compact)
+
+    b = sub.add_parser("batches", help="build and list training batches (quality-gated)")
+    bsub = b.add_subparsers(dest="batches_command", metavar="ACTION", required=True)
+    bb = bsub.add_parser("build", help="validate new rewards per checkpoint; offer or quarantine",
+                         description="Runs the Great Expectations suite on each candidate batch. "
+                         "A passing batch is written, added to the manifest and announced on the "
+                         "batches topic; a failing one is quarantined with its report.")
+    add_bootstrap_arg(bb)
+    add_topic_prefix_arg(bb)
+    _add_root(bb)
+    bb.add_argument("--no-publish", action="store_true", help="do not announce on Kafka")
+    bb.add_argument("--min-rows", type=int, default=1, help="smallest batch worth building")
+    bb.add_argument("--settle-s", type=int, default=None,
+                    help="only interactions closed this long ago (default: late window + grace)")
+    bb.set_defaults(func=_batches_build)
+    bl = bsub.add_parser("list", help="show the manifest")
+    _add_root(bl, db=False)
+    bl.add_argument("--offered", action="store_true", help="only batches ready for training")
+    bl.set_defaults(func=_batches_list)
+
+    r = sub.add_parser("report", help="reports on the warehouse")
+    rsub = r.add_subparsers(dest="report_command", metavar="REPORT", required=True)
+    ab = rsub.add_parser("ab", help="A/B experiment: per-arm metrics, relative change, 95% CI",
+                         description="Kept edits, dissatisfied follow-ups, latency (mean, p50) "
+                         "and mean reward per arm; each treatment against the control arm.")
+    _add_root(ab)
+    ab.add_argument("--experiment", required=True, help="experiment name")
+    ab.add_argument("--control", default="control", help="the control arm's name")
+    ab.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    ab.set_defaults(func=_report_ab)
+
+    f = sub.add_parser("forget", help="remove a user's rows from every table and file",
+                       description="Rewrites every warehouse file holding the user, records them "
+                       "so the sink and batch builder drop their future rows, rebuilds the "
+                       "catalog.")
+    _add_root(f)
+    f.add_argument("--user-id", required=True, help="the pseudonymous user id to forget")
+    f.set_defaults(func=_forget)
+
+
+def _store(args: argparse.Namespace):  # noqa: ANN202
+    from warehouse.store import Store
+
+    return Store(args.root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+
+
+def _sink(args: argparse.Namespace) -> int:
+    from infra.topics import TopicNames
+    from warehouse.sink import Sink, SinkConfig
+
+    store = _store(args)
+    config = SinkConfig(bootstrap=bootstrap_from(args), root=store.root,
+                        topics=TopicNames(args.topic_prefix), group_id=args.group_id,
+                        max_rows=args.max_rows, max_seconds=args.max_seconds, once=args.once,
+                        instance_id=args.instance_id)
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    stats = Sink(config, store).run(should_stop=lambda: bool(stopping))
+    print(f"{stats.messages} messages, {stats.files} files, {stats.flushes} flushes")
+    return 0
+
+
+def _catalog(args: argparse.Namespace) -> int:
+    from warehouse.catalog import build_catalog, check_models, connect, sqlalchemy_url
+
+    store = _store(args)
+    db = build_catalog(store, args.db)
+    con = connect(store, db, read_only=True)
+    try:
+        problems = list(check_models(con))
+    finally:
+        con.close()
+    for p in problems:
+        print(f"invariant broken: {p}", file=sys.stderr)
+    print(sqlalchemy_url(db))
+    return 1 if problems else 0
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from warehouse.compact import compact
+
+    store = _store(args)
+    safe = None if args.all else _committed_offsets(args)
+    print(f"removed {compact(store, safe)} files")
+    return 0
+
+
+def _committed_offsets(args: argparse.Namespace) -> dict[tuple[str, int], int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    from infra.settings import manual_commit_consumer
+    from infra.topics import TopicNames
+    from warehouse.sink import SinkConfig
+
+    config = SinkConfig(bootstrap=bootstrap_from(args), root=".",
+                        topics=TopicNames(args.topic_prefix), group_id=args.group_id)
+    consumer = Consumer(manual_commit_consumer(config.bootstrap, config.group_id))
+    try:
+        wanted = []
+        for topic in config.datasets():
+            meta = consumer.list_topics(topic, timeout=10).topics[topic]
+            wanted += [TopicPartition(topic, p) for p in meta.partitions]
+        got = consumer.committed(wanted, timeout=30)
+    finally:
+        consumer.close()
+    return {(config.datasets()[tp.topic], tp.partition): tp.offset for tp in got if tp.offset >= 0}
+
+
+def _batches_build(args: argparse.Namespace) -> int:
+    from infra.topics import TopicNames
+    from warehouse.batches import BuildConfig, build_batches, publish
+
+    store = _store(args)
+    settle = {} if args.settle_s is None else {"settle_s": args.settle_s}
+    config = BuildConfig(min_rows=args.min_rows, **settle)
+    entries = build_batches(store, config, db=args.db)
+    if entries and not args.no_publish:
+        publish(bootstrap_from(args), TopicNames(args.topic_prefix).batches, entries)
+    for e in entries:
+        print(f"{e.batch_id}  {e.quality:6}  {'offered' if e.offered else 'quarantined'}  "
+              f"{e.n_rows} rows")
+    return 0
+
+
+def _batches_list(args: argparse.Namespace) -> int:
+    from warehouse.batches import list_batches
+
+    rows = list_batches(_store(args), offered_only=args.offered)
+    print(f"{'batch_id':50} {'checkpoint':14} {'reward_version':14} {'rows':>7} {'quality':7} "
+          f"{'offered':7} created_at")
+    for e in rows:
+        print(f"{e.batch_id:50} {e.checkpoint_id:14} {e.reward_version:14} {e.n_rows:>7} "
+              f"{e.quality:7} {str(e.offered):7} {e.created_at:%Y-%m-%dT%H:%M:%SZ}")
+    return 0
+
+
+def _report_ab(args: argparse.Namespace) -> int:
+    from warehouse.report import ab_report, render
+
+    store = _store(args)
+    try:
+        report = ab_report(store, args.experiment, control=args.control, db=args.db)
+    except LookupError as exc:
+        print(f"rtrl report ab: {exc}", file=sys.stderr)
+        return 1
+    print(render(report, args.format), end="")
+    return 0
+
+
+def _forget(args: argparse.Namespace) -> int:
+    from warehouse.forget import forget
+
+    result = forget(_store(args), args.user_id, db=args.db)
+    print(f"forgot {args.user_id}: {result.rows_removed} rows in {result.files_rewritten} files, "
+          f"{result.interactions} interactions")
+    return 0

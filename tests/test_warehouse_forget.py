@@ -1,0 +1,76 @@
+"""`forget`: no row of the user anywhere, and none comes back through the sink's encoder."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import duckdb
+import orjson
+import polars as pl
+
+from tests.warehouse_fixtures import land, records_and_events
+from warehouse.batches import build_batches
+from warehouse.encode import Message, encode
+from warehouse.forget import forget
+from warehouse.privacy import load_forgotten
+from warehouse.store import Store
+
+
+def rows_mentioning(store: Store, db: str, needles: set[str]) -> list[str]:
+    """Every place (file or table) that still holds one of ``needles`` in a text column."""
+    hits = []
+    for relative in store.files(""):
+        frame = store.read_parquet(relative)
+        for name, dtype in frame.schema.items():
+            if dtype == pl.String and frame[name].is_in(list(needles)).any():
+                hits.append(f"{relative}:{name}")
+    for relative in store.files("", ".json"):
+        if relative.endswith("forgotten.json"):
+            continue  # the list that keeps them out holds their ids by design
+        text = (store.read_bytes(relative) or b"").decode()
+        hits += [f"{relative}:text" for n in needles if n in text]
+    con = duckdb.connect(db, read_only=True)
+    try:
+        for (table,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall():
+            cols = [c for c, t in con.execute(
+                f"SELECT column_name, data_type FROM information_schema.columns "
+                f"WHERE table_name = '{table}'").fetchall() if t == "VARCHAR"]  # fmt: skip
+            for col in cols:
+                n = con.execute(f"SELECT count(*) FROM {table} WHERE list_contains(?, {col})",
+                                [sorted(needles)]).fetchone()[0]  # fmt: skip
+                if n:
+                    hits.append(f"db:{table}.{col}")
+    finally:
+        con.close()
+    return hits
+
+
+def test_forget_removes_every_row_and_keeps_them_out(tmp_path):
+    store = Store(str(tmp_path))
+    records, events = records_and_events(300, seed=21)
+    land(store, "events", events)
+    land(store, "rewards", records)
+    rollouts = [{"interaction_id": r["interaction_id"], "checkpoint_id": r["checkpoint_id"],
+                 "completion_token_ids": [1, 2, 3]} for r in records]  # fmt: skip
+    land(store, "rollouts", rollouts)
+    build_batches(store, now=datetime(2026, 12, 1, tzinfo=UTC))
+    user = max((r["user_id"] for r in records if r["user_id"]),
+               key=lambda u: sum(r["user_id"] == u for r in records))  # the busiest user
+    theirs = {r["interaction_id"] for r in records if r["user_id"] == user}
+    others = len(records) - len(theirs)
+
+    result = forget(store, user)
+    assert result.interactions == len(theirs) and result.rows_removed > len(theirs)
+    db = str(tmp_path / "warehouse.duckdb")
+    assert rows_mentioning(store, db, {user, *theirs}) == []
+    con = duckdb.connect(db, read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM rewards").fetchone()[0] == others
+    finally:
+        con.close()
+
+    # A late revision of one of their records reaches the sink: it is dropped, not landed.
+    late = dict(next(r for r in records if r["user_id"] == user), revision=3)
+    message = Message(9999, late["interaction_id"].encode(), orjson.dumps(late), 0)
+    assert encode("rewards", 0, [message], load_forgotten(store)) == {}
+    assert build_batches(store, now=datetime(2026, 12, 2, tzinfo=UTC)) == []

@@ -1,0 +1,157 @@
+"""Training batches: new rewards per (checkpoint, reward version), gated, then offered.
+
+``build_batches`` takes the rows of the rewards mart that no earlier batch holds, leaves out
+privacy-mode interactions and forgotten users, and waits until an interaction can no longer be
+revised (``settle_s`` after its window closed: late window + grace). Each (checkpoint, reward
+version) slice is one candidate. The quality gate decides:
+
+* passed: its scored rows (with the interaction's rollout, when one was sunk) are written to
+  ``_batches/data/<batch_id>.parquet``, the manifest gets a row with ``offered = true``, and
+  :func:`publish` announces it on the ``batches`` topic;
+* failed: the candidate and its validation report go to ``_quarantine/<batch_id>/``, the manifest
+  row says ``offered = false``, and nothing is announced. Its interactions count as used
+  (``_batches/claims/``): a quarantined batch is inspected and fixed by hand, never silently
+  retried into training.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import orjson
+import polars as pl
+from confluent_kafka import Producer
+
+from infra.settings import reliable_producer
+from rewards.config import RewardConfig
+from rewards.record import FIELD_NAMES, RECORD_SCHEMA
+from warehouse.catalog import build_catalog, connect
+from warehouse.layout import BATCHES_DIR, join
+from warehouse.manifest import (
+    BATCH_DATA_SCHEMA,
+    FAILED,
+    PASSED,
+    BatchEntry,
+    batch_id,
+    data_file,
+    manifest_file,
+    report_file,
+)
+from warehouse.privacy import load_forgotten
+from warehouse.quality import QualityConfig, validate
+from warehouse.store import Store
+
+log = logging.getLogger(__name__)
+
+_DEFAULTS = RewardConfig()
+# Every interaction a batch took (scored or not, offered or quarantined), one file per batch.
+CLAIMS_DIR = join(BATCHES_DIR, "claims")
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    min_rows: int = 1  # a slice with fewer candidate rows waits for more
+    settle_s: int = _DEFAULTS.late_s + _DEFAULTS.grace_s  # no revision can follow after this
+    quality: QualityConfig = field(default_factory=QualityConfig)
+
+    def __post_init__(self) -> None:
+        if self.min_rows < 1 or self.settle_s < 0:
+            raise ValueError("min_rows must be >= 1 and settle_s >= 0")
+
+
+def _used_ids_sql(store: Store) -> str:
+    if next(store.files(CLAIMS_DIR), None) is None:
+        return "SELECT NULL::VARCHAR AS interaction_id WHERE false"
+    return f"SELECT interaction_id FROM read_parquet('{store.url(join(CLAIMS_DIR, '*.parquet'))}')"
+
+
+def _candidates(store: Store, db: str, now: datetime, settle_s: int) -> pl.DataFrame:
+    forgotten = sorted(load_forgotten(store).user_ids)
+    con = connect(store, db, read_only=True)
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        frame = con.sql(
+            f"""
+            SELECT r.* EXCLUDE (reward_date),
+                   epoch($now::TIMESTAMPTZ) - epoch(r.t_close) AS age_s,
+                   ro.rollout_json
+            FROM rewards r
+            LEFT JOIN (SELECT interaction_id, arg_max(rollout_json, kafka_offset) AS rollout_json
+                       FROM stg_rollouts GROUP BY ALL) ro USING (interaction_id)
+            WHERE COALESCE(r.censor_reason, '') <> 'privacy_mode'
+              AND r.t_close + to_seconds($settle) <= $now::TIMESTAMPTZ
+              AND r.interaction_id NOT IN ({_used_ids_sql(store)})
+              AND NOT list_contains($forgotten, COALESCE(r.user_id, ''))
+            ORDER BY r.checkpoint_id, r.reward_version, r.interaction_id
+            """,
+            params={"now": now, "settle": settle_s, "forgotten": forgotten},
+        ).to_arrow_table()
+    finally:
+        con.close()
+    return pl.from_arrow(frame)
+
+
+def build_batches(store: Store, config: BuildConfig = BuildConfig(), db: str | None = None,
+                  now: datetime | None = None) -> list[BatchEntry]:  # fmt: skip
+    """Build, gate and record every batch that is due; returns their manifest entries."""
+    now = now or datetime.now(UTC)
+    db = build_catalog(store, db)
+    candidates = _candidates(store, db, now, config.settle_s)
+    entries = []
+    for (checkpoint, version), rows in candidates.group_by(
+            ["checkpoint_id", "reward_version"], maintain_order=True):  # fmt: skip
+        if rows.height < config.min_rows:
+            continue
+        entries.append(_gate_one(store, config, rows, str(checkpoint), str(version), now))
+    if entries:
+        build_catalog(store, db)  # the manifest and lineage views now have files to read
+    return entries
+
+
+def _gate_one(store: Store, config: BuildConfig, rows: pl.DataFrame, checkpoint: str,
+              version: str, now: datetime) -> BatchEntry:  # fmt: skip
+    candidate = rows.select([*FIELD_NAMES, "age_s"]).cast(dict(RECORD_SCHEMA))
+    passed, report = validate(candidate, config.quality)
+    quality = PASSED if passed else FAILED
+    bid = batch_id(checkpoint, version, rows["interaction_id"].to_list(), now)
+    if passed:
+        data = rows.filter(pl.col("status") == "scored")
+    else:
+        data = rows  # the whole candidate, for whoever inspects the quarantine
+    data = data.with_columns(pl.lit(bid).alias("batch_id")).select(BATCH_DATA_SCHEMA.names())
+    data = data.cast(dict(BATCH_DATA_SCHEMA))
+    files = (data_file(bid, quality),)
+    store.write_parquet(files[0], data)
+    store.write_bytes(report_file(bid, quality), orjson.dumps(report, default=str))
+    entry = BatchEntry(bid, checkpoint, version, data.height, files, quality, passed, now)
+    store.write_parquet(join(CLAIMS_DIR, f"{bid}.parquet"), rows.select("interaction_id"))
+    store.write_parquet(manifest_file(bid), entry.to_frame())
+    log.info("batch %s: %s, %d rows", bid, quality, data.height)
+    return entry
+
+
+def publish(bootstrap: str, topic: str, entries: list[BatchEntry]) -> int:
+    """Announce the offered batches on the (compacted) batches topic, keyed by batch id."""
+    producer = Producer(reliable_producer(bootstrap))
+    errors: list[object] = []
+    offered = [e for e in entries if e.offered]
+    for e in offered:
+        producer.produce(topic, key=e.batch_id.encode(), value=orjson.dumps(e.to_json_dict()),
+                         on_delivery=lambda err, _m: err and errors.append(err))  # fmt: skip
+    left = producer.flush(30)
+    if left or errors:
+        raise RuntimeError(f"batch announcements failed: {left} unsent, errors {errors[:3]}")
+    return len(offered)
+
+
+def list_batches(store: Store, offered_only: bool = False) -> list[BatchEntry]:
+    """The manifest, oldest first; ``offered_only`` gives what a trainer may read."""
+    files = list(store.files(join(BATCHES_DIR, "manifest")))
+    if not files:
+        return []
+    frame = pl.concat([store.read_parquet(f) for f in files]).sort("created_at", "batch_id")
+    if offered_only:
+        frame = frame.filter(pl.col("offered"))
+    return [BatchEntry(**{**row, "files": tuple(row["files"])}) for row in frame.to_dicts()]

@@ -1,0 +1,24 @@
+-- ab_units: per experiment arm and user (the unit of randomisation), the sums every A/B metric
+-- is a ratio of. Privacy-mode records carry no user and stay out of experiments' metrics.
+-- materialized: table
+-- grain: one row per (experiment_name, experiment_arm, user_id)
+-- keys: experiment_name, experiment_arm, user_id
+-- check: SELECT * FROM ab_units WHERE n_scored > n_interactions OR n_dissatisfied > n_followup_known OR kept_sum > n_kept_measured
+CREATE OR REPLACE TABLE ab_units AS
+SELECT
+    r.experiment_name,
+    r.experiment_arm,
+    r.user_id,
+    count(*) AS n_interactions,
+    count(r.reward) AS n_scored,
+    COALESCE(sum(r.reward), 0.0) AS reward_sum,
+    count(r.dissatisfied) AS n_followup_known,
+    count(*) FILTER (WHERE r.dissatisfied) AS n_dissatisfied,
+    count(o.latency_ms) AS n_completed,
+    COALESCE(sum(o.latency_ms), 0) AS latency_sum,
+    COALESCE(sum(o.n_kept_measured), 0) AS n_kept_measured,
+    COALESCE(sum(o.kept_sum), 0.0) AS kept_sum
+FROM rewards r
+LEFT JOIN interaction_outcomes o USING (interaction_id)
+WHERE r.experiment_name IS NOT NULL AND r.user_id IS NOT NULL
+GROUP BY ALL;

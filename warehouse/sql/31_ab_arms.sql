@@ -1,0 +1,36 @@
+-- ab_arms: each arm's metrics as ratios of per-user sums, with the moments the delta method
+-- needs (warehouse/ab.py): for a metric y/x, sum_x, sum_y, sum_xx, sum_yy, sum_xy over users.
+-- materialized: view
+-- grain: one row per (experiment_name, experiment_arm)
+-- keys: experiment_name, experiment_arm
+-- check: SELECT * FROM ab_arms WHERE kept_share NOT BETWEEN 0 AND 1 OR dissatisfied_rate NOT BETWEEN 0 AND 1
+CREATE OR REPLACE VIEW ab_arms AS
+SELECT
+    experiment_name,
+    experiment_arm,
+    count(*) AS n_users,
+    sum(n_interactions) AS n_interactions,
+    sum(kept_sum) / NULLIF(sum(n_kept_measured), 0) AS kept_share,
+    sum(n_dissatisfied) / NULLIF(sum(n_followup_known), 0) AS dissatisfied_rate,
+    sum(latency_sum) / NULLIF(sum(n_completed), 0) AS latency_mean_ms,
+    sum(reward_sum) / NULLIF(sum(n_scored), 0) AS mean_reward,
+    -- kept share: y = kept_sum, x = n_kept_measured
+    sum(n_kept_measured) AS kept_x, sum(kept_sum) AS kept_y,
+    sum(n_kept_measured * n_kept_measured) AS kept_xx, sum(kept_sum * kept_sum) AS kept_yy,
+    sum(n_kept_measured * kept_sum) AS kept_xy,
+    -- dissatisfied follow-up rate: y = n_dissatisfied, x = n_followup_known
+    sum(n_followup_known) AS dissat_x, sum(n_dissatisfied) AS dissat_y,
+    sum(n_followup_known * n_followup_known) AS dissat_xx,
+    sum(n_dissatisfied * n_dissatisfied) AS dissat_yy,
+    sum(n_followup_known * n_dissatisfied) AS dissat_xy,
+    -- latency: y = latency_sum, x = n_completed
+    sum(n_completed) AS latency_x, sum(latency_sum) AS latency_y,
+    sum(n_completed * n_completed) AS latency_xx,
+    sum(CAST(latency_sum AS DOUBLE) * latency_sum) AS latency_yy,
+    sum(CAST(n_completed AS DOUBLE) * latency_sum) AS latency_xy,
+    -- reward: y = reward_sum, x = n_scored
+    sum(n_scored) AS reward_x, sum(reward_sum) AS reward_y,
+    sum(n_scored * n_scored) AS reward_xx, sum(reward_sum * reward_sum) AS reward_yy,
+    sum(n_scored * reward_sum) AS reward_xy
+FROM ab_units
+GROUP BY ALL;

@@ -1,9 +1,220 @@
-"""`rtrl run`: the whole loop, locally, on embedded defaults."""
+"""`rtrl run`: the whole loop, locally, on embedded defaults.
+
+One command brings up what a deployment runs — a Kafka broker, the topics, an API key, the
+collector, the stream worker — drives it with a simulated editor plugin through the real SDK,
+then lands the rewards in the warehouse, builds the catalog and the quality-gated training
+batches, and prints the A/B report and the reward-hacking monitors. Every stage runs as its
+own `rtrl` subcommand, logging to a file under ``--data-dir``.
+
+The reward windows are shortened (``--window-s``) so that the run finishes in about a minute;
+everything else is the production code path.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+from infra import broker
+from infra.broker_config import ClusterLayout
+from infra.kafka_dist import BrokerSetupError, default_cache_root
+from infra.topics_apply import apply_topics
+from rtrl.procs import Stage, run_stage, wait_until
+
+log = logging.getLogger("rtrl.run")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Registered once the loop exists."""
+    p = sub.add_parser(
+        "run",
+        help="the whole loop, locally: broker, collector, stream, warehouse, report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(".rtrl/run"),
+        help="everything the run writes: broker data, logs, warehouse (default .rtrl/run)",
+    )
+    p.add_argument("--port", type=int, default=9092, help="Kafka client port (default 9092)")
+    p.add_argument("--collector-port", type=int, default=8080)
+    p.add_argument(
+        "--interactions",
+        type=int,
+        default=1500,
+        help="simulated agent interactions (about 10 events each)",
+    )
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--window-s",
+        type=int,
+        default=20,
+        help="reward window W for this run (the spec's default is 1800 s)",
+    )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the broker running afterwards (stop: rtrl broker stop --data-dir ...)",
+    )
+    p.add_argument("--fresh", action="store_true", help="delete --data-dir first")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    root: Path = args.data_dir.resolve()
+    if args.fresh and root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
+    logs = root / "logs"
+    layout = ClusterLayout(root / "kafka", port=args.port)
+    started = time.monotonic()
+    try:
+        bootstrap = broker.start(layout, default_cache_root(os.environ))
+    except BrokerSetupError as exc:
+        log.error("cannot start Kafka: %s", exc)
+        return 1
+    stages: list[Stage] = []
+    try:
+        return _loop(args, root, logs, bootstrap, stages, started)
+    finally:
+        for stage in reversed(stages):
+            stage.stop()
+        if not args.keep:
+            broker.stop(layout)
+            log.info("stopped the broker (use --keep to leave it running)")
+
+
+def _loop(args, root: Path, logs: Path, bootstrap: str, stages: list[Stage], started) -> int:
+    run_id = f"run{int(time.time())}"
+    prefix = f"{run_id}."
+    apply_topics(bootstrap, _topic_names(prefix), replication=1)
+
+    config_file = root / "reward.json"
+    late_s, grace_s = max(5, args.window_s // 2), 2
+    config_file.write_text(
+        json.dumps(
+            {
+                "window_s": args.window_s,
+                "late_s": late_s,
+                "grace_s": grace_s,
+                "remember_closed_s": 24 * 3600,
+            }
+        )
+    )
+    keys_db = root / "keys.db"
+    org = "acme"
+    api_key = (
+        run_stage("keys", ["keys", "create", "--org", org, "--db", str(keys_db)], logs / "keys.log")
+        .strip()
+        .split()[-1]
+    )
+    kafka = ["--bootstrap", bootstrap, "--topic-prefix", prefix]
+    collector = Stage(
+        "collector",
+        ["collector", "--port", str(args.collector_port), "--db", str(keys_db), *kafka],
+        logs / "collector.log",
+    )
+    stages.append(collector.start())
+    wait_until("collector", lambda: _healthy(args.collector_port), 60, collector)
+    worker = Stage(
+        "stream worker",
+        [
+            "stream",
+            "worker",
+            *kafka,
+            "--data-dir",
+            str(root / "stream"),
+            "--config",
+            str(config_file),
+            "--group-id",
+            f"{run_id}-stream",
+        ],
+        logs / "stream.log",
+    )
+    stages.append(worker.start())
+
+    from ingest.sdk import SdkConfig
+    from rtrl.editor_sim import emit_workload
+
+    sdk = SdkConfig(
+        endpoint=f"http://127.0.0.1:{args.collector_port}",
+        api_key=api_key,
+        org_id=org,
+        spool_path=root / "sdk-spool.db",
+    )
+    log.info("editor: emitting %d interactions through the SDK", args.interactions)
+    emit_workload(sdk, args.interactions, args.seed, pace_s=10)
+
+    settle = args.window_s + late_s + grace_s + 8
+    log.info("waiting %ds for the last windows and their late periods to close", settle)
+    time.sleep(settle)
+
+    warehouse = root / "warehouse"
+    wh = ["--root", str(warehouse)]
+    print(
+        run_stage(
+            "sink",
+            ["warehouse", "sink", *kafka, *wh, "--once", "--group-id", f"{run_id}-sink"],
+            logs / "sink.log",
+        ),
+        end="",
+    )
+    print(run_stage("catalog", ["warehouse", "catalog", *wh], logs / "catalog.log"), end="")
+    print(
+        run_stage(
+            "batches", ["batches", "build", *kafka, *wh, "--settle-s", "0"], logs / "batches.log"
+        ),
+        end="",
+    )
+    print(run_stage("batches", ["batches", "list", *wh], logs / "batches.log"), end="")
+    print(
+        run_stage(
+            "report",
+            ["report", "ab", *wh, "--experiment", "exp-context-window"],
+            logs / "report.log",
+        ),
+        end="",
+    )
+    _print_monitors(warehouse / "warehouse.duckdb", child="ckpt-0003", parent="ckpt-0001")
+    log.info("loop done in %.0fs; logs and data under %s", time.monotonic() - started, root)
+    log.info("not yet in the loop: the trainer (on-policy update, eval gate, checkpoints topic)")
+    return 0
+
+
+def _print_monitors(db: Path, child: str, parent: str) -> None:
+    """The reward-hacking monitors of ``child`` against ``parent``, from the rewards mart."""
+    import duckdb
+
+    from rewards.monitors import MonitorThresholds, checkpoint_rates, compare
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        records = con.sql("select * from rewards").pl()
+    rates = checkpoint_rates(records, child), checkpoint_rates(records, parent)
+    alarms = compare(*rates, MonitorThresholds())
+    print(
+        f"monitors: {child} ({rates[0].n_interactions} interactions) against {parent}: "
+        f"{len(alarms)} alarm(s)"
+    )
+    for alarm in alarms:
+        print(f"  ALARM {alarm.message}")
+
+
+def _topic_names(prefix: str):
+    from infra.topics import TopicNames
+
+    return TopicNames(prefix)
+
+
+def _healthy(port: int) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False

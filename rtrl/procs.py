@@ -1,0 +1,81 @@
+"""Child processes of `rtrl run`: each stage runs as its own `rtrl` subcommand, as it would in
+production, with its output in a log file under the run's folder."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("rtrl.run")
+
+
+@dataclass
+class Stage:
+    name: str
+    args: list[str]
+    log_file: Path
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+
+    def start(self, env: dict[str, str] | None = None) -> Stage:
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "rtrl.cli", *self.args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,
+            )
+        log.info("started %s (pid %d, log %s)", self.name, self.proc.pid, self.log_file)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if not self.alive():
+            return
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("%s did not stop within %.0fs; killing it", self.name, timeout)
+            self.proc.kill()
+            self.proc.wait(10)
+        log.info("stopped %s", self.name)
+
+
+def run_stage(name: str, args: list[str], log_file: Path, timeout: float = 600) -> str:
+    """Run a one-shot `rtrl` subcommand to completion; return its output, raise on failure."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rtrl.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "a") as f:
+        f.write(done.stdout + done.stderr)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        raise RuntimeError(f"`rtrl {' '.join(args)}` failed ({done.returncode}):\n{tail}")
+    return done.stdout
+
+
+def wait_until(what: str, ready: Callable[[], bool], timeout: float, stage: Stage | None = None):
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if stage is not None and not stage.alive():
+            raise RuntimeError(f"{stage.name} exited; see {stage.log_file}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not ready within {timeout:.0f}s")
+        time.sleep(0.5)

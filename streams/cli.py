@@ -1,9 +1,77 @@
-"""Subcommands of this stage."""
+"""`rtrl stream worker`: the Faust worker that joins events into reward records."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """No subcommands yet."""
+    s = sub.add_parser("stream", help="the stream join: telemetry.events -> rewards",
+                       description="Join each interaction's events into reward records (reward "
+                       "spec v1) as they arrive, with corrections as new revisions.")
+    ssub = s.add_subparsers(dest="stream_command", metavar="ACTION", required=True)
+    w = ssub.add_parser("worker", help="run a worker (several share the partitions of a group)",
+                        description="Consume telemetry.events, keep per-interaction state in a "
+                        "changelogged table, publish records to rewards, late events to "
+                        "telemetry.late, invalid messages to telemetry.dlq. At-least-once; a "
+                        "record's (interaction_id, revision) always names the same content.")
+    add_worker_args(w)
+    w.set_defaults(func=_worker)
+
+
+def add_worker_args(p: argparse.ArgumentParser) -> None:
+    add_bootstrap_arg(p)
+    add_topic_prefix_arg(p)
+    p.add_argument("--data-dir", type=Path, default=Path(".rtrl/stream"),
+                   help="local state (RocksDB tables) of this worker (default .rtrl/stream)")
+    p.add_argument("--config", type=Path, default=None,
+                   help="reward configuration (.toml/.json/.yaml); default: spec v1's numbers")
+    p.add_argument("--group-id", default=None,
+                   help="consumer group and changelog prefix (default rtrl-stream-<prefix>)")
+    p.add_argument("--store", choices=("rocksdb", "memory"), default="rocksdb",
+                   help="where the table lives: rocksdb (bounded memory, default) or memory")
+    p.add_argument("--chunk-size", type=int, default=2000, help="events per chunk (default 2000)")
+    p.add_argument("--progress-s", type=float, default=10.0,
+                   help="seconds between progress lines (default 10)")
+
+
+def settings_from(args: argparse.Namespace):
+    from infra.topics import TopicNames
+    from rewards.config import RewardConfig, load_config
+    from streams.settings import WorkerSettings
+
+    bootstrap = bootstrap_from(args)
+    group = args.group_id or f"rtrl-stream-{args.topic_prefix}".rstrip("-.")
+    return WorkerSettings(
+        bootstrap=bootstrap, topic_prefix=args.topic_prefix, data_dir=args.data_dir,
+        reward=load_config(args.config) if args.config else RewardConfig(), group_id=group,
+        store=args.store, partitions=_partitions(bootstrap, TopicNames(args.topic_prefix).events),
+        changelog_replication=_replication(bootstrap), chunk_size=args.chunk_size,
+        progress_s=args.progress_s)
+
+
+def _partitions(bootstrap: str, topic: str) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    found = md.topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        raise SystemExit(f"rtrl stream worker: topic {topic} does not exist; "
+                         "run `rtrl topics apply` first")
+    return len(found.partitions)
+
+
+def _replication(bootstrap: str) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    brokers = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).brokers
+    return min(3, len(brokers))
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from streams.worker import run_worker
+
+    return run_worker(settings_from(args))

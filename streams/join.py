@@ -1,0 +1,220 @@
+"""The worker's loop body: chunks of messages through the partition processors, durably.
+
+For each chunk (and each idle tick) the order is fixed, and it is what makes a crash harmless:
+
+1. validate; invalid messages are set aside for ``telemetry.dlq``;
+2. step each partition's processor: table writes (state + the partition's *pending* ids);
+3. ``producer.flush()``: the changelog writes are acknowledged (acks=all);
+4. publish records, late events and DLQ entries, and wait for every acknowledgement;
+5. clear *pending* (a table write), then ack the chunk's input events.
+
+Faust commits only acked offsets and flushes its producer before committing (see ``streams.app``),
+so no offset is committed before its state, records and DLQ entries are durable. One chunk runs at
+a time (a lock shared with the idle tick); an error stops the process before any ack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import weakref
+from collections.abc import Sequence
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+from faust.streams import _current_event
+
+from streams.intake import Rejected, read_message
+from streams.processor import Incoming, PartitionProcessor, StepOutput
+from streams.settings import WorkerSettings
+from streams.tablestore import TableStore
+
+log = logging.getLogger("streams.worker")
+EXIT_FAILED_CHUNK = 70
+
+
+def _wall_us() -> int:
+    return time.time_ns() // 1000
+
+
+class _PartitionAnchor:
+    """Stands for "an event of this partition" where Faust's table asks for the current event."""
+
+    __slots__ = ("message", "__weakref__")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.message = SimpleNamespace(topic=topic, partition=partition)
+
+
+@contextmanager
+def _partition_context(topic: str, partition: int):
+    """Faust's table picks the store and changelog partition from the current event; this
+    points it at ``partition`` for writes made outside one event (a chunk, a tick)."""
+    anchor = _PartitionAnchor(topic, partition)
+    token = _current_event.set(weakref.ref(anchor))  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        _current_event.reset(token)
+
+
+class JoinWorker:
+    """The partitions this process owns, their processors, and the order of effects above."""
+
+    def __init__(self, app: Any, table: Any, settings: WorkerSettings) -> None:
+        self.app, self.table, self.settings = app, table, settings
+        self.topics = settings.topics
+        self.lock = asyncio.Lock()
+        self.processors: dict[int, PartitionProcessor] = {}
+        self.next_offset: dict[int, int] = {}
+        self.counts = dict.fromkeys(("events", "records", "late", "dlq", "chunks"), 0)
+        self._last_progress = (time.monotonic(), 0)
+
+    # --- rebalancing ----------------------------------------------------------------------
+    async def wait_idle(self) -> None:
+        """Partitions are being revoked: let the chunk in flight finish (and become durable)."""
+        async with self.lock:
+            pass
+
+    async def keep_partitions(self, partitions: set[int]) -> None:
+        """The new assignment: processors of partitions that left are dropped; one that comes
+        back later is rebuilt from the table (its owner in between changed it). A partition kept
+        through the rebalance keeps its processor: nobody else can have owned it meanwhile."""
+        async with self.lock:
+            for p in set(self.processors) - partitions:
+                del self.processors[p]
+                self.next_offset.pop(p, None)
+
+    async def _processor(self, partition: int) -> PartitionProcessor:
+        proc = self.processors.get(partition)
+        if proc is None:
+            store = TableStore(self.table, partition)
+            proc = PartitionProcessor(partition, self.settings.reward, store, wall_us=_wall_us())
+            with _partition_context(self.topics.events, partition):
+                leftovers = proc.recover()
+                if leftovers:
+                    log.info("partition %d: republishing %d records a crash left pending",
+                             partition, len(leftovers))
+                    await self._publish([(proc, StepOutput(records=leftovers))], [])
+            log.info("partition %d: %d open interactions, %d closed ids remembered",
+                     partition, proc.open_count, proc.closed_count)
+            self.processors[partition] = proc
+        return proc
+
+    # --- the two entry points -------------------------------------------------------------
+    async def handle_chunk(self, stream: Any, events: Sequence[Any]) -> None:
+        try:
+            async with self.lock:
+                done = await self._handle_chunk(events)
+            for event in done:
+                await stream.ack(event)
+        except BaseException:  # noqa: BLE001 - nothing of this chunk may be acked
+            log.exception("a chunk failed; stopping without acking it (it is processed again)")
+            logging.shutdown()
+            os._exit(EXIT_FAILED_CHUNK)
+        self._maybe_log_progress()
+
+    async def tick(self) -> None:
+        """Idle partitions: let the wall clock close their windows."""
+        if self.app.rebalancing or self.app.in_recovery:
+            return
+        async with self.lock:
+            if self.app.rebalancing or self.app.in_recovery:
+                return  # it began while we waited: the partitions may be leaving
+            wall = _wall_us()
+            steps = []
+            for tp in self.app.consumer.assignment():
+                if tp.topic != self.topics.events:
+                    continue
+                proc = await self._processor(tp.partition)
+                idle = proc.clock.is_idle(wall, await self._caught_up(tp))
+                with _partition_context(tp.topic, tp.partition):
+                    out = proc.step([], wall_us=proc.clock.last_arrival_wall_us,
+                                    idle_wall_us=wall if idle else None)
+                if out.records:
+                    steps.append((proc, out))
+            if steps:
+                await self.app.producer.flush()
+                await self._publish(steps, [])
+        self._maybe_log_progress()
+
+    # --- internals ------------------------------------------------------------------------
+    async def _handle_chunk(self, events: Sequence[Any]) -> list[Any]:
+        """Process the chunk's events of partitions still assigned; return those to ack."""
+        wall = _wall_us()
+        by_partition: dict[int, list[Incoming]] = {}
+        rejected: list[tuple[Rejected, Any]] = []
+        owned = self.app.consumer.assignment()
+        done = []
+        for event in events:
+            message = event.message
+            if message.tp not in owned:
+                continue  # revoked while buffered: its new owner processes it
+            done.append(event)
+            item = read_message(message.key, message.value)
+            if isinstance(item, Rejected):
+                rejected.append((item, message))
+            else:
+                by_partition.setdefault(message.partition, []).append(item)
+            self.next_offset[message.partition] = message.offset + 1
+        steps = []
+        for partition, items in by_partition.items():
+            proc = await self._processor(partition)
+            with _partition_context(self.topics.events, partition):
+                steps.append((proc, proc.step(items, wall_us=wall)))
+        await self.app.producer.flush()  # state and pending ids are durable before any record
+        await self._publish(steps, rejected)
+        self.counts["events"] += len(done)
+        self.counts["chunks"] += 1
+        return done
+
+    async def _publish(self, steps: list[tuple[PartitionProcessor, StepOutput]],
+                       rejected: list[tuple[Rejected, Any]]) -> None:  # fmt: skip
+        producer, topics = self.app.producer, self.topics
+        pending = []
+        for _, out in steps:
+            for record in out.records:
+                pending.append(await producer.send(
+                    topics.rewards, record.interaction_id.encode(),
+                    orjson.dumps(record.to_json_dict()), None, None, None))
+            for item, arrival in out.late:
+                pending.append(await producer.send(
+                    topics.late, str(item.event["interaction_id"]).encode(), item.raw, None, None,
+                    [("rtrl.arrival", arrival.value.encode())]))
+        for item, message in rejected:
+            pending.append(await producer.send(
+                topics.dlq, None, item.raw, None, None,
+                item.headers(message.topic, message.partition, message.offset)))
+        if pending:
+            await asyncio.gather(*pending)  # every acknowledgement, or an exception
+        for proc, out in steps:
+            if out.records:
+                with _partition_context(self.topics.events, proc.partition):
+                    proc.published()
+            self.counts["records"] += len(out.records)
+            self.counts["late"] += len(out.late)
+        self.counts["dlq"] += len(rejected)
+
+    async def _caught_up(self, tp: Any) -> bool:
+        highwater = self.app.consumer.highwater(tp)
+        position = self.next_offset.get(tp.partition)
+        if position is None:
+            position = await self.app.consumer.position(tp)
+        return highwater is not None and position is not None and position >= highwater
+
+    def _maybe_log_progress(self) -> None:
+        now = time.monotonic()
+        since, events_then = self._last_progress
+        if now - since < self.settings.progress_s:
+            return
+        rate = (self.counts["events"] - events_then) / (now - since)
+        self._last_progress = (now, self.counts["events"])
+        open_now = sum(p.open_count for p in self.processors.values())
+        log.info("progress events=%d rate=%.0f/s open=%d records=%d late=%d dlq=%d chunks=%d",
+                 self.counts["events"], rate, open_now, self.counts["records"],
+                 self.counts["late"], self.counts["dlq"], self.counts["chunks"])
+

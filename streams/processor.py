@@ -1,0 +1,242 @@
+"""The join of one input partition: events in, reward records and late events out. Pure.
+
+:class:`PartitionProcessor` owns the state of one partition through a small :class:`StateStore`
+(a dict in tests, the changelogged Faust table in the worker) and the partition's clock. A *step*
+takes the valid events of one chunk (or none, on an idle tick with the wall clock) and returns what
+to publish. The order that makes a crash harmless is the caller's, and is this:
+
+1. ``step`` writes the ids whose records it is about to publish under the partition's *pending*
+   key, then the new states, to the store (in that order: a crash keeps a prefix of the writes);
+2. the caller makes those writes durable, then publishes the records and waits for their acks;
+3. the caller calls :meth:`PartitionProcessor.published` (clears *pending*), then acks the input.
+
+A crash before 2 completes leaves *pending* set: :meth:`PartitionProcessor.recover` republishes
+exactly those records (same revision, same content, recomputed from the stored copies). A record
+is thus never on ``rewards`` unless its revision is in the durable state, so a revision number
+never names two different records, and revisions are 0..n without gaps.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from rewards.config import RewardConfig
+from rewards.function import compute_record
+from rewards.record import RewardRecord
+from rewards.timestamps import US_PER_S, to_us
+from streams.clock import PartitionClock
+from streams.state import (
+    Arrival,
+    Entry,
+    OpenInteraction,
+    Tombstone,
+    add_copy,
+    classify,
+    content_hash,
+    decode,
+    encode,
+    new_interaction,
+)
+
+# At most this many records per step, so that the pending key and one step stay small even when
+# the wall clock closes a whole quiet partition at once; the rest follow on the next step.
+MAX_RECORDS_PER_STEP = 2000
+_PENDING_PREFIX = "\x00pending/"
+_INTERACTION_PREFIX = "i/"
+_FORWARDED = frozenset({Arrival.late, Arrival.expired, Arrival.closed})
+
+
+class StateStore(Protocol):
+    """Bytes by string key; ``items`` may also yield other partitions' keys."""
+
+    def get(self, key: str) -> bytes | None: ...
+    def put(self, key: str, value: bytes) -> None: ...
+    def delete(self, key: str) -> None: ...
+    def items(self) -> Iterable[tuple[str, bytes]]: ...
+
+
+def interaction_key(interaction_id: str) -> str:
+    return _INTERACTION_PREFIX + interaction_id
+
+
+def pending_key(partition: int) -> str:
+    return f"{_PENDING_PREFIX}{partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """One valid event of the partition, with its raw bytes (forwarded as is when late)."""
+
+    event: dict[str, Any]
+    raw: bytes
+
+
+@dataclass(slots=True)
+class StepOutput:
+    records: list[RewardRecord] = field(default_factory=list)  # to `rewards`
+    late: list[tuple[Incoming, Arrival]] = field(default_factory=list)  # to `telemetry.late`
+
+
+class PartitionProcessor:
+    """State machine of one partition; see the module docstring for the order of effects."""
+
+    def __init__(self, partition: int, config: RewardConfig, store: StateStore,
+                 wall_us: int = 0) -> None:  # fmt: skip
+        self.partition = partition
+        self.config = config
+        self.store = store
+        self.clock = PartitionClock(config.grace_s * US_PER_S, last_arrival_wall_us=wall_us)
+        self._due: list[tuple[int, str]] = []  # (clock value, interaction id) of open ones
+        self._next_sweep = 0
+        self.open_count = 0
+        self.closed_count = 0
+
+    # --- start-up -------------------------------------------------------------------------
+    def recover(self) -> list[RewardRecord]:
+        """Rebuild the in-memory deadlines from the store; the records a crash left unpublished.
+
+        The caller publishes them, then calls :meth:`published`.
+        """
+        self._due.clear()
+        self.open_count = self.closed_count = 0
+        for key, raw in self.store.items():
+            if not key.startswith(_INTERACTION_PREFIX):
+                continue
+            entry = decode(raw)
+            if entry.partition != self.partition:
+                continue
+            if isinstance(entry, OpenInteraction):
+                self.open_count += 1
+                heapq.heappush(self._due, (entry.next_due(self.config), key[2:]))
+            else:
+                self.closed_count += 1
+        raw_pending = self.store.get(pending_key(self.partition))
+        records = []
+        for interaction_id in orjson.loads(raw_pending) if raw_pending else ():
+            entry = self._load(interaction_id)
+            if isinstance(entry, OpenInteraction) and entry.revision >= 0:
+                records.append(compute_record(entry.copies, self.config, entry.revision))
+        return records
+
+    def published(self) -> None:
+        """The records of the last step are acknowledged: nothing is pending any more."""
+        key = pending_key(self.partition)
+        if self.store.get(key) is not None:
+            self.store.delete(key)
+
+    # --- one step -------------------------------------------------------------------------
+    def step(self, incoming: Sequence[Incoming], wall_us: int,
+             idle_wall_us: int | None = None) -> StepOutput:  # fmt: skip
+        """Apply a chunk of events (arrival order), then emit and close what the clock allows.
+
+        ``idle_wall_us``: the wall clock, given only when the partition is idle.
+        """
+        out = StepOutput()
+        touched: dict[str, Entry | None] = {}
+        for item in incoming:
+            arrival = self._apply(item, touched, wall_us)
+            if arrival in _FORWARDED:
+                out.late.append((item, arrival))
+        if idle_wall_us is not None:
+            self.clock.advance_to_wall(idle_wall_us)
+        self._emit_and_close(touched, out)
+        if out.records:
+            # Written first: the changelog keeps a partition's writes in order, so any durable
+            # prefix that holds a new revision in a state also holds its pending id.
+            ids = [r.interaction_id for r in out.records]
+            self.store.put(pending_key(self.partition), orjson.dumps(ids))
+        for interaction_id, entry in touched.items():
+            key = interaction_key(interaction_id)
+            if entry is None:
+                self.store.delete(key)
+            else:
+                self.store.put(key, encode(entry))
+        return out
+
+    def _load(self, interaction_id: str) -> Entry | None:
+        raw = self.store.get(interaction_key(interaction_id))
+        return None if raw is None else decode(raw)
+
+    def _apply(self, item: Incoming, touched: dict[str, Entry | None], wall_us: int) -> Arrival:
+        event = item.event
+        self.clock.observe(to_us(event["received_at"]), wall_us)
+        interaction_id = event["interaction_id"]
+        entry = touched[interaction_id] if interaction_id in touched else self._load(interaction_id)
+        if isinstance(entry, Tombstone):
+            return Arrival.closed
+        if entry is None:
+            entry = new_interaction(self.partition, event)
+            self.open_count += 1
+            heapq.heappush(self._due, (entry.emit_due(self.config), interaction_id))
+        t_open = entry.t_open
+        arrival = add_copy(entry, event, self.config)
+        if entry.t_open < t_open:  # an earlier copy: the window moved, and so do its deadlines
+            heapq.heappush(self._due, (entry.emit_due(self.config), interaction_id))
+        if arrival is not Arrival.redelivered or interaction_id in touched:
+            touched[interaction_id] = entry
+        if arrival is Arrival.redelivered:
+            # Its first delivery may have died before reaching telemetry.late: forward it again.
+            return classify(to_us(event["received_at"]), entry.t_open, self.config)
+        return arrival
+
+    def _emit_and_close(self, touched: dict[str, Entry | None], out: StepOutput) -> None:
+        now = self.clock.now
+        candidates = [i for i, e in touched.items() if isinstance(e, OpenInteraction)]
+        while self._due and self._due[0][0] <= now:
+            candidates.append(heapq.heappop(self._due)[1])
+        seen: set[str] = set()
+        for interaction_id in candidates:
+            if interaction_id in seen:
+                continue
+            seen.add(interaction_id)
+            entry = touched[interaction_id] if interaction_id in touched else self._load(
+                interaction_id)
+            if not isinstance(entry, OpenInteraction):
+                continue
+            if now < entry.emit_due(self.config):
+                continue  # still open; its deadline entry is in the heap
+            if entry.dirty:
+                if len(out.records) >= MAX_RECORDS_PER_STEP:
+                    heapq.heappush(self._due, (now, interaction_id))  # next step
+                    continue
+                self._emit(entry, out)
+                touched[interaction_id] = entry
+            elif now >= entry.purge_due(self.config):
+                touched[interaction_id] = Tombstone(self.partition, entry.t_close(self.config))
+                self.open_count -= 1
+                self.closed_count += 1
+                continue
+            heapq.heappush(self._due, (entry.next_due(self.config), interaction_id))
+        if now >= self._next_sweep:
+            self._forget_tombstones(touched, now)
+
+    def _emit(self, entry: OpenInteraction, out: StepOutput) -> None:
+        record = compute_record(entry.copies, self.config, entry.revision + 1)
+        digest = content_hash(record)
+        entry.dirty = False
+        if digest != entry.emitted_hash:
+            entry.revision += 1
+            entry.emitted_hash = digest
+            out.records.append(record)
+
+    def _forget_tombstones(self, touched: dict[str, Entry | None], now: int) -> None:
+        """Drop ids remembered long enough. A scan, but a rare one (see ``_sweep_every``)."""
+        for key, raw in self.store.items():
+            if not key.startswith(_INTERACTION_PREFIX) or b'"x"' not in raw:
+                continue
+            entry = decode(raw)
+            interaction_id = key[2:]
+            if (isinstance(entry, Tombstone) and entry.partition == self.partition
+                    and now >= entry.forget_due(self.config) and interaction_id not in touched):
+                touched[interaction_id] = None
+                self.closed_count -= 1
+        self._next_sweep = now + self._sweep_every()
+
+    def _sweep_every(self) -> int:
+        """A tenth of the memory span: a tombstone lives at most 110% of it."""
+        return max(1, self.config.remember_closed_s // 10) * US_PER_S

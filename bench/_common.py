@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-import random
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -37,27 +35,11 @@ def reexec_in_venv(script: str) -> None:
 
 
 def quiet_port_block(size: int, host: str = "127.0.0.1") -> int:
-    """Free ports base..base+size-1 below the kernel's ephemeral range (where outgoing
-    connections cannot take them between our check and the broker's bind)."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(10000, low - size)
-        if all(_bindable(host, p) for p in range(base, base + size)):
-            return base
-    raise RuntimeError(f"no free block of {size} ports below {low}")
+    """Free loopback ports outside the ephemeral range (imported late: this module is loaded
+    before the re-exec under .venv)."""
+    from infra.ports import free_port_block
 
-
-def _bindable(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
+    return free_port_block(size, host)
 
 
 @contextmanager
@@ -117,8 +99,9 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     numeric = [all(isinstance(r[i], int | float) for r in rows) for i in range(len(header))]
 
     def line(r: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if num else c.ljust(w)
-                         for c, w, num in zip(r, widths, numeric, strict=True)).rstrip()
+        return "  ".join(
+            c.rjust(w) if num else c.ljust(w) for c, w, num in zip(r, widths, numeric, strict=True)
+        ).rstrip()
 
     rule = line(["-" * w for w in widths])
     return "\n".join([line(cells[0]), rule] + [line(r) for r in cells[1:]])

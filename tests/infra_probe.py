@@ -1,50 +1,13 @@
-"""Test helpers for local clusters that start and stop brokers of their own.
-
-A listening port inside the kernel's ephemeral range can be taken between our check and
-the broker's bind by any outgoing connection -- including the nodes' own connections to
-each other. So blocks for multi-node clusters are picked below that range.
-"""
+"""Test helpers: free port blocks (see `infra.ports`) and the CLI's subcommands."""
 
 from __future__ import annotations
 
 import argparse
-import random
-import socket
-from pathlib import Path
 
-EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+from infra.ports import free_port_block
 
-
-def ephemeral_range() -> tuple[int, int]:
-    """The kernel's range for outgoing connections (Linux default if unreadable)."""
-    try:
-        low, high = EPHEMERAL_RANGE.read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-def quiet_port_block(size: int, host: str = "127.0.0.1") -> int:
-    """A base port such that base..base+size-1 are free now and outside the ephemeral range."""
-    low, high = ephemeral_range()
-    windows = [(10000, low - size), (high + 1, 65535 - size)]
-    windows = [(a, b) for a, b in windows if b > a]
-    rng = random.Random()
-    for _ in range(200):
-        start, stop = rng.choice(windows)
-        base = rng.randrange(start, stop)
-        if all(_free(host, p) for p in range(base, base + size)):
-            return base
-    raise RuntimeError(f"no free block of {size} ports outside {low}-{high}")
-
-
-def _free(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
+# Kept under its old name for the tests that use it.
+quiet_port_block = free_port_block
 
 
 def rtrl_subcommands() -> tuple[argparse.ArgumentParser, set[str]]:

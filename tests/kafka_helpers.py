@@ -9,12 +9,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, Producer
 
-from tests.infra_probe import quiet_port_block
-
-
-def free_port_block(size: int, host: str = "127.0.0.1") -> int:
-    """A base port such that base..base+size-1 are free now, outside the ephemeral range."""
-    return quiet_port_block(size, host)
+from infra.ports import free_port_block  # noqa: F401 - re-exported for the tests
 
 
 def produce_json(
@@ -36,14 +31,19 @@ def produce_json(
     n = 0
     for v in values:
         k = key(v)
-        p.produce(
-            topic,
-            value=orjson.dumps(v),
-            key=None if k is None else k.encode(),
-            on_delivery=lambda err, _m: err and errors.append(err),
-        )
+        while True:
+            try:
+                p.produce(
+                    topic,
+                    value=orjson.dumps(v),
+                    key=None if k is None else k.encode(),
+                    on_delivery=lambda err, _m: err and errors.append(err),
+                )
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                p.poll(0.1)
         n += 1
-        if n % 10_000 == 0:
+        if n % 1_000 == 0:
             p.poll(0)
     left = p.flush(60)
     assert left == 0 and not errors, f"{left} unflushed, errors: {errors[:3]}"

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-import importlib
-
 import pydantic
 import pytest
 
@@ -60,13 +57,3 @@ def test_load_refuses_unknown_formats_and_fields(tmp_path):
     (tmp_path / "b.json").write_text('{"rejct": -0.75}')
     with pytest.raises(pydantic.ValidationError):
         load_config(tmp_path / "b.json")
-
-
-@pytest.mark.parametrize(
-    "module",
-    ["config", "terms", "function", "timestamps", "monitors", "workload", "record", "replay"],
-)
-def test_doctests_of_the_rewards_modules(module):
-    """pytest's doctest collection covers tests/ only; these run the package's examples too."""
-    result = doctest.testmod(importlib.import_module(f"rewards.{module}"))
-    assert result.failed == 0

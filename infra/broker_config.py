@@ -52,8 +52,18 @@ class ClusterLayout:
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 chars)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 chars).
+
+    Like Kafka's own ``Uuid.randomUuid``, never one that starts with ``-``: the storage tool
+    would read it as an option.
+
+    >>> all(not new_cluster_id().startswith("-") and len(new_cluster_id()) == 22 for _ in range(500))
+    True
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def server_properties(layout: ClusterLayout, node: int) -> str:

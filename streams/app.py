@@ -7,10 +7,12 @@ How Faust 0.15.3 orders offsets and writes, read from its source, and what this 
   The agent acks each event itself after the chunk's output is durable (``streams.join``), and a
   failing chunk ends the process before any ack.
 * The consumer commits, per partition, the highest offset below which every message was acked
-  (``Consumer._new_offset``), and ``Consumer._commit_offsets`` (``faust/transport/consumer.py``)
-  awaits ``app.producer.flush()`` before ``_commit``: buffered changelog writes are acknowledged
-  before the offset is committed. With ``producer_acks=-1`` acknowledged means in every in-sync
-  replica.
+  (``Consumer._new_offset``). ``Consumer._commit_offsets`` awaits ``app.producer.flush()`` first,
+  but that is no guarantee: the producer buffer's flush returns after 0.1 s without progress
+  with changelog writes still queued (``ProducerBuffer.flush_atmost``). So the table is a
+  :class:`~streams.tablestore.ChangelogTable`, and the agent acks nothing before every changelog
+  write of its chunk is acknowledged. With ``producer_acks=-1`` acknowledged means in every
+  in-sync replica.
 * Table writes take their store and changelog partition from the current event. The agent sets
   it to the chunk's partition (``streams.join._partition_context``), so the changelog stays
   co-partitioned with ``telemetry.events`` even for writes made by the idle timer.
@@ -29,6 +31,7 @@ import faust
 
 from streams.join import JoinWorker
 from streams.settings import WorkerSettings
+from streams.tablestore import ChangelogTable
 
 TABLE_NAME = "interactions"
 
@@ -49,6 +52,7 @@ def build_app(settings: WorkerSettings) -> tuple[faust.App, JoinWorker]:
         processing_guarantee="at_least_once",
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=settings.session_timeout_s / 4,
+        Table=ChangelogTable,
     )
     events = app.topic(settings.topics.events, key_type=bytes, value_type=bytes,
                        key_serializer="raw", value_serializer="raw",

@@ -4,13 +4,14 @@ For each chunk (and each idle tick) the order is fixed, and it is what makes a c
 
 1. validate; invalid messages are set aside for ``telemetry.dlq``;
 2. step each partition's processor: table writes (state + the partition's *pending* ids);
-3. ``producer.flush()``: the changelog writes are acknowledged (acks=all);
+3. wait until every changelog write is acknowledged (acks=all); not ``producer.flush()``, which
+   may return with writes still queued (see ``streams.tablestore.ChangelogTable``);
 4. publish records, late events and DLQ entries, and wait for every acknowledgement;
 5. clear *pending* (a table write), then ack the chunk's input events.
 
-Faust commits only acked offsets and flushes its producer before committing (see ``streams.app``),
-so no offset is committed before its state, records and DLQ entries are durable. One chunk runs at
-a time (a lock shared with the idle tick); an error stops the process before any ack.
+Faust commits only acked offsets (see ``streams.app``), so no offset is committed before its
+state, records and DLQ entries are durable. One chunk runs at a time (a lock shared with the idle
+tick); an error stops the process before any ack.
 """
 
 from __future__ import annotations
@@ -137,8 +138,8 @@ class JoinWorker:
                                     idle_wall_us=wall if idle else None)
                 if out.records:
                     steps.append((proc, out))
+            await self.table.changelog_acknowledged()
             if steps:
-                await self.app.producer.flush()
                 await self._publish(steps, [])
         self._maybe_log_progress()
 
@@ -166,7 +167,7 @@ class JoinWorker:
             proc = await self._processor(partition)
             with _partition_context(self.topics.events, partition):
                 steps.append((proc, proc.step(items, wall_us=wall)))
-        await self.app.producer.flush()  # state and pending ids are durable before any record
+        await self.table.changelog_acknowledged()  # state and pending ids before any record
         await self._publish(steps, rejected)
         self.counts["events"] += len(done)
         self.counts["chunks"] += 1

@@ -1,4 +1,4 @@
-"""The processor's :class:`~streams.processor.StateStore` over a changelogged Faust table.
+"""The changelogged Faust table of the join, and the processor's StateStore over it.
 
 Keys and values are bytes in the table (raw serializers: the processor encodes its own JSON).
 Writes go to the store and changelog partition of the current event, which the caller sets to
@@ -7,8 +7,41 @@ the processor's partition (``streams.join``), so the changelog stays co-partitio
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
+
+import faust
+
+
+class ChangelogTable(faust.Table):
+    """A table whose changelog writes can be awaited until Kafka acknowledged them.
+
+    ``app.producer.flush()`` is no such wait: Faust queues changelog writes in a buffer whose
+    ``flush`` gives up after 0.1 s without a message sent (``ProducerBuffer.flush_atmost``), and
+    Faust's own commit trusts the same flush. A worker that is slow for a moment and then killed
+    loses state whose input offsets are acked, and committed. So the table remembers the future
+    of every changelog write, and the worker awaits them before publishing and acking.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unacknowledged: list[asyncio.Future] = []
+
+    def send_changelog(self, *args: Any, **kwargs: Any) -> Any:
+        future = super().send_changelog(*args, **kwargs)
+        self._unacknowledged.append(future)
+        return future
+
+    async def changelog_acknowledged(self) -> None:
+        """Return once every changelog write made so far is acknowledged (``acks=all``);
+        raise if one failed. Being cancelled leaves the writes alone (unlike ``gather``)."""
+        while self._unacknowledged:
+            waiting = list(self._unacknowledged)
+            await asyncio.wait(waiting)
+            del self._unacknowledged[: len(waiting)]  # writes made meanwhile stay, at the end
+            for future in waiting:
+                future.result()  # raises the first failure
 
 
 class TableStore:

@@ -1,0 +1,83 @@
+"""The worker's wait for durable state, without a broker: it waits for every changelog write.
+
+``app.producer.flush()`` may return while changelog writes are still queued (Faust's producer
+buffer gives up after 0.1 s without a message sent); a worker that trusted it, published and
+acked, then was killed, lost state whose input offsets were committed. Here nothing sends the
+queued writes (no broker): the tests take them from the producer's queue and acknowledge or fail
+them by hand, as the producer would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from streams.app import build_app
+from streams.join import _partition_context
+from streams.settings import WorkerSettings
+from streams.tablestore import ChangelogTable, TableStore
+
+
+def _app(tmp_path: Path):
+    settings = WorkerSettings(bootstrap="localhost:1", store="memory", data_dir=tmp_path)
+    app, worker = build_app(settings)
+    return app, worker.table, settings.topics.events
+
+
+def _write(table, topic: str, partition: int, key: str) -> None:
+    with _partition_context(topic, partition):
+        TableStore(table, partition).put(key, b"state")
+
+
+def _queued(app, count: int) -> list[asyncio.Future]:
+    """The changelog writes waiting in the producer's buffer, as the producer would take them."""
+    queue = app.producer.buffer.pending
+    assert queue.qsize() == count
+    return [queue.get_nowait() for _ in range(count)]
+
+
+async def _returns_within(awaitable, seconds: float) -> bool:
+    try:
+        await asyncio.wait_for(awaitable, seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+def test_the_wait_ends_only_when_every_changelog_write_is_acknowledged(tmp_path) -> None:
+    async def scenario() -> None:
+        app, table, topic = _app(tmp_path)
+        assert isinstance(table, ChangelogTable)
+        _write(table, topic, 1, "i/a")
+        _write(table, topic, 2, "i/b")
+        first, second = _queued(app, 2)
+        assert not await _returns_within(table.changelog_acknowledged(), 0.3)
+        assert not first.cancelled() and not second.cancelled()  # giving up leaves them be
+        first.set_result(None)
+        assert not await _returns_within(table.changelog_acknowledged(), 0.3)
+        second.set_result(None)
+        assert await _returns_within(table.changelog_acknowledged(), 1.0)
+        _write(table, topic, 1, "i/a")  # a later write is waited for again
+        (third,) = _queued(app, 1)
+        assert not await _returns_within(table.changelog_acknowledged(), 0.3)
+        third.set_result(None)
+        assert await _returns_within(table.changelog_acknowledged(), 1.0)
+
+    asyncio.run(scenario())
+
+
+def test_a_changelog_write_that_failed_fails_the_wait(tmp_path) -> None:
+    async def scenario() -> None:
+        app, table, topic = _app(tmp_path)
+        _write(table, topic, 0, "i/a")
+        _write(table, topic, 0, "i/b")
+        first, second = _queued(app, 2)
+        first.set_result(None)
+        second.set_exception(RuntimeError("not acknowledged"))
+        with pytest.raises(RuntimeError, match="not acknowledged"):
+            await table.changelog_acknowledged()
+        assert await _returns_within(table.changelog_acknowledged(), 1.0)  # reported once
+
+    asyncio.run(scenario())

@@ -161,6 +161,13 @@ def test_sigkill_three_times_and_restart(kafka_bootstrap, topic_names, tmp_path)
     _run(kafka_bootstrap, topic_names, tmp_path, 3000, scenario)
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="known open bug: around a rebalance Faust 0.15.3 can drop messages it had already "
+    "fetched (offset holes seen in the agent after flow_control.resume), and a one-message "
+    "hole can be committed; an interaction may then miss an event. Runs and reports XPASS "
+    "when the race does not hit.",
+)
 def test_two_workers_share_partitions_and_one_dies(kafka_bootstrap, topic_names,
                                                    tmp_path) -> None:  # fmt: skip
     def scenario(workers: Workers, reader: TopicReader, n: int) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from infra import broker
 from infra.broker_config import ClusterLayout
 from infra.kafka_dist import BrokerSetupError, default_cache_root
+from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
 from rtrl.procs import Stage, run_stage, wait_until
 
@@ -90,10 +91,17 @@ def run(args: argparse.Namespace) -> int:
             log.info("stopped the broker (use --keep to leave it running)")
 
 
-def _loop(args, root: Path, logs: Path, bootstrap: str, stages: list[Stage], started) -> int:
+def _loop(
+    args: argparse.Namespace,
+    root: Path,
+    logs: Path,
+    bootstrap: str,
+    stages: list[Stage],
+    started: float,
+) -> int:
     run_id = f"run{int(time.time())}"
     prefix = f"{run_id}."
-    apply_topics(bootstrap, _topic_names(prefix), replication=1)
+    apply_topics(bootstrap, TopicNames(prefix), replication=1)
 
     config_file = root / "reward.json"
     late_s, grace_s = max(5, args.window_s // 2), 2
@@ -203,12 +211,6 @@ def _print_monitors(db: Path, child: str, parent: str) -> None:
     )
     for alarm in alarms:
         print(f"  ALARM {alarm.message}")
-
-
-def _topic_names(prefix: str):
-    from infra.topics import TopicNames
-
-    return TopicNames(prefix)
 
 
 def _healthy(port: int) -> bool:

@@ -71,7 +71,9 @@ def run_stage(name: str, args: list[str], log_file: Path, timeout: float = 600) 
     return done.stdout
 
 
-def wait_until(what: str, ready: Callable[[], bool], timeout: float, stage: Stage | None = None):
+def wait_until(
+    what: str, ready: Callable[[], bool], timeout: float, stage: Stage | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
         if stage is not None and not stage.alive():

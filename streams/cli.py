@@ -17,7 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         description="Consume telemetry.events, keep per-interaction state in a "
                         "changelogged table, publish records to rewards, late events to "
                         "telemetry.late, invalid messages to telemetry.dlq. At-least-once; a "
-                        "record's (interaction_id, revision) always names the same content.")
+                        "record's (interaction_id, revision) always names the same content. "
+                        "The worker runs as a child process that is restarted when it exits "
+                        "on its own (exit 75: the consumer skipped messages; 70: a chunk "
+                        "failed), unless --no-supervisor.")
     add_worker_args(w)
     w.set_defaults(func=_worker)
 
@@ -36,6 +39,22 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-size", type=int, default=2000, help="events per chunk (default 2000)")
     p.add_argument("--progress-s", type=float, default=10.0,
                    help="seconds between progress lines (default 10)")
+    p.add_argument("--no-supervisor", action="store_true",
+                   help="run the worker in this process and exit with its code (for a process "
+                   "manager that restarts it: restart on 75 at once, on 70 after a pause)")
+    p.add_argument("--child-of", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def worker_argv(args: argparse.Namespace) -> list[str]:
+    """The worker's own options, to start it again as a child process."""
+    argv = ["--bootstrap", bootstrap_from(args), "--topic-prefix", args.topic_prefix,
+            "--data-dir", str(args.data_dir), "--store", args.store,
+            "--chunk-size", str(args.chunk_size), "--progress-s", str(args.progress_s)]
+    if args.config:
+        argv += ["--config", str(args.config)]
+    if args.group_id:
+        argv += ["--group-id", args.group_id]
+    return argv
 
 
 def settings_from(args: argparse.Namespace):
@@ -72,6 +91,18 @@ def _replication(bootstrap: str) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    if args.child_of is None and not args.no_supervisor:
+        import os
+        import sys
+
+        from streams.supervisor import supervise
+
+        return supervise([sys.executable, "-m", "streams", "--child-of", str(os.getpid()),
+                          *worker_argv(args)])
     from streams.worker import run_worker
 
+    if args.child_of is not None:
+        from streams.supervisor import die_with_parent
+
+        die_with_parent(args.child_of)
     return run_worker(settings_from(args))

@@ -29,17 +29,32 @@ from typing import Any
 import orjson
 from faust.streams import _current_event
 
+from streams.exit_codes import EXIT_FAILED_CHUNK, EXIT_OFFSET_HOLE
 from streams.intake import Rejected, read_message
+from streams.offsets import Hole, HoleLog, OffsetGuard, Verdict
 from streams.processor import Incoming, PartitionProcessor, StepOutput
+from streams.seek_start import ResumeOffsets
 from streams.settings import WorkerSettings
 from streams.tablestore import TableStore
 
 log = logging.getLogger("streams.worker")
-EXIT_FAILED_CHUNK = 70
+HOLE_LOG = "offset-holes.json"
+
+
+class OffsetHoleError(Exception):
+    def __init__(self, hole: Hole) -> None:
+        super().__init__(str(hole))
+        self.hole = hole
 
 
 def _wall_us() -> int:
     return time.time_ns() // 1000
+
+
+def _exit(code: int) -> None:
+    """End the process now, without Faust's shutdown (which would commit what it has)."""
+    logging.shutdown()
+    os._exit(code)
 
 
 class _PartitionAnchor:
@@ -72,6 +87,10 @@ class JoinWorker:
         self.lock = asyncio.Lock()
         self.processors: dict[int, PartitionProcessor] = {}
         self.next_offset: dict[int, int] = {}
+        self.guard = OffsetGuard()
+        self.holes = HoleLog(settings.data_dir / HOLE_LOG)
+        self.resume_offsets = ResumeOffsets(settings.bootstrap, settings.group_id,
+                                            settings.topics.events)
         self.counts = dict.fromkeys(("events", "records", "late", "dlq", "chunks"), 0)
         self._last_progress = (time.monotonic(), 0)
 
@@ -113,10 +132,14 @@ class JoinWorker:
                 done = await self._handle_chunk(events)
             for event in done:
                 await stream.ack(event)
+        except OffsetHoleError as exc:
+            log.error("%s: messages were skipped by the consumer; acking nothing and exiting "
+                      "so that a fresh consumer reads them again", exc.hole)
+            self.holes.remember(exc.hole)
+            _exit(EXIT_OFFSET_HOLE)
         except BaseException:  # noqa: BLE001 - nothing of this chunk may be acked
             log.exception("a chunk failed; stopping without acking it (it is processed again)")
-            logging.shutdown()
-            os._exit(EXIT_FAILED_CHUNK)
+            _exit(EXIT_FAILED_CHUNK)
         self._maybe_log_progress()
 
     async def tick(self) -> None:
@@ -144,24 +167,49 @@ class JoinWorker:
         self._maybe_log_progress()
 
     # --- internals ------------------------------------------------------------------------
+    async def _current(self, events: Sequence[Any]) -> list[Any]:
+        """The chunk's events of this generation's partitions, checked for holes in offsets.
+
+        An event fetched before the last rebalance is left alone (not acked): the consumer was
+        sought back to the committed offset, so it comes again, or goes to the partition's new
+        owner.
+        """
+        owned = self.app.consumer.assignment()
+        generation = self.app.consumer_generation_id
+        current = [e for e in events if e.message.tp in owned
+                   and e.message.generation_id in (None, generation)]
+        unknown = {e.message.partition for e in current
+                   if not self.guard.knows(generation, e.message.partition)}
+        if unknown:
+            starts = await self.resume_offsets.fetch(sorted(unknown))
+            self.guard.begin(generation, starts)
+            log.info("consumer generation %s: partitions resume at %s", generation, starts)
+        for event in current:
+            partition, offset = event.message.partition, event.message.offset
+            if self.guard.check(partition, offset) is Verdict.hole:
+                hole = self.guard.hole_at(partition, offset)
+                if not self.holes.seen_before(hole):
+                    raise OffsetHoleError(hole)
+                log.warning("%s again after a restart: a gap in the log itself (a transaction "
+                            "marker or compaction), accepted", hole)
+                self.guard.accept_gap(partition, offset)
+        return current
+
     async def _handle_chunk(self, events: Sequence[Any]) -> list[Any]:
         """Process the chunk's events of partitions still assigned; return those to ack."""
         wall = _wall_us()
         by_partition: dict[int, list[Incoming]] = {}
         rejected: list[tuple[Rejected, Any]] = []
-        owned = self.app.consumer.assignment()
-        done = []
-        for event in events:
+        done = await self._current(events)
+        for event in done:
             message = event.message
-            if message.tp not in owned:
-                continue  # revoked while buffered: its new owner processes it
-            done.append(event)
             item = read_message(message.key, message.value)
             if isinstance(item, Rejected):
                 rejected.append((item, message))
             else:
                 by_partition.setdefault(message.partition, []).append(item)
-            self.next_offset[message.partition] = message.offset + 1
+            self.next_offset[message.partition] = max(message.offset + 1,
+                                                      self.next_offset.get(message.partition, 0))
         steps = []
         for partition, items in by_partition.items():
             proc = await self._processor(partition)

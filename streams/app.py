@@ -16,6 +16,10 @@ How Faust 0.15.3 orders offsets and writes, read from its source, and what this 
 * Table writes take their store and changelog partition from the current event. The agent sets
   it to the chunk's partition (``streams.join._partition_context``), so the changelog stays
   co-partitioned with ``telemetry.events`` even for writes made by the idle timer.
+* Around a rebalance the fetcher can give up delivering a message (``wait_first`` with the
+  suspend-flow event) yet move its read offset past it, and ``Consumer._new_offset`` accepts an
+  acked offset one above the committed one: a message can be skipped and committed unseen. The
+  agent checks every offset (``streams.offsets``) and exits for a restart on a hole.
 * ``concurrency=1``: one chunk at a time (faust-streaming #606 is about ``concurrency > 1``).
 * No windowed table (faust-streaming #385): windows are plain state with explicit deadlines.
 * Faust creates the changelog topic itself with the admin API (compacted, the input's partition

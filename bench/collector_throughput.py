@@ -89,11 +89,13 @@ def raw_producer(bootstrap: str, topic: str, events: list[dict]) -> dict:
             "events_per_s": len(events) / seconds}
 
 
-def start_collector(bootstrap: str, prefix: str, key_db: Path) -> tuple[subprocess.Popen, str]:
+def start_collector(bootstrap: str, prefix: str, key_db: Path,
+                    workers: int) -> tuple[subprocess.Popen, str]:  # fmt: skip
     port = quiet_port_block(1)
     proc = subprocess.Popen([sys.executable, "-m", "rtrl.cli", "collector", "--port", str(port),
                              "--bootstrap", bootstrap, "--topic-prefix", prefix, "--db",
-                             str(key_db), "--rate", "1000000", "--burst", "1000000"], cwd=REPO)
+                             str(key_db), "--rate", "1000000", "--burst", "1000000",
+                             "--workers", str(workers)], cwd=REPO)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -157,6 +159,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--concurrency", default="1,8", help="comma-separated client counts")
+    parser.add_argument("--workers", type=int, default=1, help="collector processes")
     args = parser.parse_args()
     events = client_events(args.events)
     batches = [events[i:i + args.batch] for i in range(0, len(events), args.batch)]
@@ -172,7 +175,8 @@ def main() -> int:
         store = KeyStore(Path(tmp) / "keys.sqlite")
         key = store.create(ORG)
         store.close()
-        proc, url = start_collector(bootstrap, names.prefix, Path(tmp) / "keys.sqlite")
+        proc, url = start_collector(bootstrap, names.prefix, Path(tmp) / "keys.sqlite",
+                                     args.workers)
         try:
             asyncio.run(post_all(url, key, plain[:20], False, 2))  # warm-up: connections, PID
             for concurrency in (int(c) for c in args.concurrency.split(",")):
@@ -182,8 +186,8 @@ def main() -> int:
                     assert accepted == len(events), (accepted, len(events))
                     rate = accepted / seconds
                     rows.append({
-                        "row": f"collector, {'gzip' if gzipped else 'json'}, "
-                               f"{concurrency} client(s)",
+                        "row": f"collector x{args.workers}, "
+                               f"{'gzip' if gzipped else 'json'}, {concurrency} client(s)",
                         "events": accepted, "seconds": seconds, "events_per_s": rate,
                         "requests": len(latencies),
                         "latency_p50_ms": 1000 * quantile(latencies, 0.50),

@@ -102,7 +102,7 @@ def _worker(args: argparse.Namespace) -> int:
     from streams.worker import run_worker
 
     if args.child_of is not None:
-        from streams.supervisor import die_with_parent
+        from infra.lifetime import die_with_parent
 
         die_with_parent(args.child_of)
     return run_worker(settings_from(args))

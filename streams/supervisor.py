@@ -15,12 +15,9 @@ supervisor killed with SIGKILL leaves no orphan holding partitions.
 
 from __future__ import annotations
 
-import ctypes
 import logging
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,7 +25,6 @@ from dataclasses import dataclass, field
 from streams.exit_codes import EXIT_OFFSET_HOLE, MEANING
 
 log = logging.getLogger("streams.supervisor")
-PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -58,15 +54,6 @@ class RestartPolicy:
         if len(self.failures) > self.max_failures:
             return None
         return float(min(self.max_pause_s, self.first_pause_s * 2 ** (len(self.failures) - 1)))
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """In the worker: be killed when the supervisor dies (Linux), and exit if it already has."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:
-        os._exit(1)
 
 
 def supervise(cmd: list[str], policy: RestartPolicy | None = None) -> int:

@@ -91,12 +91,13 @@ def drain_events(bootstrap: str, topic: str, expected: int | None = None,
 class CollectorProcess:
     """`rtrl collector` in a child process, for tests that kill it."""
 
-    def __init__(self, bootstrap: str, names: TopicNames, key_db: Path) -> None:
+    def __init__(self, bootstrap: str, names: TopicNames, key_db: Path, workers: int = 1) -> None:
         self.port = free_port_block(1)
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rtrl.cli", "collector", "--port", str(self.port),
-             "--bootstrap", bootstrap, "--topic-prefix", names.prefix, "--db", str(key_db)],
+             "--bootstrap", bootstrap, "--topic-prefix", names.prefix, "--db", str(key_db),
+             "--workers", str(workers)],
             cwd=REPO)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

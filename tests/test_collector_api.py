@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import signal
 import time
 from pathlib import Path
 
@@ -157,3 +158,44 @@ def test_a_collector_killed_after_answering_has_lost_nothing(
         process.kill()  # SIGKILL right after the answer: no flush, no goodbye
     written = drain_events(kafka_bootstrap, topic_names.events, expected=200, timeout=20)
     assert {e["event_id"] for e in written} == {e["event_id"] for e in events}
+
+
+def test_several_worker_processes_serve_one_port_and_stop_cleanly(
+        kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert rtrl_main(["keys", "create", "--org", ORG, "--db", str(tmp_path / "k.db")]) == 0
+    key = capsys.readouterr().out.strip()
+    process = CollectorProcess(kafka_bootstrap, topic_names, tmp_path / "k.db", workers=2)
+    try:
+        workers = Path(f"/proc/{process.proc.pid}/task/{process.proc.pid}/children")
+        assert len(workers.read_text().split()) == 2
+        events = [valid_event() for _ in range(100)]
+        for i in range(0, 100, 10):  # a connection per request: the workers share them
+            answer = httpx.post(f"{process.url}/v1/events", json={"events": events[i:i + 10]},
+                                headers={"Authorization": f"Bearer {key}"}, timeout=30)
+            assert answer.status_code == 200 and answer.json()["accepted"] == 10
+        process.proc.send_signal(signal.SIGTERM)
+        assert process.proc.wait(30) == 0
+    finally:
+        process.kill()
+    written = drain_events(kafka_bootstrap, topic_names.events, expected=100, timeout=20)
+    assert {e["event_id"] for e in written} == {e["event_id"] for e in events}
+
+
+def test_workers_do_not_outlive_a_killed_collector(kafka_bootstrap: str, topic_names: TopicNames,
+                                                   tmp_path: Path) -> None:
+    process = CollectorProcess(kafka_bootstrap, topic_names, tmp_path / "k.db", workers=2)
+    pid = process.proc.pid
+    workers = [int(w) for w in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    process.kill()  # SIGKILL to the parent alone
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{w}").exists() and "Z" not in _state(w) for w in workers):
+        assert time.monotonic() < deadline, "a worker outlived its collector"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "Z"

@@ -14,6 +14,7 @@ from ingest.collector.batch import BatchReason, BatchRefused, decode_body, plan_
 from ingest.collector.cli import register_collector
 from ingest.collector.keys import KeyStore, hash_key
 from ingest.collector.ratelimit import RateLimiter
+from ingest.contract import MAX_EVENT_BYTES
 from tests.ingest_fixtures import ORG, OTHER_ORG, valid_event
 
 RECEIVED = "2026-11-30T02:23:05.123456Z"
@@ -75,7 +76,36 @@ def test_malformed_bodies_are_refused_with_a_reason(body: bytes, encoding: str |
 
 
 def test_gzip_bodies_are_accepted() -> None:
-    assert decode_body(gzip.compress(b'{"events": [1]}'), "GZIP", 300) == [1]
+    assert [bytes(e) for e in decode_body(gzip.compress(b'{"events": [1]}'), "GZIP", 300)] == [b"1"]
+
+
+def test_encoded_events_are_planned_exactly_as_parsed_ones() -> None:
+    """The collector's path (each event still encoded) and the parsed path agree event by event:
+    the same results, the same records, the same DLQ entries."""
+    events = [valid_event(ts="2026-11-30T03:23:05.1+01:00"), {**valid_event(), "typo": 1},
+              valid_event(org_id=OTHER_ORG), "text", valid_event(received_at=RECEIVED),
+              {**valid_event(), "payload": {"mode": "agent", "x": [1, {"y": None}]}}]
+    body = orjson.dumps({"events": events})
+    encoded = plan(decode_body(body, None, max_bytes=1 << 20))
+    parsed = plan(orjson.loads(body)["events"])
+    assert encoded.results == parsed.results and encoded.accepted == parsed.accepted == 1
+    assert [(r.topic, r.key, orjson.loads(r.value)) for r in encoded.records] == \
+        [(r.topic, r.key, orjson.loads(r.value)) for r in parsed.records]
+
+
+def test_an_event_no_json_parser_reads_is_rejected_alone() -> None:
+    body = b'{"events": [1e999, ' + orjson.dumps(valid_event()) + b"]}"
+    result = plan(decode_body(body, None, max_bytes=1 << 20))
+    assert result.accepted == 1 and result.results[0]["reason"] == "not_json"
+    dlq = orjson.loads(next(r.value for r in result.records if r.topic == "dlq"))
+    assert dlq["raw"] == "1e999"
+
+
+def test_an_oversized_event_is_rejected_as_too_large() -> None:
+    big = {**valid_event(), "padding": "a" * MAX_EVENT_BYTES}
+    body = orjson.dumps({"events": [big, valid_event()]})
+    result = plan(decode_body(body, None, max_bytes=1 << 20))
+    assert [r.get("reason") for r in result.results] == ["too_large", None]
 
 
 def test_keys_are_stored_hashed_and_bound_to_a_tenant(tmp_path: Path) -> None:

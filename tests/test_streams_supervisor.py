@@ -88,7 +88,7 @@ def _supervised_sleeper(tmp_path: Path) -> subprocess.Popen:
     child = tmp_path / "child.py"
     child.write_text(textwrap.dedent("""
         import os, signal, sys, time
-        from streams.supervisor import die_with_parent
+        from infra.lifetime import die_with_parent
         die_with_parent(int(sys.argv[2]))
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         open(os.path.join(sys.argv[1], "pid"), "w").write(str(os.getpid()))

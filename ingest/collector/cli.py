@@ -41,6 +41,9 @@ def register_collector(sub: argparse._SubParsersAction) -> None:
                    help="requests a key may send at once after being idle")
     c.add_argument("--delivery-timeout", type=float, default=_DEFAULTS.delivery_timeout_s,
                    help="seconds Kafka may take to acknowledge a batch before answering 503")
+    c.add_argument("--workers", type=int, default=1,
+                   help="processes serving the port (default 1); each has its own producer "
+                   "and its own per-key rate limit")
     c.set_defaults(func=_run_collector)
 
     k = sub.add_parser("keys", help="manage the collector's API keys (one tenant per key)")
@@ -59,8 +62,11 @@ def _add_key_db_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _run_collector(args: argparse.Namespace) -> int:
-    from ingest.collector.server import run
+    from ingest.collector.server import run_workers
 
+    if args.workers < 1:
+        print("rtrl collector: --workers must be >= 1", file=sys.stderr)
+        return 2
     try:
         config = CollectorConfig(
             port=args.port, host=args.host, bootstrap=bootstrap_from(args),
@@ -71,10 +77,9 @@ def _run_collector(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"rtrl collector: {exc}", file=sys.stderr)
         return 2
-    log.info("collector on http://%s:%d -> %s (topics prefix %r)", config.host, config.port,
-             config.bootstrap, config.topic_prefix)
-    run(config)
-    return 0
+    log.info("collector on http://%s:%d -> %s (topics prefix %r), %d worker(s)", config.host,
+             config.port, config.bootstrap, config.topic_prefix, args.workers)
+    return run_workers(config, args.workers)
 
 
 def _create_key(args: argparse.Namespace) -> int:

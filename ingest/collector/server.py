@@ -1,24 +1,31 @@
 """Assemble and run a collector: key store + Kafka sink + app under uvicorn.
 
-``run`` serves in the foreground (the CLI); ``start_in_thread`` serves on a background thread of
-the calling process (tests, benchmarks). Both flush the producer when the server stops.
+``run`` serves in the foreground (the CLI); ``run_workers`` does so in several processes that
+share one listening socket (one Python process tops out at one core); ``start_in_thread`` serves
+on a background thread of the calling process (tests, benchmarks). All flush the producer when
+the server stops.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass
 
 import uvicorn
 
+from infra.lifetime import die_with_parent
 from ingest.collector.app import create_app
 from ingest.collector.config import CollectorConfig
 from ingest.collector.kafka_sink import KafkaSink
 from ingest.collector.keys import KeyStore
 
 STARTUP_TIMEOUT_S = 30.0
+log = logging.getLogger("ingest.collector")
 
 
 def _server(config: CollectorConfig) -> tuple[uvicorn.Server, KafkaSink, KeyStore]:
@@ -31,7 +38,69 @@ def _server(config: CollectorConfig) -> tuple[uvicorn.Server, KafkaSink, KeyStor
     return server, sink, keys
 
 
-def run(config: CollectorConfig) -> None:
+def run_workers(config: CollectorConfig, workers: int) -> int:
+    """Serve from ``workers`` forked processes accepting on one socket; each has its own Kafka
+    producer and key store connection, and its own rate limiter (limits are per process).
+
+    The parent only binds, forks and waits: if a worker dies, the others are stopped and the
+    exit code is non-zero, for the process manager to restart the whole collector.
+    """
+    if workers == 1:
+        run(config)
+        return 0
+    listener = _tcp_listener(config.host, config.port)
+    children = []
+    parent = os.getpid()
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:  # the worker: nothing of the parent's but the socket and the config
+            die_with_parent(parent)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent passes SIGTERM on
+            try:
+                run(config, listener)
+            finally:
+                os._exit(0)
+        children.append(pid)
+    listener.close()
+    log.info("collector workers %s on %s:%d", children, config.host, config.port)
+
+    def stop(*_: object) -> None:
+        for child in children:
+            try:
+                os.kill(child, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        pid, status = os.wait()
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            log.error("collector worker %d exited with %d; stopping the others", pid, code)
+        stop()
+        for child in children:
+            if child != pid:
+                os.waitpid(child, 0)
+        return code
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _tcp_listener(host: str, port: int) -> socket.socket:
+    """A listening socket whose protocol says TCP: asyncio sets TCP_NODELAY on accepted
+    connections only then (``socket.create_server`` leaves it 0, and every answer then waits
+    40 ms for a delayed ACK)."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0]
+    listener = socket.socket(family, kind, proto)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(address)
+    listener.listen(2048)
+    return listener
+
+
+def run(config: CollectorConfig, listener: socket.socket | None = None) -> None:
     """Serve until SIGINT/SIGTERM, then flush what Kafka has not acknowledged yet.
 
     uvicorn shuts down gracefully on the signal, then raises it again; for SIGTERM that would
@@ -40,7 +109,7 @@ def run(config: CollectorConfig) -> None:
     server, sink, keys = _server(config)
     signal.signal(signal.SIGTERM, _exit_quietly)
     try:
-        server.run()
+        server.run(sockets=[listener] if listener is not None else None)
     finally:
         sink.close()
         keys.close()

@@ -71,8 +71,9 @@ async def raw_consume(bootstrap: str, topic: str, total: int) -> float:
 
 
 def worker(bootstrap: str, prefix: str, data_dir: Path, log: Path, *extra: str):
-    cmd = [sys.executable, "-m", "streams", "--bootstrap", bootstrap, "--topic-prefix", prefix,
-           "--data-dir", str(data_dir), "--progress-s", "1", *extra]
+    # The worker itself, without its supervisor: its RSS is the one measured.
+    cmd = [sys.executable, "-m", "streams", "--no-supervisor", "--bootstrap", bootstrap,
+           "--topic-prefix", prefix, "--data-dir", str(data_dir), "--progress-s", "1", *extra]
     out = open(log, "wb")  # noqa: SIM115 - the child owns it
     return subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                             start_new_session=True)

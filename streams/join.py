@@ -247,6 +247,7 @@ class JoinWorker:
             self.counts["records"] += len(out.records)
             self.counts["late"] += len(out.late)
         self.counts["dlq"] += len(rejected)
+        await self.table.send_changelog_writes()  # the cleared pending lists; no wait needed
 
     async def _caught_up(self, tp: Any) -> bool:
         highwater = self.app.consumer.highwater(tp)

@@ -15,27 +15,49 @@ import faust
 
 
 class ChangelogTable(faust.Table):
-    """A table whose changelog writes can be awaited until Kafka acknowledged them.
+    """A table whose changelog writes are sent by the worker, in bulk, and can be awaited until
+    Kafka acknowledged them.
 
-    ``app.producer.flush()`` is no such wait: Faust queues changelog writes in a buffer whose
-    ``flush`` gives up after 0.1 s without a message sent (``ProducerBuffer.flush_atmost``), and
-    Faust's own commit trusts the same flush. A worker that is slow for a moment and then killed
-    loses state whose input offsets are acked, and committed. So the table remembers the future
-    of every changelog write, and the worker awaits them before publishing and acking.
+    Faust queues each changelog write in a buffer that one task drains message by message,
+    and the consumer stops delivering input while that buffer is long: writes of a chunk of
+    thousands of interactions then trickle out. Here a write is only recorded;
+    :meth:`send_changelog_writes` hands all of them to the producer in one go (same topic,
+    partition, serializers and sent-callback as Faust's own path), and
+    :meth:`changelog_acknowledged` waits for every acknowledgement.
+
+    ``app.producer.flush()`` is no such wait: Faust's buffer ``flush`` gives up after 0.1 s
+    without a message sent (``ProducerBuffer.flush_atmost``), and Faust's own commit trusts the
+    same flush. A worker that is slow for a moment and then killed would lose state whose input
+    offsets are acked, and committed.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._unsent: list[Any] = []
         self._unacknowledged: list[asyncio.Future] = []
 
-    def send_changelog(self, *args: Any, **kwargs: Any) -> Any:
-        future = super().send_changelog(*args, **kwargs)
+    def send_changelog(self, partition: int | None, key: Any, value: Any,
+                       key_serializer: Any = None, value_serializer: Any = None) -> Any:
+        future = self.changelog_topic.as_future_message(
+            key=key, value=value, partition=partition,
+            key_serializer=key_serializer or self.key_serializer,
+            value_serializer=value_serializer or self.value_serializer,
+            callback=self._on_changelog_sent, eager_partitioning=True)
+        self._unsent.append(future)
         self._unacknowledged.append(future)
         return future
+
+    async def send_changelog_writes(self) -> None:
+        """Hand every recorded write to the producer, in order (it batches them)."""
+        while self._unsent:
+            unsent, self._unsent = self._unsent, []
+            for future in unsent:
+                await future.message.channel.publish_message(future, wait=False)
 
     async def changelog_acknowledged(self) -> None:
         """Return once every changelog write made so far is acknowledged (``acks=all``);
         raise if one failed. Being cancelled leaves the writes alone (unlike ``gather``)."""
+        await self.send_changelog_writes()
         while self._unacknowledged:
             waiting = list(self._unacknowledged)
             await asyncio.wait(waiting)

@@ -2,9 +2,10 @@
 
 ``app.producer.flush()`` may return while changelog writes are still queued (Faust's producer
 buffer gives up after 0.1 s without a message sent); a worker that trusted it, published and
-acked, then was killed, lost state whose input offsets were committed. Here nothing sends the
-queued writes (no broker): the tests take them from the producer's queue and acknowledge or fail
-them by hand, as the producer would.
+acked, then was killed, lost state whose input offsets were committed. Here there is no broker:
+the changelog topic's ``publish_message`` (what hands a write to the producer) only records the
+writes, and the tests acknowledge or fail them by hand, as the producer would. The path through
+a real producer is the worker tests' (``test_streams_worker.py``).
 """
 
 from __future__ import annotations
@@ -31,11 +32,21 @@ def _write(table, topic: str, partition: int, key: str) -> None:
         TableStore(table, partition).put(key, b"state")
 
 
-def _queued(app, count: int) -> list[asyncio.Future]:
-    """The changelog writes waiting in the producer's buffer, as the producer would take them."""
-    queue = app.producer.buffer.pending
-    assert queue.qsize() == count
-    return [queue.get_nowait() for _ in range(count)]
+class _Handed:
+    """Stands for the producer: the writes handed to it, in order."""
+
+    def __init__(self, table) -> None:
+        self.futures: list[asyncio.Future] = []
+        table.changelog_topic.publish_message = self.publish
+
+    async def publish(self, future, wait: bool = False):
+        self.futures.append(future)
+        return future
+
+    def take(self, count: int) -> list[asyncio.Future]:
+        assert len(self.futures) == count, self.futures
+        taken, self.futures = self.futures, []
+        return taken
 
 
 async def _returns_within(awaitable, seconds: float) -> bool:
@@ -50,17 +61,22 @@ def test_the_wait_ends_only_when_every_changelog_write_is_acknowledged(tmp_path)
     async def scenario() -> None:
         app, table, topic = _app(tmp_path)
         assert isinstance(table, ChangelogTable)
+        producer = _Handed(table)
         _write(table, topic, 1, "i/a")
         _write(table, topic, 2, "i/b")
-        first, second = _queued(app, 2)
+        assert producer.take(0) == []  # recorded, not yet handed over
         assert not await _returns_within(table.changelog_acknowledged(), 0.3)
+        first, second = producer.take(2)  # handed over in order, once
+        assert first.message.partition == 1 and second.message.partition == 2
         assert not first.cancelled() and not second.cancelled()  # giving up leaves them be
         first.set_result(None)
         assert not await _returns_within(table.changelog_acknowledged(), 0.3)
         second.set_result(None)
         assert await _returns_within(table.changelog_acknowledged(), 1.0)
+        assert producer.take(0) == []
         _write(table, topic, 1, "i/a")  # a later write is waited for again
-        (third,) = _queued(app, 1)
+        await table.send_changelog_writes()
+        (third,) = producer.take(1)
         assert not await _returns_within(table.changelog_acknowledged(), 0.3)
         third.set_result(None)
         assert await _returns_within(table.changelog_acknowledged(), 1.0)
@@ -71,9 +87,11 @@ def test_the_wait_ends_only_when_every_changelog_write_is_acknowledged(tmp_path)
 def test_a_changelog_write_that_failed_fails_the_wait(tmp_path) -> None:
     async def scenario() -> None:
         app, table, topic = _app(tmp_path)
+        producer = _Handed(table)
         _write(table, topic, 0, "i/a")
         _write(table, topic, 0, "i/b")
-        first, second = _queued(app, 2)
+        await table.send_changelog_writes()
+        first, second = producer.take(2)
         first.set_result(None)
         second.set_exception(RuntimeError("not acknowledged"))
         with pytest.raises(RuntimeError, match="not acknowledged"):

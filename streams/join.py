@@ -168,16 +168,16 @@ class JoinWorker:
 
     # --- internals ------------------------------------------------------------------------
     async def _current(self, events: Sequence[Any]) -> list[Any]:
-        """The chunk's events of this generation's partitions, checked for holes in offsets.
+        """The chunk's events of partitions still assigned, checked for holes in offsets.
 
-        An event fetched before the last rebalance is left alone (not acked): the consumer was
-        sought back to the committed offset, so it comes again, or goes to the partition's new
-        owner.
+        An event fetched before the last rebalance is processed if its partition stayed here:
+        the guard expects the partition's committed offset, and Faust may not deliver that
+        offset again (its read offset has moved past it). One of a partition that left is
+        skipped, unacked: its new owner reads it.
         """
         owned = self.app.consumer.assignment()
         generation = self.app.consumer_generation_id
-        current = [e for e in events if e.message.tp in owned
-                   and e.message.generation_id in (None, generation)]
+        current = [e for e in events if e.message.tp in owned]
         unknown = {e.message.partition for e in current
                    if not self.guard.knows(generation, e.message.partition)}
         if unknown:

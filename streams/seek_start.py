@@ -40,9 +40,11 @@ class ResumeOffsets:
     """The query above, off the event loop, with one admin client for the worker's life."""
 
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
-        self.group, self.topic = group, topic
+        self.bootstrap, self.group, self.topic = bootstrap, group, topic
+        self._admin: AdminClient | None = None  # on first use: building an app connects nowhere
 
     async def fetch(self, partitions: list[int]) -> dict[int, int]:
-        return await asyncio.to_thread(resume_offsets, self.admin, self.group, self.topic,
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        return await asyncio.to_thread(resume_offsets, self._admin, self.group, self.topic,
                                        partitions)

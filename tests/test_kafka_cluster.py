@@ -40,8 +40,17 @@ def cluster(tmp_path):
         broker.stop(layout)
 
 
-def _leader(admin: AdminClient, partition: int) -> int:
-    return admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[partition].leader
+def _leader(admin: AdminClient, partition: int, timeout: float = 30.0) -> int:
+    """The partition's leader, once the metadata knows it (a topic just created may be listed
+    before its partitions are)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = admin.list_topics(TOPIC, timeout=10).topics.get(TOPIC)
+        leader = found.partitions.get(partition) if found is not None else None
+        if leader is not None and leader.leader >= 0:
+            return leader.leader
+        assert time.monotonic() < deadline, f"no leader for {TOPIC}/{partition}"
+        time.sleep(0.2)
 
 
 def _send_all(producer: Producer, on_kill) -> tuple[list[tuple[int, int]], list[str]]:

@@ -36,6 +36,7 @@ from streams.processor import Incoming, PartitionProcessor, StepOutput
 from streams.seek_start import ResumeOffsets
 from streams.settings import WorkerSettings
 from streams.tablestore import TableStore
+from streams.worker import CLEAN_MARKER
 
 log = logging.getLogger("streams.worker")
 HOLE_LOG = "offset-holes.json"
@@ -136,6 +137,7 @@ class JoinWorker:
             log.error("%s: messages were skipped by the consumer; acking nothing and exiting "
                       "so that a fresh consumer reads them again", exc.hole)
             self.holes.remember(exc.hole)
+            await self._keep_local_store()
             _exit(EXIT_OFFSET_HOLE)
         except BaseException:  # noqa: BLE001 - nothing of this chunk may be acked
             log.exception("a chunk failed; stopping without acking it (it is processed again)")
@@ -167,6 +169,16 @@ class JoinWorker:
         self._maybe_log_progress()
 
     # --- internals ------------------------------------------------------------------------
+    async def _keep_local_store(self) -> None:
+        """Before a restart for a hole: once every table write is in the changelog, the local
+        store is as good as a clean stop's, and the next start need not restore it all."""
+        try:
+            await asyncio.wait_for(self.table.changelog_acknowledged(), 30)
+        except Exception:  # noqa: BLE001 - then the next start restores from the changelog
+            log.warning("changelog writes unacknowledged; the local store will be rebuilt")
+            return
+        (self.settings.data_dir / CLEAN_MARKER).touch()
+
     async def _current(self, events: Sequence[Any]) -> list[Any]:
         """The chunk's events of partitions still assigned, checked for holes in offsets.
 
@@ -181,7 +193,11 @@ class JoinWorker:
         unknown = {e.message.partition for e in current
                    if not self.guard.knows(generation, e.message.partition)}
         if unknown:
-            starts = await self.resume_offsets.fetch(sorted(unknown))
+            # A partition this worker kept through the rebalance may go on where it was rather
+            # than at its committed offset (Faust seeks only where a commit exists): what this
+            # worker has processed and made durable is not a hole.
+            starts = {p: max(offset, self.next_offset.get(p, offset)) for p, offset in
+                      (await self.resume_offsets.fetch(sorted(unknown))).items()}
             self.guard.begin(generation, starts)
             log.info("consumer generation %s: partitions resume at %s", generation, starts)
         for event in current:

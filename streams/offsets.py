@@ -6,7 +6,8 @@ accepts an acked offset one above the committed one, so the dropped message is c
 ever being processed (cf. faust-streaming #216/#221). Nothing in Faust notices; this guard does.
 
 Per consumer generation, each partition's messages must start at the offset the consumer was
-sought to (the committed offset, or the log start) and then follow one another. A message past
+sought to (the committed offset, or the log start; for a partition the worker kept through the
+rebalance, at the latest where it had got to) and then follow one another. A message past
 the expected offset is a *hole*: the worker acks nothing of it and restarts, and the fresh
 consumer reads again from the committed offset, which is at or before the hole because nothing
 past it was acked. Messages older than expected are redeliveries, harmless to the idempotent

@@ -1,4 +1,5 @@
-"""Child processes that must not outlive their parent (a supervisor, a forking server)."""
+"""Parents and children of the platform's process trees (a supervisor, a forking server): a
+child that must not outlive its parent, a parent that passes a stop on."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import ctypes
 import os
 import signal
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 
@@ -19,3 +23,15 @@ def die_with_parent(parent_pid: int) -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+@contextmanager
+def stop_signals_call(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """Within the block, SIGTERM and SIGINT call ``handler`` (e.g. to pass the stop on to
+    children); the previous handlers come back after it."""
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

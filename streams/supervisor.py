@@ -22,6 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from infra.lifetime import stop_signals_call
 from streams.exit_codes import EXIT_OFFSET_HOLE, MEANING
 
 log = logging.getLogger("streams.supervisor")
@@ -67,8 +68,7 @@ def supervise(cmd: list[str], policy: RestartPolicy | None = None) -> int:
         if child is not None and child.poll() is None:
             child.send_signal(signal.SIGTERM)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with stop_signals_call(forward):
         runs = 0
         while True:
             runs += 1
@@ -89,9 +89,6 @@ def supervise(cmd: list[str], policy: RestartPolicy | None = None) -> int:
                         describe(code), pause)
             if stop.wait(pause):
                 return 0
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def describe(code: int) -> str:

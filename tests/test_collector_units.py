@@ -144,3 +144,11 @@ def test_keys_create_prints_a_key_the_store_knows(tmp_path: Path,
     store.close()
     bad = parser.parse_args(["collector", "--port", "99999"])
     assert bad.func(bad) == 2
+
+
+def test_the_collector_needs_at_least_one_worker() -> None:
+    from ingest.collector.config import CollectorConfig
+
+    assert CollectorConfig(port=0, workers=2).workers == 2
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        CollectorConfig(port=0, workers=0)

@@ -21,3 +21,20 @@ def test_stream_worker_arguments() -> None:
 def test_unknown_store_is_refused() -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["stream", "worker", "--store", "redis"])
+
+
+def test_the_supervised_worker_gets_every_option_of_its_supervisor() -> None:
+    """``worker_argv`` rebuilds the child's command line: every worker option survives it."""
+    import argparse
+
+    from streams.cli import add_worker_args, worker_argv
+
+    parser = argparse.ArgumentParser()
+    add_worker_args(parser)
+    given = parser.parse_args(
+        ["--bootstrap", "k:1", "--topic-prefix", "p.", "--data-dir", "/tmp/x", "--config",
+         "/tmp/r.toml", "--group-id", "g", "--store", "memory", "--chunk-size", "7",
+         "--progress-s", "2.5"])
+    again = parser.parse_args(worker_argv(given))
+    options = {a.dest for a in parser._actions} - {"help", "no_supervisor", "child_of"}
+    assert {o: getattr(again, o) for o in options} == {o: getattr(given, o) for o in options}

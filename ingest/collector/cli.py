@@ -64,22 +64,19 @@ def _add_key_db_arg(p: argparse.ArgumentParser) -> None:
 def _run_collector(args: argparse.Namespace) -> int:
     from ingest.collector.server import run_workers
 
-    if args.workers < 1:
-        print("rtrl collector: --workers must be >= 1", file=sys.stderr)
-        return 2
     try:
         config = CollectorConfig(
             port=args.port, host=args.host, bootstrap=bootstrap_from(args),
             topic_prefix=args.topic_prefix, key_db=args.key_db,
             max_body_bytes=args.max_body_bytes, max_events_per_batch=args.max_events,
             rate_per_key=args.rate, burst_per_key=args.burst,
-            delivery_timeout_s=args.delivery_timeout)
+            delivery_timeout_s=args.delivery_timeout, workers=args.workers)
     except ValueError as exc:
         print(f"rtrl collector: {exc}", file=sys.stderr)
         return 2
     log.info("collector on http://%s:%d -> %s (topics prefix %r), %d worker(s)", config.host,
-             config.port, config.bootstrap, config.topic_prefix, args.workers)
-    return run_workers(config, args.workers)
+             config.port, config.bootstrap, config.topic_prefix, config.workers)
+    return run_workers(config)
 
 
 def _create_key(args: argparse.Namespace) -> int:

@@ -39,12 +39,14 @@ class CollectorConfig:
     """Messages waiting in the producer at most; a full queue answers 503."""
     retry_after_s: int = 1
     """``Retry-After`` sent with 503 (429 computes its own from the bucket)."""
+    workers: int = 1
+    """Processes serving the port, each with its own producer and per-key rate limit."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
         for name in ("max_body_bytes", "max_events_per_batch", "burst_per_key",
-                     "producer_queue_max", "retry_after_s"):
+                     "producer_queue_max", "retry_after_s", "workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.rate_per_key <= 0 or self.delivery_timeout_s <= 0:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from infra.lifetime import die_with_parent
+from infra.lifetime import die_with_parent, stop_signals_call
 from ingest.collector.app import create_app
 from ingest.collector.config import CollectorConfig
 from ingest.collector.kafka_sink import KafkaSink
@@ -38,20 +38,20 @@ def _server(config: CollectorConfig) -> tuple[uvicorn.Server, KafkaSink, KeyStor
     return server, sink, keys
 
 
-def run_workers(config: CollectorConfig, workers: int) -> int:
-    """Serve from ``workers`` forked processes accepting on one socket; each has its own Kafka
-    producer and key store connection, and its own rate limiter (limits are per process).
+def run_workers(config: CollectorConfig) -> int:
+    """Serve from ``config.workers`` forked processes accepting on one socket; each has its own
+    Kafka producer and key store connection, and its own rate limiter (limits are per process).
 
     The parent only binds, forks and waits: if a worker dies, the others are stopped and the
     exit code is non-zero, for the process manager to restart the whole collector.
     """
-    if workers == 1:
+    if config.workers == 1:
         run(config)
         return 0
     listener = _tcp_listener(config.host, config.port)
     children = []
     parent = os.getpid()
-    for _ in range(workers):
+    for _ in range(config.workers):
         pid = os.fork()
         if pid == 0:  # the worker: nothing of the parent's but the socket and the config
             die_with_parent(parent)
@@ -71,8 +71,7 @@ def run_workers(config: CollectorConfig, workers: int) -> int:
             except ProcessLookupError:
                 pass
 
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with stop_signals_call(stop):
         pid, status = os.wait()
         code = os.waitstatus_to_exitcode(status)
         if code != 0:
@@ -82,9 +81,6 @@ def run_workers(config: CollectorConfig, workers: int) -> int:
             if child != pid:
                 os.waitpid(child, 0)
         return code
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def _tcp_listener(host: str, port: int) -> socket.socket:

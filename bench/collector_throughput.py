@@ -12,7 +12,10 @@ One run, one broker (started here unless ``--bootstrap``), the same events for e
   Kafka acknowledged it. Latency is per request, from send to answer.
 
 The raw producer runs once after a warm-up and once more after the collector rows; the ratio is
-collector events/s over the faster of the two. Figures go to stdout and to
+collector events/s over the faster of the two. "CPU µs/event" is the CPU time (user + system,
+librdkafka's threads included) of the process that did the work, per event: the collector's
+processes for its rows, the benchmark's own for the raw rows; it moves less than events/s with
+the load of this shared machine. Figures go to stdout and to
 ``bench/out/collector_throughput.json``.
 """
 
@@ -42,6 +45,7 @@ reexec_in_venv(__file__)
 
 import httpx  # noqa: E402
 import orjson  # noqa: E402
+import psutil  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 
 from infra.settings import reliable_producer  # noqa: E402
@@ -72,6 +76,7 @@ def raw_producer(bootstrap: str, topic: str, events: list[dict]) -> dict:
     records = [(orjson.dumps({**e, "received_at": "2026-11-30T00:00:00.000000Z"}),
                 e["interaction_id"].encode()) for e in events]
     failed = []
+    cpu_before = time.process_time()  # this process: the loop and librdkafka's threads
     started = time.perf_counter()
     for value, key in records:
         while True:
@@ -84,9 +89,23 @@ def raw_producer(bootstrap: str, topic: str, events: list[dict]) -> dict:
         producer.poll(0)
     left = producer.flush(60)
     seconds = time.perf_counter() - started
+    cpu_us = (time.process_time() - cpu_before) * 1e6 / len(events)
     assert left == 0 and not failed, (left, failed[:3])
     return {"row": "raw confluent-kafka producer", "events": len(events), "seconds": seconds,
-            "events_per_s": len(events) / seconds}
+            "events_per_s": len(events) / seconds, "cpu_us_per_event": cpu_us}
+
+
+def cpu_seconds(proc: subprocess.Popen) -> float:
+    """CPU time of the collector: its process and its forked workers."""
+    parent = psutil.Process(proc.pid)
+    total = 0.0
+    for p in (parent, *parent.children(recursive=True)):
+        try:
+            times = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def start_collector(bootstrap: str, prefix: str, key_db: Path,
@@ -181,14 +200,17 @@ def main() -> int:
             asyncio.run(post_all(url, key, plain[:20], False, 2))  # warm-up: connections, PID
             for concurrency in (int(c) for c in args.concurrency.split(",")):
                 for gzipped, bodies in ((False, plain), (True, zipped)):
+                    cpu_before = cpu_seconds(proc)
                     seconds, latencies, accepted = asyncio.run(
                         post_all(url, key, bodies, gzipped, concurrency))
+                    cpu_us = (cpu_seconds(proc) - cpu_before) * 1e6 / max(1, accepted)
                     assert accepted == len(events), (accepted, len(events))
                     rate = accepted / seconds
                     rows.append({
                         "row": f"collector x{args.workers}, "
                                f"{'gzip' if gzipped else 'json'}, {concurrency} client(s)",
                         "events": accepted, "seconds": seconds, "events_per_s": rate,
+                        "cpu_us_per_event": cpu_us,
                         "requests": len(latencies),
                         "latency_p50_ms": 1000 * quantile(latencies, 0.50),
                         "latency_p99_ms": 1000 * quantile(latencies, 0.99)})
@@ -202,9 +224,10 @@ def main() -> int:
         best = max(raw["events_per_s"], again["events_per_s"])
         for row in rows:
             row["ratio_to_raw"] = row["events_per_s"] / best
-    print(format_table(["row", "events", "events/s", "ratio to raw", "p50 ms", "p99 ms"],
+    print(format_table(["row", "events", "events/s", "ratio to raw", "CPU µs/event", "p50 ms",
+                        "p99 ms"],
                        [[r["row"], r["events"], int(r["events_per_s"]),
-                         r["ratio_to_raw"], r.get("latency_p50_ms", "-"),
+                         r["ratio_to_raw"], r["cpu_us_per_event"], r.get("latency_p50_ms", "-"),
                          r.get("latency_p99_ms", "-")] for r in rows]))
     path = write_results("collector_throughput", {
         "benchmark": "collector_throughput", "machine": machine(), "batch": args.batch,

@@ -4,14 +4,21 @@
 its bound, validates each event (``batch.plan_batch``), and hands valid events to the events topic
 and invalid ones to the DLQ. It answers 200, with a result per event, only after Kafka acknowledged
 every record; when it cannot deliver it answers 503 with ``Retry-After`` and accepted nothing.
+
+The server runs :class:`EventsFirst`: ``POST /v1/events`` goes straight to the handler FastAPI
+documents, around FastAPI's middleware, routing and dependency layers (about a tenth of the
+collector's CPU per event at batches of 100); everything else is FastAPI's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 import orjson
 from fastapi import FastAPI, Request, Response
@@ -33,16 +40,52 @@ from ingest.collector.metrics import CONTENT_TYPE_LATEST, CollectorMetrics
 from ingest.collector.ratelimit import RateLimiter
 from ingest.contract import now_ts
 
+EVENTS_PATH = "/v1/events"
+log = logging.getLogger(__name__)
+
 
 class Sink(Protocol):
     reachable: bool
 
     def deliver(self, records: Sequence[OutRecord]) -> Awaitable[None]: ...
 
+    async def serve_reports(self) -> None:
+        """Runs for the server's lifetime, on its event loop."""
+
+
+class EventsFirst:
+    """The collector as served: ``POST /v1/events`` to ``handler``, the rest to ``api``."""
+
+    def __init__(self, api: FastAPI, handler: Callable[[Request], Awaitable[Response]]) -> None:
+        self.api = api
+        self.handler = handler
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != EVENTS_PATH or scope["method"] != "POST":
+            await self.api(scope, receive, send)
+            return
+        try:
+            response = await self.handler(Request(scope, receive))
+        except Exception:  # what FastAPI's error middleware would do
+            log.exception("POST %s failed", EVENTS_PATH)
+            response = _json({"reason": "internal_error", "detail": "see the collector's log"},
+                             500)
+        await response(scope, receive, send)
+
 
 def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
-               clock: Callable[[], str] = now_ts) -> FastAPI:
-    app = FastAPI(title="rtrl collector", version="1",
+               clock: Callable[[], str] = now_ts) -> EventsFirst:
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        reports = asyncio.create_task(sink.serve_reports(), name="rtrl-delivery-reports")
+        try:
+            yield
+        finally:
+            reports.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reports
+
+    app = FastAPI(title="rtrl collector", version="1", lifespan=lifespan,
                   description="Receives telemetry events from emitters (the rtrl SDK) and "
                   "writes them to Kafka. Authenticate with `Authorization: Bearer <key>`.")
     topics = TopicNames(config.topic_prefix)
@@ -59,7 +102,7 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
         metrics.requests.labels(str(status)).inc()
         return _json({"reason": str(reason), "detail": detail}, status, headers)
 
-    @app.post("/v1/events", response_model=BatchAnswer, summary="Send a batch of events",
+    @app.post(EVENTS_PATH, response_model=BatchAnswer, summary="Send a batch of events",
               responses=error_responses(400, 401, 413, 415, 429, 503),
               openapi_extra={"requestBody": request_body_schema(config.max_events_per_batch),
                              "security": [{"bearer": []}]})
@@ -116,7 +159,7 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     _complete_openapi(app)
-    return app
+    return EventsFirst(app, post_events)
 
 
 def _json(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -34,7 +34,7 @@ def _server(config: CollectorConfig) -> tuple[uvicorn.Server, KafkaSink, KeyStor
     app = create_app(config, keys, sink)
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,
                                            log_level="warning", access_log=False,
-                                           lifespan="off", loop="asyncio", http="h11"))
+                                           lifespan="on", loop="asyncio", http="h11"))
     return server, sink, keys
 
 

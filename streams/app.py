@@ -62,7 +62,8 @@ def build_app(settings: WorkerSettings) -> tuple[faust.App, JoinWorker]:
                        key_serializer="raw", value_serializer="raw",
                        partitions=settings.partitions)  # fmt: skip
     table = app.Table(TABLE_NAME, partitions=settings.partitions, key_type=bytes,
-                      value_type=bytes)  # bytes: the raw serializer; the processor encodes JSON
+                      value_type=bytes,  # bytes: the raw serializer; the processor encodes JSON
+                      options=settings.rocksdb_options() if settings.store == "rocksdb" else None)
     worker = JoinWorker(app, table, settings)
 
     @app.agent(events, concurrency=1, name="join")
@@ -74,12 +75,14 @@ def build_app(settings: WorkerSettings) -> tuple[faust.App, JoinWorker]:
     async def idle_tick() -> None:
         await worker.tick()
 
+    # mode types a handler as (sender, /, *args, signal=..., **kwargs): Faust sends one argument.
     @app.on_partitions_revoked.connect
-    async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
+    async def on_revoked(sender: Any, /, *_revoked: Any, **_: Any) -> None:
         await worker.wait_idle()
 
     @app.on_partitions_assigned.connect
-    async def on_assigned(sender: Any, assigned: Any, **_: Any) -> None:
+    async def on_assigned(sender: Any, /, *args: Any, **_: Any) -> None:
+        (assigned,) = args
         await worker.keep_partitions({tp.partition for tp in assigned
                                       if tp.topic == settings.topics.events})
 

@@ -36,6 +36,13 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
                    help="consumer group and changelog prefix (default rtrl-stream-<prefix>)")
     p.add_argument("--store", choices=("rocksdb", "memory"), default="rocksdb",
                    help="where the table lives: rocksdb (bounded memory, default) or memory")
+    p.add_argument("--rocksdb-mib", type=int, default=64,
+                   help="RocksDB memory per partition's state database, MiB: write buffers "
+                   "and block cache (default 64)")
+    p.add_argument("--deadlines-in-memory", type=int, default=200_000,
+                   help="open interactions' deadlines kept in memory per partition (~180 bytes "
+                   "each); beyond, the partition's store is rescanned when needed (default "
+                   "200000)")
     p.add_argument("--chunk-size", type=int, default=2000, help="events per chunk (default 2000)")
     p.add_argument("--progress-s", type=float, default=10.0,
                    help="seconds between progress lines (default 10)")
@@ -49,6 +56,8 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
     """The worker's own options, to start it again as a child process."""
     argv = ["--bootstrap", bootstrap_from(args), "--topic-prefix", args.topic_prefix,
             "--data-dir", str(args.data_dir), "--store", args.store,
+            "--rocksdb-mib", str(args.rocksdb_mib),
+            "--deadlines-in-memory", str(args.deadlines_in_memory),
             "--chunk-size", str(args.chunk_size), "--progress-s", str(args.progress_s)]
     if args.config:
         argv += ["--config", str(args.config)]
@@ -67,7 +76,9 @@ def settings_from(args: argparse.Namespace):
     return WorkerSettings(
         bootstrap=bootstrap, topic_prefix=args.topic_prefix, data_dir=args.data_dir,
         reward=load_config(args.config) if args.config else RewardConfig(), group_id=group,
-        store=args.store, partitions=_partitions(bootstrap, TopicNames(args.topic_prefix).events),
+        store=args.store, rocksdb_partition_mib=args.rocksdb_mib,
+        deadlines_in_memory=args.deadlines_in_memory,
+        partitions=_partitions(bootstrap, TopicNames(args.topic_prefix).events),
         changelog_replication=_replication(bootstrap), chunk_size=args.chunk_size,
         progress_s=args.progress_s)
 

@@ -114,7 +114,8 @@ class JoinWorker:
         proc = self.processors.get(partition)
         if proc is None:
             store = TableStore(self.table, partition)
-            proc = PartitionProcessor(partition, self.settings.reward, store, wall_us=_wall_us())
+            proc = PartitionProcessor(partition, self.settings.reward, store, wall_us=_wall_us(),
+                                      deadlines_in_memory=self.settings.deadlines_in_memory)
             with _partition_context(self.topics.events, partition):
                 leftovers = proc.recover()
                 if leftovers:
@@ -250,10 +251,10 @@ class JoinWorker:
                 pending.append(await producer.send(
                     topics.late, str(item.event["interaction_id"]).encode(), item.raw, None, None,
                     [("rtrl.arrival", arrival.value.encode())]))
-        for item, message in rejected:
+        for reject, message in rejected:
             pending.append(await producer.send(
-                topics.dlq, None, item.raw, None, None,
-                item.headers(message.topic, message.partition, message.offset)))
+                topics.dlq, None, reject.raw, None, None,
+                reject.headers(message.topic, message.partition, message.offset)))
         if pending:
             await asyncio.gather(*pending)  # every acknowledgement, or an exception
         for proc, out in steps:

@@ -18,7 +18,6 @@ never names two different records, and revisions are 0..n without gaps.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -30,6 +29,7 @@ from rewards.function import compute_record
 from rewards.record import RewardRecord
 from rewards.timestamps import US_PER_S, to_us
 from streams.clock import PartitionClock
+from streams.deadlines import DeadlineIndex
 from streams.state import (
     Arrival,
     Entry,
@@ -46,6 +46,8 @@ from streams.state import (
 # At most this many records per step, so that the pending key and one step stay small even when
 # the wall clock closes a whole quiet partition at once; the rest follow on the next step.
 MAX_RECORDS_PER_STEP = 2000
+# Deadlines kept in memory per partition (~180 bytes each); beyond, the store is rescanned.
+DEADLINES_IN_MEMORY = 200_000
 _PENDING_PREFIX = "\x00pending/"
 _INTERACTION_PREFIX = "i/"
 _FORWARDED = frozenset({Arrival.late, Arrival.expired, Arrival.closed})
@@ -85,13 +87,14 @@ class StepOutput:
 class PartitionProcessor:
     """State machine of one partition; see the module docstring for the order of effects."""
 
-    def __init__(self, partition: int, config: RewardConfig, store: StateStore,
-                 wall_us: int = 0) -> None:  # fmt: skip
+    def __init__(self, partition: int, config: RewardConfig, store: StateStore, wall_us: int = 0,
+                 deadlines_in_memory: int = DEADLINES_IN_MEMORY) -> None:  # fmt: skip
         self.partition = partition
         self.config = config
         self.store = store
         self.clock = PartitionClock(config.grace_s * US_PER_S, last_arrival_wall_us=wall_us)
-        self._due: list[tuple[int, str]] = []  # (clock value, interaction id) of open ones
+        self._due = DeadlineIndex(deadlines_in_memory)  # of the open interactions
+        self.rescans = 0
         self._next_sweep = 0
         self.open_count = 0
         self.closed_count = 0
@@ -102,25 +105,20 @@ class PartitionProcessor:
 
         The caller publishes them, then calls :meth:`published`.
         """
-        self._due.clear()
+        self._due.reset()
         self.open_count = self.closed_count = 0
-        for key, raw in self.store.items():
-            if not key.startswith(_INTERACTION_PREFIX):
-                continue
-            entry = decode(raw)
-            if entry.partition != self.partition:
-                continue
+        for interaction_id, entry in self._entries():
             if isinstance(entry, OpenInteraction):
                 self.open_count += 1
-                heapq.heappush(self._due, (entry.next_due(self.config), key[2:]))
+                self._due.push(entry.next_due(self.config), interaction_id)
             else:
                 self.closed_count += 1
         raw_pending = self.store.get(pending_key(self.partition))
         records = []
         for interaction_id in orjson.loads(raw_pending) if raw_pending else ():
-            entry = self._load(interaction_id)
-            if isinstance(entry, OpenInteraction) and entry.revision >= 0:
-                records.append(compute_record(entry.copies, self.config, entry.revision))
+            pending = self._load(interaction_id)
+            if isinstance(pending, OpenInteraction) and pending.revision >= 0:
+                records.append(compute_record(pending.copies, self.config, pending.revision))
         return records
 
     def published(self) -> None:
@@ -158,6 +156,26 @@ class PartitionProcessor:
                 self.store.put(key, encode(entry))
         return out
 
+    def _entries(self) -> Iterable[tuple[str, Entry]]:
+        """This partition's interactions as stored (a scan of the store)."""
+        for key, raw in self.store.items():
+            if key.startswith(_INTERACTION_PREFIX):
+                entry = decode(raw)
+                if entry.partition == self.partition:
+                    yield key[len(_INTERACTION_PREFIX):], entry
+
+    def _rescan(self, touched: dict[str, Entry | None], now: int) -> None:
+        """The clock passed the deadline index's horizon: push every open deadline again, the
+        states of this step (``touched``, not stored yet) taking precedence over the store's."""
+        self._due.reset(keep_through=now)
+        for interaction_id, entry in self._entries():
+            if isinstance(entry, OpenInteraction) and interaction_id not in touched:
+                self._due.push(entry.next_due(self.config), interaction_id)
+        for interaction_id, current in touched.items():
+            if isinstance(current, OpenInteraction):
+                self._due.push(current.next_due(self.config), interaction_id)
+        self.rescans += 1
+
     def _load(self, interaction_id: str) -> Entry | None:
         raw = self.store.get(interaction_key(interaction_id))
         return None if raw is None else decode(raw)
@@ -172,11 +190,11 @@ class PartitionProcessor:
         if entry is None:
             entry = new_interaction(self.partition, event)
             self.open_count += 1
-            heapq.heappush(self._due, (entry.emit_due(self.config), interaction_id))
+            self._due.push(entry.emit_due(self.config), interaction_id)
         t_open = entry.t_open
         arrival = add_copy(entry, event, self.config)
         if entry.t_open < t_open:  # an earlier copy: the window moved, and so do its deadlines
-            heapq.heappush(self._due, (entry.emit_due(self.config), interaction_id))
+            self._due.push(entry.emit_due(self.config), interaction_id)
         if arrival is not Arrival.redelivered or interaction_id in touched:
             touched[interaction_id] = entry
         if arrival is Arrival.redelivered:
@@ -187,8 +205,9 @@ class PartitionProcessor:
     def _emit_and_close(self, touched: dict[str, Entry | None], out: StepOutput) -> None:
         now = self.clock.now
         candidates = [i for i, e in touched.items() if isinstance(e, OpenInteraction)]
-        while self._due and self._due[0][0] <= now:
-            candidates.append(heapq.heappop(self._due)[1])
+        if self._due.needs_rescan(now):
+            self._rescan(touched, now)
+        candidates += self._due.pop_due(now)
         seen: set[str] = set()
         for interaction_id in candidates:
             if interaction_id in seen:
@@ -202,7 +221,7 @@ class PartitionProcessor:
                 continue  # still open; its deadline entry is in the heap
             if entry.dirty:
                 if len(out.records) >= MAX_RECORDS_PER_STEP:
-                    heapq.heappush(self._due, (now, interaction_id))  # next step
+                    self._due.retry_now(now, interaction_id)  # next step
                     continue
                 self._emit(entry, out)
                 touched[interaction_id] = entry
@@ -211,7 +230,7 @@ class PartitionProcessor:
                 self.open_count -= 1
                 self.closed_count += 1
                 continue
-            heapq.heappush(self._due, (entry.next_due(self.config), interaction_id))
+            self._due.push(entry.next_due(self.config), interaction_id)
         if now >= self._next_sweep:
             self._forget_tombstones(touched, now)
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from infra.topics import JOIN_PARTITIONS, TopicNames
 from rewards.config import RewardConfig
+from streams.processor import DEADLINES_IN_MEMORY
 
 
 class WorkerSettings(BaseModel):
@@ -24,6 +25,13 @@ class WorkerSettings(BaseModel):
     group_id: str = "rtrl-stream"
     # "rocksdb": state on disk, memory bounded by RocksDB's caches; "memory": all in RAM.
     store: Literal["rocksdb", "memory"] = "rocksdb"
+    # RocksDB memory per partition's database (MiB): two write buffers of a quarter each and a
+    # block cache of half. Faust's defaults (3 x 64 MiB of write buffers and a 2 GiB block cache,
+    # for each partition) let a worker's memory grow by gigabytes as its state grows.
+    rocksdb_partition_mib: int = Field(64, ge=8)
+    # Open interactions' deadlines kept in memory per partition (~180 bytes each); a partition
+    # with more open rescans its store when its clock passes the last deadline it kept.
+    deadlines_in_memory: int = Field(DEADLINES_IN_MEMORY, ge=2)
     # Must equal the partition count of telemetry.events (the table is co-partitioned with it).
     partitions: int = Field(JOIN_PARTITIONS, gt=0)
     changelog_replication: int = Field(1, gt=0)
@@ -35,6 +43,16 @@ class WorkerSettings(BaseModel):
     progress_s: float = Field(10.0, gt=0)
     # A killed worker's partitions move to the others after this many seconds without heartbeat.
     session_timeout_s: float = Field(10.0, ge=6.0)
+
+    def rocksdb_options(self) -> dict[str, int]:
+        """Faust's RocksDB options for one partition's database, within the budget above.
+
+        >>> WorkerSettings(bootstrap="b", rocksdb_partition_mib=64).rocksdb_options()
+        {'write_buffer_size': 16777216, 'max_write_buffer_number': 2, 'block_cache_size': 33554432}
+        """
+        budget = self.rocksdb_partition_mib * 1024 * 1024
+        return {"write_buffer_size": budget // 4, "max_write_buffer_number": 2,
+                "block_cache_size": budget // 2}
 
     @property
     def topics(self) -> TopicNames:

@@ -33,7 +33,9 @@ def test_the_supervised_worker_gets_every_option_of_its_supervisor() -> None:
     add_worker_args(parser)
     given = parser.parse_args(
         ["--bootstrap", "k:1", "--topic-prefix", "p.", "--data-dir", "/tmp/x", "--config",
-         "/tmp/r.toml", "--group-id", "g", "--store", "memory", "--chunk-size", "7",
+         "/tmp/r.toml", "--group-id", "g", "--store", "memory", "--rocksdb-mib", "32",
+         "--deadlines-in-memory", "99",
+         "--chunk-size", "7",
          "--progress-s", "2.5"])
     again = parser.parse_args(worker_argv(given))
     options = {a.dest for a in parser._actions} - {"help", "no_supervisor", "child_of"}

@@ -33,10 +33,12 @@ def _incoming(event: dict) -> Incoming:
 
 
 def _stream(events: list[dict], config: RewardConfig, chunk: int = 500,
-            store: DictStore | None = None) -> tuple[list[dict], list, DictStore]:  # fmt: skip
+            store: DictStore | None = None,
+            **options: int) -> tuple[list[dict], list, DictStore]:  # fmt: skip
     """Events in arrival order through six partitions' processors, then an idle tick each."""
     store = DictStore() if store is None else store
-    procs = {p: PartitionProcessor(p, config, store) for p in range(6)}
+    procs = {p: PartitionProcessor(p, config, store, **options) for p in range(6)}
+    _stream.processors = procs  # type: ignore[attr-defined]
     records: list[dict] = []
     late: list = []
     for part in chunks(events, chunk):
@@ -73,6 +75,17 @@ def test_stream_equals_batch_on_a_messy_workload() -> None:
     assert {a for _, a in late} >= {Arrival.late, Arrival.expired}
     # after the idle tick everything is closed: only tombstones remain
     assert all(isinstance(decode(v), Tombstone) for k, v in store.items() if k.startswith("i/"))
+
+
+@pytest.mark.parametrize("capacity", [2, 5, 12])
+def test_deadlines_beyond_memory_change_no_record(capacity: int) -> None:
+    """With few deadlines in memory the processor rescans its store, and emits the same."""
+    events = generate_workload(400, seed=5, start=PAST_START)
+    expected, _, _ = _stream(events, CONFIG, chunk=61)
+    got, _, _ = _stream(events, CONFIG, chunk=61, deadlines_in_memory=capacity)
+    assert sum(p.rescans for p in _stream.processors.values()) > 0  # type: ignore[attr-defined]
+    key = lambda r: (r["interaction_id"], r["revision"])  # noqa: E731
+    assert sorted(got, key=key) == sorted(expected, key=key)
 
 
 def test_shuffled_chunks_and_redelivery_change_nothing() -> None:

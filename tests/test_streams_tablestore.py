@@ -14,6 +14,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from faust.types.tuples import FutureMessage
 
 from streams.app import build_app
 from streams.join import _partition_context
@@ -49,6 +50,12 @@ class _Handed:
         return taken
 
 
+def _partition_of(write: asyncio.Future) -> int | None:
+    """The partition a changelog write was handed over for."""
+    assert isinstance(write, FutureMessage)
+    return write.message.partition
+
+
 async def _returns_within(awaitable, seconds: float) -> bool:
     try:
         await asyncio.wait_for(awaitable, seconds)
@@ -67,7 +74,7 @@ def test_the_wait_ends_only_when_every_changelog_write_is_acknowledged(tmp_path)
         assert producer.take(0) == []  # recorded, not yet handed over
         assert not await _returns_within(table.changelog_acknowledged(), 0.3)
         first, second = producer.take(2)  # handed over in order, once
-        assert first.message.partition == 1 and second.message.partition == 2
+        assert _partition_of(first) == 1 and _partition_of(second) == 2
         assert not first.cancelled() and not second.cancelled()  # giving up leaves them be
         first.set_result(None)
         assert not await _returns_within(table.changelog_acknowledged(), 0.3)
@@ -99,3 +106,13 @@ def test_a_changelog_write_that_failed_fails_the_wait(tmp_path) -> None:
         assert await _returns_within(table.changelog_acknowledged(), 1.0)  # reported once
 
     asyncio.run(scenario())
+
+
+def test_the_rocksdb_store_gets_the_memory_budget(tmp_path: Path) -> None:
+    """Faust's own defaults would give each partition's database a 2 GiB block cache."""
+    settings = WorkerSettings(bootstrap="localhost:1", store="rocksdb", data_dir=tmp_path,
+                              rocksdb_partition_mib=32)
+    _, worker = build_app(settings)
+    options = worker.table.data.rocksdb_options
+    assert (options.write_buffer_size, options.max_write_buffer_number,
+            options.block_cache_size) == (8 * 2**20, 2, 16 * 2**20)

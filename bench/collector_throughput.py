@@ -46,7 +46,7 @@ reexec_in_venv(__file__)
 import httpx  # noqa: E402
 import orjson  # noqa: E402
 import psutil  # noqa: E402
-from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka import KafkaError, Message, Producer  # noqa: E402
 
 from infra.settings import reliable_producer  # noqa: E402
 from infra.topics import TopicNames  # noqa: E402
@@ -60,7 +60,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def client_events(n: int) -> list[dict]:
     """``n`` valid client-side events (no ``received_at``) of one tenant."""
-    events = []
+    events: list[dict] = []
     seed = 0
     while len(events) < n:
         for event in generate_workload(max(1, (n - len(events)) // 9), seed=seed):
@@ -75,14 +75,18 @@ def raw_producer(bootstrap: str, topic: str, events: list[dict]) -> dict:
     producer = Producer(reliable_producer(bootstrap))
     records = [(orjson.dumps({**e, "received_at": "2026-11-30T00:00:00.000000Z"}),
                 e["interaction_id"].encode()) for e in events]
-    failed = []
+    failed: list[KafkaError] = []
+
+    def note_failure(err: KafkaError | None, _msg: Message) -> None:
+        if err:
+            failed.append(err)
+
     cpu_before = time.process_time()  # this process: the loop and librdkafka's threads
     started = time.perf_counter()
     for value, key in records:
         while True:
             try:
-                producer.produce(topic, value, key,
-                                 on_delivery=lambda err, _m: err and failed.append(err))
+                producer.produce(topic, value, key, on_delivery=note_failure)
                 break
             except BufferError:
                 producer.poll(0.01)

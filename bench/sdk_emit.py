@@ -20,6 +20,7 @@ import tempfile
 import time
 from array import array
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import format_table, machine, reexec_in_venv, write_results  # noqa: E402
@@ -32,7 +33,7 @@ from ingest.sdk import Client, EmitResult, SdkConfig  # noqa: E402
 
 DEAD_ENDPOINT = "http://127.0.0.1:9"  # the discard port: nothing listens, connect is refused
 MIB = 1 << 20
-SHAPES = [  # (type, payload): a realistic mix of what a plugin emits
+SHAPES: list[tuple[str, dict[str, Any]]] = [  # (type, payload): a realistic mix a plugin emits
     ("interaction.started", {"mode": "agent"}),
     ("agent.tool_call", {"tool": "read_file", "valid": True}),
     ("agent.edit_proposed", {"edit_id": "e-1", "lines_added": 12, "lines_removed": 3}),

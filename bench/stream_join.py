@@ -142,7 +142,9 @@ def latencies(bootstrap: str, topic: str, grace_s: float) -> list[float]:
     while time.monotonic() - idle_since < 5:
         msgs = c.consume(1000, timeout=0.5)
         for m in msgs:
-            rec = orjson.loads(m.value())
+            value = m.value()
+            assert value is not None, "the rewards topic holds no tombstones"
+            rec = orjson.loads(value)
             if rec["revision"] != 0:
                 continue
             close = datetime.fromisoformat(rec["t_close"]).timestamp() + grace_s

@@ -157,7 +157,9 @@ def main() -> None:
     print(f"A/B aggregates (ab_units, ab_latency_histogram) build: {ab_build:.2f} s")
 
     con = connect(store, db, read_only=True)
-    n = con.execute("SELECT count(*) FROM rewards").fetchone()[0]
+    row = con.execute("SELECT count(*) FROM rewards").fetchone()
+    assert row is not None  # an aggregate returns one row
+    n = row[0]
     daily = best_of(args.repeat, lambda: con.execute(
         "SELECT * FROM rewards_daily_by_checkpoint").fetchall())
     daily_sql = next(m.sql for m in load_models() if m.name == "rewards_daily_by_checkpoint")

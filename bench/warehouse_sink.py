@@ -58,6 +58,7 @@ def raw_consume_rate(bootstrap: str, topic: str, expected: int) -> float:
             if batch and first is None:
                 first = time.monotonic()
             seen += sum(1 for m in batch if m.error() is None)
+        assert first is not None  # set with the first batch, and expected > 0 to get here
         return seen / (time.monotonic() - first)
     finally:
         consumer.close()

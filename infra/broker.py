@@ -169,11 +169,8 @@ def wait_ready(layout: ClusterLayout, procs: list[NodeProcess], timeout: float =
     from confluent_kafka.admin import AdminClient
 
     client = AdminClient(
-        {
-            "bootstrap.servers": layout.bootstrap,
-            "log_level": 0,
-            "logger": logging.getLogger("rtrl.broker.probe"),
-        }
+        {"bootstrap.servers": layout.bootstrap, "log_level": 0},
+        logger=logging.getLogger("rtrl.broker.probe"),
     )
     deadline = time.monotonic() + timeout
     while True:

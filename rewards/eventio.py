@@ -39,25 +39,24 @@ CLIENT_DTYPE = pl.Struct({"name": pl.String, "version": pl.String})
 _NESTED = {"payload": PAYLOAD_DTYPE, "experiment": EXPERIMENT_DTYPE, "client": CLIENT_DTYPE}
 _TIMESTAMPS = ("ts", "sent_at", "received_at")
 
-EVENT_SCHEMA = pl.Schema(
-    {
-        "event_id": pl.String,
-        "type": pl.String,
-        "schema_version": pl.Int64,
-        "ts": pl.String,
-        "sent_at": pl.String,
-        "received_at": pl.String,
-        "interaction_id": pl.String,
-        "session_id": pl.String,
-        "user_id": pl.String,
-        "org_id": pl.String,
-        "checkpoint_id": pl.String,
-        "experiment": EXPERIMENT_DTYPE,
-        "privacy_mode": pl.Boolean,
-        "client": CLIENT_DTYPE,
-        "payload": PAYLOAD_DTYPE,
-    }
-)
+_EVENT_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "event_id": pl.String,
+    "type": pl.String,
+    "schema_version": pl.Int64,
+    "ts": pl.String,
+    "sent_at": pl.String,
+    "received_at": pl.String,
+    "interaction_id": pl.String,
+    "session_id": pl.String,
+    "user_id": pl.String,
+    "org_id": pl.String,
+    "checkpoint_id": pl.String,
+    "experiment": EXPERIMENT_DTYPE,
+    "privacy_mode": pl.Boolean,
+    "client": CLIENT_DTYPE,
+    "payload": PAYLOAD_DTYPE,
+}
+EVENT_SCHEMA = pl.Schema(_EVENT_COLUMNS)
 # What the reward function reads; the replay keeps only these columns.
 REWARD_COLUMNS = (
     "event_id", "type", "ts", "received_at", "interaction_id", "session_id", "user_id",
@@ -109,10 +108,12 @@ def normalise_columns(frame: pl.DataFrame) -> pl.DataFrame:
     for name, dtype in EVENT_SCHEMA.items():
         if name not in frame.columns:
             exprs.append(pl.lit(None, dtype=dtype).alias(name))
-        elif name in _NESTED:
-            exprs.append(_nested_expr(name, frame.schema[name], _NESTED[name]))
-        elif name in _TIMESTAMPS and isinstance(frame.schema[name], pl.Datetime):
-            exprs.append(_canonical_timestamp(pl.col(name), frame.schema[name]).alias(name))
+            continue
+        current = frame.schema[name]
+        if name in _NESTED:
+            exprs.append(_nested_expr(name, current, _NESTED[name]))
+        elif name in _TIMESTAMPS and isinstance(current, pl.Datetime):
+            exprs.append(_canonical_timestamp(pl.col(name), current).alias(name))
         else:
             exprs.append(pl.col(name).cast(dtype).alias(name))
     return frame.select(exprs)

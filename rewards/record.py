@@ -93,28 +93,27 @@ class RewardRecord:
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RewardRecord))
 
 _UTC_US = pl.Datetime("us", "UTC")
-RECORD_SCHEMA = pl.Schema(
-    {
-        "interaction_id": pl.String,
-        "revision": pl.Int64,
-        "reward_version": pl.String,
-        "status": pl.String,
-        "censor_reason": pl.String,
-        "reward": pl.Float64,
-        **{name: pl.Float64 for name in TERM_FIELDS},
-        "org_id": pl.String,
-        "user_id": pl.String,
-        "session_id": pl.String,
-        "checkpoint_id": pl.String,
-        "experiment_name": pl.String,
-        "experiment_arm": pl.String,
-        "t_open": _UTC_US,
-        "t_close": _UTC_US,
-        **{name: pl.Int64 for name in FIELD_NAMES if name.startswith("n_")},
-        "dissatisfied": pl.Boolean,
-        "event_ids": pl.List(pl.String),
-    }
-)
+_RECORD_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "interaction_id": pl.String,
+    "revision": pl.Int64,
+    "reward_version": pl.String,
+    "status": pl.String,
+    "censor_reason": pl.String,
+    "reward": pl.Float64,
+    **{name: pl.Float64 for name in TERM_FIELDS},
+    "org_id": pl.String,
+    "user_id": pl.String,
+    "session_id": pl.String,
+    "checkpoint_id": pl.String,
+    "experiment_name": pl.String,
+    "experiment_arm": pl.String,
+    "t_open": _UTC_US,
+    "t_close": _UTC_US,
+    **{name: pl.Int64 for name in FIELD_NAMES if name.startswith("n_")},
+    "dissatisfied": pl.Boolean,
+    "event_ids": pl.List(pl.String),
+}
+RECORD_SCHEMA = pl.Schema(_RECORD_COLUMNS)
 assert tuple(RECORD_SCHEMA.names()) == FIELD_NAMES, "RECORD_SCHEMA must follow the record's order"
 assert FIELD_NAMES[-1] == "event_ids"
 
@@ -148,7 +147,7 @@ def read_records(path: str | Path) -> pl.DataFrame:
     """Records from Parquet (as the replay writes) or JSON lines (``to_json_dict`` per line)."""
     path = Path(path)
     if path.suffix.lower() == ".parquet":
-        return pl.read_parquet(path).select(FIELD_NAMES).cast(dict(RECORD_SCHEMA))
+        return pl.read_parquet(path).select(FIELD_NAMES).cast(RECORD_SCHEMA)
     with open(path, "rb") as lines:
         return records_to_frame(
             [RewardRecord.from_json_dict(orjson.loads(line)) for line in lines if line.strip()]

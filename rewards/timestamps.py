@@ -26,16 +26,18 @@ def to_us(value: str | datetime | int) -> int:
     >>> to_us("1970-01-01T00:00:01.5Z"), to_us("1970-01-01T02:00:00+02:00")
     (1500000, 0)
     """
-    if value.__class__ is str:
+    if isinstance(value, str):
         try:
-            value = _parse(value)  # type: ignore[arg-type]
+            moment = _parse(value)
         except ValueError:  # RFC 3339 allows a lower-case "t" and "z"
-            value = _parse(value.upper())  # type: ignore[union-attr]
+            moment = _parse(value.upper())
     elif isinstance(value, int):
         return value
-    if value.tzinfo is None:
-        return (value - _NAIVE_EPOCH) // _ONE_US
-    return (value - EPOCH) // _ONE_US
+    else:
+        moment = value
+    if moment.tzinfo is None:
+        return (moment - _NAIVE_EPOCH) // _ONE_US
+    return (moment - EPOCH) // _ONE_US
 
 
 def to_datetime(us: int) -> datetime:

@@ -179,7 +179,9 @@ def drain_until(bootstrap: str, topic: str, done: Any, timeout: float = 30.0) ->
         while time.monotonic() < deadline and not done(events):
             for m in consumer.consume(1000, timeout=0.5):
                 if m.error() is None:
-                    events.append(orjson.loads(m.value()))
+                    value = m.value()
+                    assert value is not None, "the topic holds no tombstones"
+                    events.append(orjson.loads(value))
     finally:
         consumer.close()
     return events

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from infra.ports import free_port_block  # noqa: F401 - re-exported for the tests
 
@@ -28,6 +28,11 @@ def produce_json(
         }
     )
     errors: list[Any] = []
+
+    def note_error(err: KafkaError | None, _msg: Message) -> None:
+        if err:
+            errors.append(err)
+
     n = 0
     for v in values:
         k = key(v)
@@ -37,7 +42,7 @@ def produce_json(
                     topic,
                     value=orjson.dumps(v),
                     key=None if k is None else k.encode(),
-                    on_delivery=lambda err, _m: err and errors.append(err),
+                    on_delivery=note_error,
                 )
                 break
             except BufferError:  # the local queue is full: let deliveries drain it

@@ -57,14 +57,14 @@ def typed(value: object) -> object:
     return (type(value), value)
 
 
-def outcome(parse: Any, raw: Raw, origin: Origin, tenant: str | None) -> object:
+def outcome(parse: Any, raw: Raw, origin: Origin, tenant: str | None) -> tuple[object, ...]:
     try:
         return ("ok", typed(parse(raw, origin=origin, tenant=tenant)))
     except ContractError as error:
         return ("error", type(error.reason), error.reason, error.field, error.detail)
 
 
-def assert_same(raw: Raw, origin: Origin, tenant: str | None = None) -> object:
+def assert_same(raw: Raw, origin: Origin, tenant: str | None = None) -> tuple[object, ...]:
     """Fast and reference agree on ``raw``; returns the verdict."""
     reference = outcome(parse_event_reference, raw, origin, tenant)
     assert outcome(parse_event, raw, origin, tenant) == reference

@@ -79,10 +79,12 @@ def test_valid_event_passes_as_collected_and_as_client(path: Path) -> None:
 
     assert collected.keys() == event.keys()
     assert client.keys() == event.keys() - {"received_at"}
-    assert collected["payload"].keys() == event["payload"].keys()
+    payload, ts = collected["payload"], collected["ts"]
+    assert isinstance(payload, dict) and isinstance(ts, str)
+    assert payload.keys() == event["payload"].keys()
     # Normalized once, stable thereafter.
     assert validate_event(collected, origin=Origin.collected) == collected
-    assert collected["ts"].endswith("Z") and len(collected["ts"]) == 27
+    assert ts.endswith("Z") and len(ts) == 27
 
 
 @pytest.mark.parametrize("path", INVALID_FILES, ids=lambda path: path.stem)

@@ -85,7 +85,7 @@ def test_arbitrary_bytes_only_ever_raise_contract_error(raw: bytes) -> None:
 
 # Values that JSON Schema and the validator must judge alike. Integral floats (1.0) and
 # impossible calendar dates are the documented blind spots of the schema, so they are left out.
-probe_values = st.sampled_from(
+probe_values: st.SearchStrategy[object] = st.sampled_from(
     [
         None,
         True,

@@ -84,8 +84,10 @@ def test_normalizes_timestamps_and_numbers_without_touching_input() -> None:
     result = validate_event(event, origin=Origin.collected)
 
     assert result["ts"] == "2026-12-01T02:23:54.001234Z"
-    assert result["payload"]["retained_fraction"] == 1.0
-    assert type(result["payload"]["retained_fraction"]) is float
+    payload = result["payload"]
+    assert isinstance(payload, dict)
+    assert payload["retained_fraction"] == 1.0
+    assert type(payload["retained_fraction"]) is float
     assert list(result) == list(event)  # same key order, nothing added
     moved = {"payload": event["payload"], **{k: v for k, v in event.items() if k != "payload"}}
     assert list(validate_event(moved, origin=Origin.collected)) == list(moved)
@@ -198,6 +200,7 @@ def test_contract_error_survives_pickling() -> None:
     error = ContractError(Reason.wrong_type, "payload.valid", "expected a boolean")
     copy = pickle.loads(pickle.dumps(error))
     assert isinstance(copy, ValueError)
+    assert isinstance(copy, ContractError)
     assert copy.to_dict() == error.to_dict()
 
 

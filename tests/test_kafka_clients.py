@@ -15,7 +15,7 @@ from collections import defaultdict
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.kafka_helpers import drain
@@ -124,9 +124,14 @@ async def _aiokafka_partitions(bootstrap: str, topic: str) -> dict[str, int]:
 def _confluent_partitions(bootstrap: str, topic: str, **conf) -> dict[str, int]:
     p = Producer({"bootstrap.servers": bootstrap, **conf})
     where: dict[str, int] = {}
+
+    def record(err: KafkaError | None, m: Message) -> None:
+        key, partition = m.key(), m.partition()
+        assert key is not None and partition is not None
+        where[key.decode()] = partition
+
     for k in KEYS:
-        p.produce(topic, key=k.encode(), value=b"x",
-                  on_delivery=lambda err, m: where.__setitem__(m.key().decode(), m.partition()))
+        p.produce(topic, key=k.encode(), value=b"x", on_delivery=record)
     assert p.flush(30) == 0
     return where
 

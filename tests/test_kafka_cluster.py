@@ -95,7 +95,9 @@ def _read_all(bootstrap: str) -> dict[int, list[int]]:
             assert time.monotonic() < deadline, f"read {got and len(got)} of {ends}"
             for m in c.consume(1000, timeout=1):
                 assert m.error() is None, m.error()
-                got[m.partition()].append(orjson.loads(m.value())["n"])
+                partition, value = m.partition(), m.value()
+                assert partition is not None and value is not None
+                got[partition].append(orjson.loads(value)["n"])
     finally:
         c.close()
     return got

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -31,8 +32,8 @@ TYPES = (
 )  # fmt: skip
 
 
-def payload_for(type_: str, edit_id: str, flag: bool, number: int) -> dict:
-    return {
+def payload_for(type_: str, edit_id: str, flag: bool, number: int) -> dict[str, Any]:
+    payloads: dict[str, dict[str, Any]] = {
         "interaction.started": {},
         "agent.tool_call": {"tool": "grep", "valid": flag},
         "agent.clarifying_question": {},
@@ -44,7 +45,8 @@ def payload_for(type_: str, edit_id: str, flag: bool, number: int) -> dict:
         "edit.retention": {"edit_id": edit_id, "retained_fraction": number / 100, "after_s": 60},
         "followup.sent": {"dissatisfied": flag},
         "interaction.completed": {"latency_ms": number * 300, "output_tokens": 5},
-    }[type_]
+    }
+    return payloads[type_]
 
 
 # Arrival offsets cluster around the window's edges so that late and expired events are common.
@@ -70,7 +72,7 @@ def interactions(draw) -> list[dict]:
     privacy_allowed = draw(st.integers(0, 4)) == 0
     events = [make_event("e-open", "interaction.started", at(0))]
     for i, (type_, edit_id, received, skew, flag, number, private) in enumerate(specs):
-        extra = {"privacy_mode": True} if private and privacy_allowed else {}
+        extra: dict[str, Any] = {"privacy_mode": True} if private and privacy_allowed else {}
         events.append(
             make_event(
                 f"e{i:02d}",

@@ -36,9 +36,10 @@ def rows_mentioning(store: Store, db: str, needles: set[str]) -> list[str]:
                 f"SELECT column_name, data_type FROM information_schema.columns "
                 f"WHERE table_name = '{table}'").fetchall() if t == "VARCHAR"]  # fmt: skip
             for col in cols:
-                n = con.execute(f"SELECT count(*) FROM {table} WHERE list_contains(?, {col})",
-                                [sorted(needles)]).fetchone()[0]  # fmt: skip
-                if n:
+                row = con.execute(f"SELECT count(*) FROM {table} WHERE list_contains(?, {col})",
+                                  [sorted(needles)]).fetchone()  # fmt: skip
+                assert row is not None  # an aggregate returns one row
+                if row[0]:
                     hits.append(f"db:{table}.{col}")
     finally:
         con.close()

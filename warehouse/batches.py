@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 import orjson
 import polars as pl
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 
 from infra.settings import reliable_producer
 from rewards.config import RewardConfig
@@ -90,7 +90,9 @@ def _candidates(store: Store, db: str, now: datetime, settle_s: int) -> pl.DataF
         ).to_arrow_table()
     finally:
         con.close()
-    return pl.from_arrow(frame)
+    candidates = pl.from_arrow(frame)
+    assert isinstance(candidates, pl.DataFrame)  # an Arrow table always converts to a frame
+    return candidates
 
 
 def build_batches(store: Store, config: BuildConfig = BuildConfig(), db: str | None = None,
@@ -112,7 +114,7 @@ def build_batches(store: Store, config: BuildConfig = BuildConfig(), db: str | N
 
 def _gate_one(store: Store, config: BuildConfig, rows: pl.DataFrame, checkpoint: str,
               version: str, now: datetime) -> BatchEntry:  # fmt: skip
-    candidate = rows.select([*FIELD_NAMES, "age_s"]).cast(dict(RECORD_SCHEMA))
+    candidate = rows.select([*FIELD_NAMES, "age_s"]).cast(RECORD_SCHEMA)
     passed, report = validate(candidate, config.quality)
     quality = PASSED if passed else FAILED
     bid = batch_id(checkpoint, version, rows["interaction_id"].to_list(), now)
@@ -121,7 +123,7 @@ def _gate_one(store: Store, config: BuildConfig, rows: pl.DataFrame, checkpoint:
     else:
         data = rows  # the whole candidate, for whoever inspects the quarantine
     data = data.with_columns(pl.lit(bid).alias("batch_id")).select(BATCH_DATA_SCHEMA.names())
-    data = data.cast(dict(BATCH_DATA_SCHEMA))
+    data = data.cast(BATCH_DATA_SCHEMA)
     files = (data_file(bid, quality),)
     store.write_parquet(files[0], data)
     store.write_bytes(report_file(bid, quality), orjson.dumps(report, default=str))
@@ -137,9 +139,14 @@ def publish(bootstrap: str, topic: str, entries: list[BatchEntry]) -> int:
     producer = Producer(reliable_producer(bootstrap))
     errors: list[object] = []
     offered = [e for e in entries if e.offered]
+
+    def note_error(err: KafkaError | None, _msg: Message) -> None:
+        if err:
+            errors.append(err)
+
     for e in offered:
         producer.produce(topic, key=e.batch_id.encode(), value=orjson.dumps(e.to_json_dict()),
-                         on_delivery=lambda err, _m: err and errors.append(err))  # fmt: skip
+                         on_delivery=note_error)  # fmt: skip
     left = producer.flush(30)
     if left or errors:
         raise RuntimeError(f"batch announcements failed: {left} unsent, errors {errors[:3]}")

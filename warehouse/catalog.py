@@ -147,17 +147,24 @@ def check_models(con: duckdb.DuckDBPyConnection) -> Iterator[str]:
         if model.keys:
             cols = ", ".join(model.keys)
             nulls = " OR ".join(f"{k} IS NULL" for k in model.keys)
-            dup = con.execute(f"SELECT count(*) FROM (SELECT {cols} FROM {model.name} "
-                              f"GROUP BY ALL HAVING count(*) > 1)").fetchone()[0]  # fmt: skip
-            null = con.execute(f"SELECT count(*) FROM {model.name} WHERE {nulls}").fetchone()[0]
+            dup = _count(con, f"SELECT count(*) FROM (SELECT {cols} FROM {model.name} "
+                              f"GROUP BY ALL HAVING count(*) > 1)")  # fmt: skip
+            null = _count(con, f"SELECT count(*) FROM {model.name} WHERE {nulls}")
             if dup:
                 yield f"{model.name}: {dup} duplicate key(s) on ({cols})"
             if null and not model.name.startswith("stg_"):
                 yield f"{model.name}: {null} row(s) with a null key"
         for check in model.checks:
-            bad = con.execute(f"SELECT count(*) FROM ({check})").fetchone()[0]
+            bad = _count(con, f"SELECT count(*) FROM ({check})")
             if bad:
                 yield f"{model.name}: {bad} row(s) break: {check}"
+
+
+def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
+    """The one value of a ``SELECT count(*)`` query (an aggregate always returns one row)."""
+    row = con.execute(sql).fetchone()
+    assert row is not None
+    return row[0]
 
 
 def sqlalchemy_url(db_path: str) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import polars as pl
 import pyarrow as pa
@@ -60,8 +61,8 @@ class Batch:
         if len(keep) == len(self.values):
             return self
         pick = lambda col: None if col is None else [col[i] for i in keep]  # noqa: E731
-        return Batch(pick(self.offsets), pick(self.values), pick(self.keys),
-                     pick(self.timestamps_ms))  # fmt: skip
+        return Batch([self.offsets[i] for i in keep], [self.values[i] for i in keep],
+                     pick(self.keys), pick(self.timestamps_ms))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ def encode(dataset: str, partition: int, messages: Batch | Sequence[Message],
     live = batch.live()
     if not live.values:
         return {}
+    keys: tuple[str, ...]
     if dataset == "rewards":
         frame, keys = _rewards(live), ("date", "checkpoint")
     elif dataset == "events":
@@ -109,6 +111,7 @@ def encode(dataset: str, partition: int, messages: Batch | Sequence[Message],
 
 def empty_frame(dataset: str) -> pl.DataFrame:
     """A frame with no rows and exactly the columns :func:`encode` writes for ``dataset``."""
+    schema: dict[str, pl.DataType | type[pl.DataType]]
     if dataset == "rewards":
         schema = {**RECORD_SCHEMA}
     elif dataset == "events":
@@ -123,7 +126,7 @@ def empty_frame(dataset: str) -> pl.DataFrame:
 
 def _ndjson(batch: Batch, schema: pl.Schema) -> pl.DataFrame:
     """Parse JSON values with Arrow's reader (about twice polars' speed here), one per line."""
-    body = b"\n".join(batch.values)  # type: ignore[arg-type] - tombstones are gone
+    body = b"\n".join(cast(list[bytes], batch.values))  # tombstones are gone
     arrow_schema = pa.schema([pa.field(f.name, _json_type(f.type))
                               for f in pl.DataFrame(schema=schema).to_arrow().schema])  # fmt: skip
     read = pa_json.ReadOptions(use_threads=False, block_size=max(len(body) + 1, 1 << 20))
@@ -137,7 +140,9 @@ def _ndjson(batch: Batch, schema: pl.Schema) -> pl.DataFrame:
         except pa.ArrowInvalid:
             if newlines_in_values:
                 raise
-    return pl.from_arrow(table).cast(dict(schema))  # type: ignore[union-attr]
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)  # an Arrow table always converts to a frame
+    return frame.cast(schema)
 
 
 def _json_type(t: pa.DataType) -> pa.DataType:

@@ -19,12 +19,15 @@ from warehouse.layout import BATCHES_DIR, QUARANTINE_DIR, join
 
 PASSED, FAILED = "passed", "failed"
 
-MANIFEST_SCHEMA = pl.Schema({
+_Columns = dict[str, pl.DataType | type[pl.DataType]]
+_MANIFEST_COLUMNS: _Columns = {
     "batch_id": pl.String, "checkpoint_id": pl.String, "reward_version": pl.String,
     "n_rows": pl.Int64, "files": pl.List(pl.String), "quality": pl.String,
     "offered": pl.Boolean, "created_at": pl.Datetime("us", "UTC"),
-})  # fmt: skip
-BATCH_DATA_SCHEMA = pl.Schema({"batch_id": pl.String, **RECORD_SCHEMA, "rollout_json": pl.String})
+}  # fmt: skip
+MANIFEST_SCHEMA = pl.Schema(_MANIFEST_COLUMNS)
+_BATCH_DATA_COLUMNS: _Columns = {"batch_id": pl.String, **RECORD_SCHEMA, "rollout_json": pl.String}
+BATCH_DATA_SCHEMA = pl.Schema(_BATCH_DATA_COLUMNS)
 
 
 @dataclass(frozen=True)

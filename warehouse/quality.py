@@ -68,14 +68,14 @@ def _suite(config: QualityConfig):  # noqa: ANN202 - great_expectations types ar
     import great_expectations as gx
 
     e = gx.expectations
-    scored = {"row_condition": 'status=="scored"', "condition_parser": "pandas"}
+    scored = 'status=="scored"'
     expectations = [
         e.ExpectTableColumnsToMatchSet(column_set=list(CANDIDATE_COLUMNS), exact_match=True),
         *(e.ExpectColumnValuesToNotBeNull(column=c) for c in (
             "interaction_id", "revision", "reward_version", "status", "checkpoint_id",
             "t_open", "t_close")),
-        e.ExpectColumnValuesToNotBeNull(column="reward", **scored),
-        e.ExpectColumnValuesToNotBeNull(column="user_id", **scored),
+        *(e.ExpectColumnValuesToNotBeNull(column=c, row_condition=scored, condition_parser="pandas")
+          for c in ("reward", "user_id")),
         e.ExpectColumnValuesToBeBetween(column="reward", min_value=config.reward_min,
                                         max_value=config.reward_max),
         e.ExpectColumnValuesToBeUnique(column="interaction_id"),

@@ -231,6 +231,7 @@ class Sink:
             if not isinstance(exc.__cause__, KafkaException):
                 raise
             log.warning("commit on revoke failed: %s", exc.__cause__)
+            assert self._writer is not None  # revocations arrive only while run() polls
             self._writer.close()
             self._writer = BackgroundWriter(depth=1)
         for tp in partitions:

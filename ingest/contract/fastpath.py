@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import operator
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -200,7 +200,7 @@ _STRICT = {origin: _Decoder(origin, plain=False) for origin in _ORIGINS}
 def accept(raw: bytes | bytearray | memoryview | str, origin: str) -> dict[str, object] | None:
     """The normalized event if ``raw`` (already size-checked) is valid; None when unsure."""
     if type(raw) is bytes:
-        scanned: tuple[Any, ...] = _SCANNED_BYTES
+        scanned: Sequence[Any] = _SCANNED_BYTES
     elif type(raw) is str:
         scanned = _SCANNED
     else:

@@ -39,6 +39,7 @@ class DeadlineIndex:
         self.horizon: float = math.inf
         """Every deadline pushed since the last reset and not above this is in the index."""
         self._floor: float = -math.inf  # deadlines up to this are never dropped
+        self._limit = capacity  # the size at which to shrink next
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -51,12 +52,13 @@ class DeadlineIndex:
         self._heap = []
         self.horizon = math.inf
         self._floor = keep_through
+        self._limit = self.capacity
 
     def push(self, due: int, interaction_id: str) -> None:
         if due > self.horizon:
             return  # found again by the rescan that passing the horizon calls for
         heapq.heappush(self._heap, (due, interaction_id))
-        if len(self._heap) > self.capacity:
+        if len(self._heap) > self._limit:
             self._shrink()
 
     def retry_now(self, now: int, interaction_id: str) -> None:
@@ -81,22 +83,17 @@ class DeadlineIndex:
     def _shrink(self) -> None:
         """Keep the earliest half; the horizon falls just below the first deadline dropped.
 
-        Entries sharing the cut's deadline are all dropped, or all kept when nothing earlier
-        exists; none at or below the floor is dropped (the index may stay over capacity until
-        those are popped)."""
+        Entries sharing the cut's deadline are dropped together (even all of them: the rescan
+        finds them). None at or below the floor is dropped, so after a rescan the index may stay
+        over capacity until those are popped; the next attempt waits until it doubled."""
         heap = self._heap
         heap.sort()  # a sorted list is a heap
-        cut = heap[self.capacity // 2][0]
-        if cut <= self._floor:
+        half: int = heap[self.capacity // 2][0]
+        cut: int | None = half
+        if half <= self._floor:
             above = bisect_right(heap, (self._floor, _LAST))
-            if above == len(heap):
-                return  # all at or below the floor
-            cut = heap[above][0]
-        keep = bisect_left(heap, (cut, ""))
-        if keep == 0:
-            keep = bisect_right(heap, (cut, _LAST))
-            horizon = cut
-        else:
-            horizon = cut - 1
-        del heap[keep:]
-        self.horizon = min(self.horizon, horizon)
+            cut = heap[above][0] if above < len(heap) else None
+        if cut is not None:
+            del heap[bisect_left(heap, (cut, "")):]
+            self.horizon = min(self.horizon, cut - 1)
+        self._limit = max(self.capacity, 2 * len(heap))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,14 +46,26 @@ def test_every_deadline_passed_is_popped_and_none_early(ops, capacity: int) -> N
         assert not index.needs_rescan(now)
 
 
-def test_entries_sharing_the_cut_deadline_stay_together() -> None:
+def test_entries_sharing_the_cut_deadline_go_together_and_a_rescan_keeps_them_all() -> None:
     index = DeadlineIndex(capacity=2)
     for name in "abc":
-        index.push(5, name)  # nothing earlier than the cut: all kept, over capacity
-    assert len(index) == 3 and index.horizon == 5
-    index.push(6, "d")  # beyond the horizon: left to the rescan
+        index.push(5, name)  # nothing earlier than the cut: all dropped
+    assert len(index) == 0 and index.horizon == 4 and index.needs_rescan(5)
+    index.reset(keep_through=5)
+    for name in "abc":
+        index.push(5, name)  # the rescan: every deadline the clock passed is kept
+    index.push(6, "d")
     assert sorted(index.pop_due(5)) == ["a", "b", "c"] and not index.needs_rescan(5)
-    assert index.needs_rescan(6)
+
+
+def test_many_equal_deadlines_are_not_sorted_again_on_every_push() -> None:
+    index = DeadlineIndex(capacity=100)
+    index.reset(keep_through=10)
+    started = time.perf_counter()
+    for i in range(100_000):
+        index.push(7, f"i{i}")  # all at or below the floor: kept, over capacity
+    assert len(index) == 100_000
+    assert time.perf_counter() - started < 5  # quadratic would take minutes
 
 
 def test_a_deferred_entry_is_kept_beyond_the_horizon() -> None:

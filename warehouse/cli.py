@@ -8,6 +8,7 @@ loads Great Expectations, which takes seconds).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
@@ -98,11 +99,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     ab.set_defaults(func=_report_ab)
 
     f = sub.add_parser("forget", help="remove a user's rows from every table and file",
-                       description="Rewrites every warehouse file holding the user, records them "
-                       "so the sink and batch builder drop their future rows, rebuilds the "
-                       "catalog.")
+                       description="Sends a tombstone for each of the user's interactions to the "
+                       "compacted rewards topic, rewrites every warehouse file holding the user, "
+                       "records them so the sink and batch builder drop their future rows, and "
+                       "rebuilds the catalog. If Kafka fails nothing is rewritten: run it again.")
     _add_root(f)
     f.add_argument("--user-id", required=True, help="the pseudonymous user id to forget")
+    add_bootstrap_arg(f)
+    add_topic_prefix_arg(f)
+    f.add_argument("--skip-kafka", action="store_true",
+                   help="leave the rewards topic alone (its records of the user stay until "
+                   "tombstoned by other means)")
     f.set_defaults(func=_forget)
 
 
@@ -216,9 +223,17 @@ def _report_ab(args: argparse.Namespace) -> int:
 
 
 def _forget(args: argparse.Namespace) -> int:
+    from infra.topics import TopicNames
     from warehouse.forget import forget
+    from warehouse.tombstones import TombstoneError, tombstone_rewards
 
-    result = forget(_store(args), args.user_id, db=args.db)
+    erase = None if args.skip_kafka else functools.partial(
+        tombstone_rewards, bootstrap_from(args), TopicNames(args.topic_prefix).rewards)
+    try:
+        result = forget(_store(args), args.user_id, db=args.db, erase=erase)
+    except TombstoneError as exc:
+        print(f"rtrl forget: {exc}; no file was changed, run it again", file=sys.stderr)
+        return 1
     print(f"forgot {args.user_id}: {result.rows_removed} rows in {result.files_rewritten} files, "
-          f"{result.interactions} interactions")
+          f"{result.interactions} interactions, {result.erased} tombstones on the rewards topic")
     return 0

@@ -5,18 +5,23 @@ The order matters:
 1. find the user's interactions (their rewards and events name them);
 2. add the user and those interactions to the forgotten list, so a sink or batch build running
    meanwhile drops their rows from now on;
-3. rewrite (atomically, same name) every Parquet file holding one of their rows, or delete it
+3. ``erase`` those interactions outside the warehouse (the CLI sends a tombstone per interaction
+   to the compacted ``rewards`` topic, ``warehouse.tombstones``), before any file changes, so
+   that if it fails nothing is lost: running ``forget`` again finds the same interactions;
+4. rewrite (atomically, same name) every Parquet file holding one of their rows, or delete it
    when nothing else is left, batches and quarantine included; scrub validation reports;
-4. rebuild the DuckDB catalog from the files, which replaces the old database file.
+5. rebuild the DuckDB catalog from the files, which replaces the old database file.
 
 Privacy-mode interactions hold no ``user_id`` anywhere, so nothing ties them to the user.
-The Kafka topics are outside the warehouse: their retention (and, for the compacted ``rewards``
-topic, a tombstone per interaction) is the broker operator's part.
+``telemetry.events`` and ``telemetry.late`` keep the user's events until their retention (7 days
+by default) deletes them; the stream worker's state keeps an interaction's copies until it is
+closed and purged (``t_close + R + grace``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import duckdb
@@ -38,6 +43,8 @@ class ForgetResult:
     interactions: int
     files_rewritten: int
     rows_removed: int
+    erased: int = 0
+    """What ``erase`` reported (tombstones sent)."""
 
 
 class _Scanner:
@@ -115,7 +122,8 @@ def _scrub_reports(store: Store, needles: set[str]) -> None:
             store.write_bytes(relative, scrubbed.encode())
 
 
-def forget(store: Store, user_id: str, db: str | None = None) -> ForgetResult:
+def forget(store: Store, user_id: str, db: str | None = None,
+           erase: Callable[[set[str]], int] | None = None) -> ForgetResult:  # fmt: skip
     if not user_id:
         raise ValueError("an empty user id names nobody")
     scanner = _Scanner(store)
@@ -125,8 +133,9 @@ def forget(store: Store, user_id: str, db: str | None = None) -> ForgetResult:
         files = scanner.files_with(user_id, interactions)
     finally:
         scanner.close()
+    erased = erase(interactions) if erase is not None and interactions else 0
     removed = sum(_scrub_file(store, relative, user_id, interactions) for relative in files)
     _scrub_reports(store, {user_id, *interactions})
     build_catalog(store, db)
     log.info("forgot %s: %d rows in %d files", user_id, removed, len(files))
-    return ForgetResult(len(interactions), len(files), removed)
+    return ForgetResult(len(interactions), len(files), removed, erased)

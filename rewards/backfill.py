@@ -99,7 +99,10 @@ def backfill_files(
 
 
 def write_report(result: Backfill, out_dir: str | Path) -> list[Path]:
-    """The comparison as ``backfill.csv`` and ``backfill.json`` (with both versions named)."""
+    """The comparison as ``backfill.csv`` and ``backfill.json`` (with both versions named), and
+    the distributions as ``backfill.svg`` (:mod:`rewards.backfill_plot`)."""
+    from rewards.backfill_plot import plot_backfill  # matplotlib only when a report is written
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     csv_path, json_path = out / "backfill.csv", out / "backfill.json"
@@ -110,7 +113,7 @@ def write_report(result: Backfill, out_dir: str | Path) -> list[Path]:
         "checkpoints": result.comparison.to_dicts(),
     }
     json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    return [csv_path, json_path]
+    return [csv_path, json_path, plot_backfill(result, out / "backfill.svg")]
 
 
 def format_table(result: Backfill) -> str:

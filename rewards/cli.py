@@ -45,7 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--events", required=True, nargs="+", type=Path, help=".jsonl or .parquet")
     p.add_argument("--old-config", required=True, type=Path, help="the current reward config")
     p.add_argument("--new-config", required=True, type=Path, help="the candidate reward config")
-    p.add_argument("--out", type=Path, help="directory for backfill.csv and backfill.json")
+    p.add_argument("--out", type=Path,
+                   help="directory for backfill.csv, backfill.json and backfill.svg (each "
+                   "checkpoint's reward distribution, old and new)")
     p.set_defaults(func=_backfill)
 
     p = sub.add_parser(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from xml.etree import ElementTree
 
 import pytest
 
@@ -41,8 +42,15 @@ def test_harsher_rejection_lowers_every_checkpoints_mean(event_files, tmp_path):
     assert result.new_version == RewardConfig(reject=-1.0).reward_version
     assert result.new_version in format_table(result)
 
-    csv_path, json_path = write_report(result, tmp_path)
+    csv_path, json_path, svg_path = write_report(result, tmp_path)
     assert csv_path.read_text().startswith("checkpoint_id,n,")
+    svg = ElementTree.parse(svg_path).getroot()  # well-formed SVG
+    texts = " ".join(t for t in svg.itertext())
+    assert ALL_CHECKPOINTS in texts and result.new_version in texts
+    busiest = per_checkpoint.sort("n", descending=True)["checkpoint_id"][0]
+    assert busiest in texts
+    old_mean = overall["old_mean"][0]
+    assert f"mean {old_mean:.3f} -> {overall['new_mean'][0]:.3f}" in texts
     document = json.loads(json_path.read_text())
     assert document["old_version"] == RewardConfig().reward_version
     assert len(document["checkpoints"]) == comparison.height

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -13,7 +14,8 @@ from rewards.function import compute_record
 from tests.warehouse_fixtures import land
 from warehouse.ab import RatioSums, median_with_variance, relative_change
 from warehouse.catalog import build_catalog
-from warehouse.report import ab_report, render
+from warehouse.report import METRICS, ab_report, render
+from warehouse.report_plot import plot_ab
 from warehouse.store import Store
 
 FIXTURE = Path(__file__).with_name("fixtures") / "ab"
@@ -54,6 +56,11 @@ def test_report_matches_hand_computed_fixture(tmp_path):
     assert "accepted edits still in the codebase" in table and "+25.00 %" in table
     assert render(rows, "csv").splitlines()[0].startswith("experiment,arm,control_arm,metric")
     assert json.loads(render(rows, "json"))[0]["experiment"] == "exp-fixture"
+
+    svg = ElementTree.parse(plot_ab(rows, tmp_path / "ab.svg")).getroot()
+    texts = " ".join(svg.itertext())
+    assert "exp-fixture" in texts and "+25.00 %" in texts
+    assert all(METRICS[r.metric][0] in texts for r in rows)
 
 
 def test_unknown_control_arm_is_an_error(tmp_path):

@@ -12,6 +12,7 @@ import functools
 import os
 import signal
 import sys
+from pathlib import Path
 
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from
 
@@ -96,6 +97,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ab.add_argument("--experiment", required=True, help="experiment name")
     ab.add_argument("--control", default="control", help="the control arm's name")
     ab.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    ab.add_argument("--plot", type=Path, default=None,
+                    help="also write a forest plot of the changes and their 95 %% CIs "
+                    "(.svg, .png or .pdf)")
     ab.set_defaults(func=_report_ab)
 
     f = sub.add_parser("forget", help="remove a user's rows from every table and file",
@@ -219,6 +223,10 @@ def _report_ab(args: argparse.Namespace) -> int:
         print(f"rtrl report ab: {exc}", file=sys.stderr)
         return 1
     print(render(report, args.format), end="")
+    if args.plot is not None and report:
+        from warehouse.report_plot import plot_ab
+
+        print(f"plot: {plot_ab(report, args.plot)}", file=sys.stderr)
     return 0
 
 

@@ -44,6 +44,8 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
                    "each); beyond, the partition's store is rescanned when needed (default "
                    "200000)")
     p.add_argument("--chunk-size", type=int, default=2000, help="events per chunk (default 2000)")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics on this port (/metrics); default: none")
     p.add_argument("--progress-s", type=float, default=10.0,
                    help="seconds between progress lines (default 10)")
     p.add_argument("--no-supervisor", action="store_true",
@@ -63,6 +65,8 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--config", str(args.config)]
     if args.group_id:
         argv += ["--group-id", args.group_id]
+    if args.metrics_port is not None:
+        argv += ["--metrics-port", str(args.metrics_port)]
     return argv
 
 
@@ -80,6 +84,7 @@ def settings_from(args: argparse.Namespace):
         deadlines_in_memory=args.deadlines_in_memory,
         partitions=_partitions(bootstrap, TopicNames(args.topic_prefix).events),
         changelog_replication=_replication(bootstrap), chunk_size=args.chunk_size,
+        metrics_port=args.metrics_port,
         progress_s=args.progress_s)
 
 

@@ -17,6 +17,7 @@ tick); an error stops the process before any ack.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -31,6 +32,7 @@ from faust.streams import _current_event
 
 from streams.exit_codes import EXIT_FAILED_CHUNK, EXIT_OFFSET_HOLE
 from streams.intake import Rejected, read_message
+from streams.metrics import WorkerMetrics
 from streams.offsets import Hole, HoleLog, OffsetGuard, Verdict
 from streams.processor import Incoming, PartitionProcessor, StepOutput
 from streams.seek_start import ResumeOffsets
@@ -93,6 +95,7 @@ class JoinWorker:
         self.resume_offsets = ResumeOffsets(settings.bootstrap, settings.group_id,
                                             settings.topics.events)
         self.counts = dict.fromkeys(("events", "records", "late", "dlq", "chunks"), 0)
+        self.metrics = WorkerMetrics()
         self._last_progress = (time.monotonic(), 0)
 
     # --- rebalancing ----------------------------------------------------------------------
@@ -109,6 +112,8 @@ class JoinWorker:
             for p in set(self.processors) - partitions:
                 del self.processors[p]
                 self.next_offset.pop(p, None)
+                with contextlib.suppress(KeyError):
+                    self.metrics.lag.remove(str(p))
 
     async def _processor(self, partition: int) -> PartitionProcessor:
         proc = self.processors.get(partition)
@@ -129,11 +134,13 @@ class JoinWorker:
 
     # --- the two entry points -------------------------------------------------------------
     async def handle_chunk(self, stream: Any, events: Sequence[Any]) -> None:
+        started = time.perf_counter()
         try:
             async with self.lock:
                 done = await self._handle_chunk(events)
             for event in done:
                 await stream.ack(event)
+            self.metrics.chunk_seconds.observe(time.perf_counter() - started)
         except OffsetHoleError as exc:
             log.error("%s: messages were skipped by the consumer; acking nothing and exiting "
                       "so that a fresh consumer reads them again", exc.hole)
@@ -158,12 +165,15 @@ class JoinWorker:
                 if tp.topic != self.topics.events:
                     continue
                 proc = await self._processor(tp.partition)
-                idle = proc.clock.is_idle(wall, await self._caught_up(tp))
-                with _partition_context(tp.topic, tp.partition):
-                    out = proc.step([], wall_us=proc.clock.last_arrival_wall_us,
-                                    idle_wall_us=wall if idle else None)
+                lag = await self._lag(tp)
+                if lag is not None:
+                    self.metrics.lag.labels(str(tp.partition)).set(lag)
+                idle = proc.clock.is_idle(wall, lag is not None and lag <= 0)
+                out = self._step(proc, [], wall_us=proc.clock.last_arrival_wall_us,
+                                 idle_wall_us=wall if idle else None)
                 if out.records:
                     steps.append((proc, out))
+            self.metrics.open.set(sum(p.open_count for p in self.processors.values()))
             await self.table.changelog_acknowledged()
             if steps:
                 await self._publish(steps, [])
@@ -230,11 +240,11 @@ class JoinWorker:
         steps = []
         for partition, items in by_partition.items():
             proc = await self._processor(partition)
-            with _partition_context(self.topics.events, partition):
-                steps.append((proc, proc.step(items, wall_us=wall)))
+            steps.append((proc, self._step(proc, items, wall_us=wall)))
         await self.table.changelog_acknowledged()  # state and pending ids before any record
         await self._publish(steps, rejected)
         self.counts["events"] += len(done)
+        self.metrics.events.inc(len(done))
         self.counts["chunks"] += 1
         return done
 
@@ -263,15 +273,31 @@ class JoinWorker:
                     proc.published()
             self.counts["records"] += len(out.records)
             self.counts["late"] += len(out.late)
+            self.metrics.records.inc(len(out.records))
+            for _, arrival in out.late:
+                self.metrics.late.labels(arrival.value).inc()
         self.counts["dlq"] += len(rejected)
+        for reject, _ in rejected:
+            self.metrics.dlq.labels(reject.reason).inc()
         await self.table.send_changelog_writes()  # the cleared pending lists; no wait needed
 
-    async def _caught_up(self, tp: Any) -> bool:
+    def _step(self, proc: PartitionProcessor, items: Sequence[Incoming],
+              **clock: Any) -> StepOutput:  # fmt: skip
+        rescans = proc.rescans
+        with _partition_context(self.topics.events, proc.partition):
+            out = proc.step(items, **clock)
+        self.metrics.rescans.inc(proc.rescans - rescans)
+        return out
+
+    async def _lag(self, tp: Any) -> int | None:
+        """Messages between this worker's position and the partition's end (None: unknown)."""
         highwater = self.app.consumer.highwater(tp)
         position = self.next_offset.get(tp.partition)
         if position is None:
             position = await self.app.consumer.position(tp)
-        return highwater is not None and position is not None and position >= highwater
+        if highwater is None or position is None:
+            return None
+        return max(0, highwater - position)
 
     def _maybe_log_progress(self) -> None:
         now = time.monotonic()

@@ -41,6 +41,8 @@ class WorkerSettings(BaseModel):
     # How often idle partitions are checked (seconds) and progress is logged.
     tick_s: float = Field(1.0, gt=0)
     progress_s: float = Field(10.0, gt=0)
+    # Prometheus metrics on this port (/metrics), or none.
+    metrics_port: int | None = Field(None, ge=0, le=65535)
     # A killed worker's partitions move to the others after this many seconds without heartbeat.
     session_timeout_s: float = Field(10.0, ge=6.0)
 

@@ -23,7 +23,10 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     from streams.app import build_app
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    app, _ = build_app(settings)
+    app, join = build_app(settings)
+    if settings.metrics_port is not None:
+        join.metrics.serve(settings.metrics_port)
+        log.info("metrics on :%d/metrics", settings.metrics_port)
     marker = settings.data_dir / CLEAN_MARKER
     tabledir = app.conf.tabledir
     if settings.store == "rocksdb" and not marker.exists() and tabledir.exists():

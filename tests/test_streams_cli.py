@@ -34,7 +34,7 @@ def test_the_supervised_worker_gets_every_option_of_its_supervisor() -> None:
     given = parser.parse_args(
         ["--bootstrap", "k:1", "--topic-prefix", "p.", "--data-dir", "/tmp/x", "--config",
          "/tmp/r.toml", "--group-id", "g", "--store", "memory", "--rocksdb-mib", "32",
-         "--deadlines-in-memory", "99",
+         "--deadlines-in-memory", "99", "--metrics-port", "9999",
          "--chunk-size", "7",
          "--progress-s", "2.5"])
     again = parser.parse_args(worker_argv(given))

@@ -21,13 +21,13 @@ import polars as pl
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from infra.topics import TopicNames
+from infra.topics import JOIN_PARTITIONS, TopicNames
 from rewards.config import RewardConfig
 from rewards.eventio import EVENT_SCHEMA
 from rewards.record import frame_to_records
 from rewards.replay import replay
 from rewards.workload import generate_workload
-from tests.kafka_helpers import produce_json
+from tests.kafka_helpers import free_port_block, produce_json
 from tests.streams_fixtures import PAST_START, latest_revisions, start_worker
 
 pytestmark = pytest.mark.slow
@@ -221,10 +221,12 @@ def test_garbage_goes_to_the_dlq_and_the_worker_goes_on(kafka_bootstrap, topic_n
     reader = TopicReader(kafka_bootstrap, topic_names.rewards)
     dlq = TopicReader(kafka_bootstrap, topic_names.dlq)
     workers = Workers(kafka_bootstrap, topic_names, tmp_path)
+    port = free_port_block(1)
     try:
-        workers.start("w0")
+        workers.start("w0", "--metrics-port", str(port))
         wait_until_equal(reader, expected, workers, timeout=300)
         dlq.poll(2)
+        metrics = _scrape(port)
     finally:
         workers.stop_all()
         reader.close()
@@ -232,3 +234,31 @@ def test_garbage_goes_to_the_dlq_and_the_worker_goes_on(kafka_bootstrap, topic_n
     got = sorted((m.value(), dict(m.headers())["rtrl.reason"].decode()) for m in dlq.messages)
     assert got == sorted((value, reason) for (_, value), reason in zip(garbage, reasons,
                                                                        strict=True))
+    assert metrics["rtrl_stream_events_total"] == len(mixed)
+    assert metrics['rtrl_stream_dlq_total{reason="not_json"}'] == 2
+    assert metrics['rtrl_stream_dlq_total{reason="key_mismatch"}'] == 1
+    assert metrics["rtrl_stream_records_total"] == len(reader.messages)
+    lags = {k: v for k, v in metrics.items() if k.startswith("rtrl_stream_lag{")}
+    assert len(lags) == JOIN_PARTITIONS and set(lags.values()) == {0}  # all read, every partition
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """The worker's /metrics as {'name{labels}': value} (once it reported its first tick)."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            break
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            out[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return out

@@ -100,9 +100,17 @@ def test_fixture_through_the_broker_report_batches_and_forget(kafka_bootstrap, t
     store = Store(str(tmp_path / "wh"))
     config = SinkConfig(bootstrap=kafka_bootstrap, root=store.root,
                         topics=TopicNames(topic_names.prefix), group_id="e2e", once=True)
-    stats = Sink(config, store).run()
+    sink = Sink(config, store)
+    stats = sink.run()
     assert stats.messages == len(fixture_events()) + 2 * len(records)
     assert stats.files > 0 and stats.flushes >= 1
+    sample = sink.metrics.registry.get_sample_value
+    assert sample("rtrl_sink_consumed_total", {"dataset": "events"}) == len(fixture_events())
+    assert sample("rtrl_sink_landed_total", {"dataset": "rewards"}) == len(records)
+    assert sample("rtrl_sink_landed_total", {"dataset": "rollouts"}) == len(records)
+    lags = [s.value for m in sink.metrics.registry.collect() if m.name == "rtrl_sink_lag"
+            for s in m.samples]
+    assert lags and set(lags) == {0}  # everything landed
 
     assert_matches_expected(ab_report(store, "exp-fixture", refresh=True))
 

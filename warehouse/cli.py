@@ -49,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--instance-id", default=None,
                    help="static group membership: a restart with the same id resumes at once")
     s.add_argument("--once", action="store_true", help="drain what the topics hold now and exit")
+    s.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics on this port (/metrics); default: none")
     s.add_argument("--max-rows", type=int, default=50_000, help="flush after this many messages")
     s.add_argument("--max-seconds", type=float, default=5.0,
                    help="flush when the oldest buffered message waited this long")
@@ -131,7 +133,7 @@ def _sink(args: argparse.Namespace) -> int:
     config = SinkConfig(bootstrap=bootstrap_from(args), root=store.root,
                         topics=TopicNames(args.topic_prefix), group_id=args.group_id,
                         max_rows=args.max_rows, max_seconds=args.max_seconds, once=args.once,
-                        instance_id=args.instance_id)
+                        instance_id=args.instance_id, metrics_port=args.metrics_port)
     stopping: list[int] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     stats = Sink(config, store).run(should_stop=lambda: bool(stopping))

@@ -38,6 +38,7 @@ from warehouse.compact import compact
 from warehouse.encode import Batch, encode
 from warehouse.layout import join, part_name, superseded, uncommitted
 from warehouse.privacy import load_forgotten
+from warehouse.sink_metrics import SinkMetrics
 from warehouse.store import Store
 from warehouse.writer import BackgroundWriter
 
@@ -61,6 +62,7 @@ class SinkConfig:
     session_timeout_ms: int = 10_000
     # Static membership: a sink restarted with the same id takes its partitions back at once.
     instance_id: str | None = None
+    metrics_port: int | None = None  # serve Prometheus metrics while running
 
     def __post_init__(self) -> None:
         if self.max_rows <= 0 or self.max_seconds <= 0:
@@ -93,6 +95,7 @@ class Sink:
         self.store = store or Store(config.root)
         self.datasets = config.datasets()
         self.stats = SinkStats()
+        self.metrics = SinkMetrics()
         self._pending: list = []  # consumed, not yet written (confluent_kafka.Message)
         self._oldest: float | None = None
         self._committed: dict[tuple[str, int], int] = {}  # (topic, partition) -> next offset
@@ -113,6 +116,9 @@ class Sink:
         self._writer = BackgroundWriter(depth=1)
         consumer.subscribe(list(self.datasets), on_assign=self._on_assign,
                            on_revoke=self._on_revoke)  # fmt: skip
+        server = None
+        if self.config.metrics_port is not None:
+            server = self.metrics.serve(self.config.metrics_port)
         last_message = time.monotonic()
         try:
             while not should_stop():
@@ -132,6 +138,8 @@ class Sink:
             self._writer = None
             consumer.close()
             self._consumer = None
+            if server is not None:
+                server.shutdown()
         return self.stats
 
     def _add(self, batch: list) -> None:  # confluent_kafka.Message objects, kept as they are
@@ -142,6 +150,7 @@ class Sink:
             batch = [m for m in batch if m.error() is None]
         self._pending.extend(batch)
         self.stats.messages += len(batch)
+        self.metrics.count_consumed(batch, self.datasets)
         if self._oldest is None:
             self._oldest = time.monotonic()
             if self.stats.first_message_at is None:
@@ -165,6 +174,7 @@ class Sink:
 
     def _write_then_commit(self, groups: dict[tuple[str, int], list]) -> None:
         assert self._consumer is not None
+        started = time.monotonic()
         forgotten = load_forgotten(self.store)
         offsets = []
         for (topic, partition), messages in groups.items():
@@ -177,11 +187,18 @@ class Sink:
             for folder, frame in encode(dataset, partition, batch, forgotten).items():
                 self.store.write_parquet(join(folder, name), frame)
                 self.stats.files += 1
+                self.metrics.files.labels(dataset).inc()
             offsets.append(TopicPartition(topic, partition, batch.offsets[-1] + 1))
         # Every file above is durable; only now may Kafka forget these messages for this group.
         self._consumer.commit(offsets=offsets, asynchronous=False)
         for tp in offsets:
             self._committed[(tp.topic, tp.partition)] = tp.offset
+            self.metrics.landed.labels(self.datasets[tp.topic]).inc(len(groups[(tp.topic,
+                                                                                tp.partition)]))
+            _, high = self._consumer.get_watermark_offsets(tp, cached=True)
+            if high >= 0:
+                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - tp.offset))
+        self.metrics.flush_seconds.observe(time.monotonic() - started)
         self.stats.flushes += 1
         log.debug("flushed %d partitions", len(offsets))
         self._maybe_compact()

@@ -14,7 +14,7 @@ How Faust 0.15.3 orders offsets and writes, read from its source, and what this 
   write of its chunk is acknowledged. With ``producer_acks=-1`` acknowledged means in every
   in-sync replica.
 * Table writes take their store and changelog partition from the current event. The agent sets
-  it to the chunk's partition (``streams.join._partition_context``), so the changelog stays
+  it to the chunk's partition (``streams.tablestore.partition_context``), so the changelog stays
   co-partitioned with ``telemetry.events`` even for writes made by the idle timer.
 * Around a rebalance the fetcher can give up delivering a message (``wait_first`` with the
   suspend-flow event) yet move its read offset past it, and ``Consumer._new_offset`` accepts an

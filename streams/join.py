@@ -21,14 +21,10 @@ import contextlib
 import logging
 import os
 import time
-import weakref
 from collections.abc import Sequence
-from contextlib import contextmanager
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
-from faust.streams import _current_event
 
 from streams.exit_codes import EXIT_FAILED_CHUNK, EXIT_OFFSET_HOLE
 from streams.intake import Rejected, read_message
@@ -37,7 +33,7 @@ from streams.offsets import Hole, HoleLog, OffsetGuard, Verdict
 from streams.processor import Incoming, PartitionProcessor, StepOutput
 from streams.seek_start import ResumeOffsets
 from streams.settings import WorkerSettings
-from streams.tablestore import TableStore
+from streams.tablestore import TableStore, partition_context
 from streams.worker import CLEAN_MARKER
 
 log = logging.getLogger("streams.worker")
@@ -58,27 +54,6 @@ def _exit(code: int) -> None:
     """End the process now, without Faust's shutdown (which would commit what it has)."""
     logging.shutdown()
     os._exit(code)
-
-
-class _PartitionAnchor:
-    """Stands for "an event of this partition" where Faust's table asks for the current event."""
-
-    __slots__ = ("message", "__weakref__")
-
-    def __init__(self, topic: str, partition: int) -> None:
-        self.message = SimpleNamespace(topic=topic, partition=partition)
-
-
-@contextmanager
-def _partition_context(topic: str, partition: int):
-    """Faust's table picks the store and changelog partition from the current event; this
-    points it at ``partition`` for writes made outside one event (a chunk, a tick)."""
-    anchor = _PartitionAnchor(topic, partition)
-    token = _current_event.set(weakref.ref(anchor))  # type: ignore[arg-type]
-    try:
-        yield
-    finally:
-        _current_event.reset(token)
 
 
 class JoinWorker:
@@ -121,7 +96,7 @@ class JoinWorker:
             store = TableStore(self.table, partition)
             proc = PartitionProcessor(partition, self.settings.reward, store, wall_us=_wall_us(),
                                       deadlines_in_memory=self.settings.deadlines_in_memory)
-            with _partition_context(self.topics.events, partition):
+            with partition_context(self.topics.events, partition):
                 leftovers = proc.recover()
                 if leftovers:
                     log.info("partition %d: republishing %d records a crash left pending",
@@ -269,7 +244,7 @@ class JoinWorker:
             await asyncio.gather(*pending)  # every acknowledgement, or an exception
         for proc, out in steps:
             if out.records:
-                with _partition_context(self.topics.events, proc.partition):
+                with partition_context(self.topics.events, proc.partition):
                     proc.published()
             self.counts["records"] += len(out.records)
             self.counts["late"] += len(out.late)
@@ -284,7 +259,7 @@ class JoinWorker:
     def _step(self, proc: PartitionProcessor, items: Sequence[Incoming],
               **clock: Any) -> StepOutput:  # fmt: skip
         rescans = proc.rescans
-        with _partition_context(self.topics.events, proc.partition):
+        with partition_context(self.topics.events, proc.partition):
             out = proc.step(items, **clock)
         self.metrics.rescans.inc(proc.rescans - rescans)
         return out

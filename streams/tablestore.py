@@ -2,16 +2,21 @@
 
 Keys and values are bytes in the table (raw serializers: the processor encodes its own JSON).
 Writes go to the store and changelog partition of the current event, which the caller sets to
-the processor's partition (``streams.join``), so the changelog stays co-partitioned with input.
+the processor's partition (:func:`partition_context`), so the changelog stays co-partitioned with
+input.
 """
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import faust
+from faust.streams import _current_event
 
 
 class ChangelogTable(faust.Table):
@@ -95,3 +100,24 @@ class TableStore:
             items = self.table.items()
         for key, value in items:
             yield key.decode(), value
+
+
+class _PartitionAnchor:
+    """Stands for "an event of this partition" where Faust's table asks for the current event."""
+
+    __slots__ = ("message", "__weakref__")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.message = SimpleNamespace(topic=topic, partition=partition)
+
+
+@contextmanager
+def partition_context(topic: str, partition: int):
+    """Faust's table picks the store and changelog partition from the current event; this
+    points it at ``partition`` for writes made outside one event (a chunk, a tick)."""
+    anchor = _PartitionAnchor(topic, partition)
+    token = _current_event.set(weakref.ref(anchor))  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        _current_event.reset(token)

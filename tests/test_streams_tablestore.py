@@ -17,9 +17,8 @@ import pytest
 from faust.types.tuples import FutureMessage
 
 from streams.app import build_app
-from streams.join import _partition_context
 from streams.settings import WorkerSettings
-from streams.tablestore import ChangelogTable, TableStore
+from streams.tablestore import ChangelogTable, TableStore, partition_context
 
 
 def _app(tmp_path: Path):
@@ -29,7 +28,7 @@ def _app(tmp_path: Path):
 
 
 def _write(table, topic: str, partition: int, key: str) -> None:
-    with _partition_context(topic, partition):
+    with partition_context(topic, partition):
         TableStore(table, partition).put(key, b"state")
 
 

@@ -184,11 +184,13 @@ def _loop(
     print(
         run_stage(
             "report",
-            ["report", "ab", *wh, "--experiment", "exp-context-window"],
+            ["report", "ab", *wh, "--experiment", "exp-context-window",
+             "--plot", str(root / "ab.svg")],
             logs / "report.log",
         ),
         end="",
     )
+    log.info("A/B forest plot: %s", root / "ab.svg")
     _print_monitors(warehouse / "warehouse.duckdb", child="ckpt-0003", parent="ckpt-0001")
     log.info("loop done in %.0fs; logs and data under %s", time.monotonic() - started, root)
     log.info("not yet in the loop: the trainer (on-policy update, eval gate, checkpoints topic)")

@@ -28,6 +28,7 @@ def test_rtrl_run_lands_every_interaction_once(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "mean reward" in done.stdout  # the A/B report was printed
     assert "monitors:" in done.stdout
+    assert "exp-context-window" in (tmp_path / "ab.svg").read_text()  # the forest plot
 
     expected = {e["interaction_id"] for e in editor_events(interactions, seed)}
     with duckdb.connect(str(tmp_path / "warehouse" / "warehouse.duckdb"), read_only=True) as con:

@@ -146,6 +146,42 @@ def test_keys_create_prints_a_key_the_store_knows(tmp_path: Path,
     assert bad.func(bad) == 2
 
 
+def test_keys_are_listed_by_id_and_revoked_by_id(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    register_collector(parser.add_subparsers())
+    db = ["--db", str(tmp_path / "k.sqlite")]
+
+    def rtrl(*argv: str) -> tuple[int, str, str]:
+        args = parser.parse_args([*argv])
+        code = args.func(args)
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    _, leaked, told = rtrl("keys", "create", "--org", ORG, *db)
+    _, kept, _ = rtrl("keys", "create", "--org", OTHER_ORG, *db)
+    leaked_id = hash_key(leaked.strip())[:12]
+    assert leaked_id in told  # create names the id it will be listed and logged by
+    code, listing, _ = rtrl("keys", "list", *db)
+    assert code == 0 and leaked_id in listing and hash_key(kept.strip())[:12] in listing
+    assert leaked.strip() not in listing and kept.strip() not in listing
+    assert rtrl("keys", "list", "--org", OTHER_ORG, *db)[1].count("active") == 1
+
+    assert rtrl("keys", "revoke", leaked_id[:6], *db)[0] == 2  # too short to be sure
+    assert rtrl("keys", "revoke", "not-hex-at-all", *db)[0] == 2
+    assert rtrl("keys", "revoke", "0" * 12 if not leaked_id.startswith("0") else "f" * 12,
+                *db)[0] == 2  # no such key
+    code, out, _ = rtrl("keys", "revoke", leaked_id[:8], *db)
+    assert code == 0 and leaked_id in out
+    store = KeyStore(tmp_path / "k.sqlite")
+    try:
+        assert store.lookup(leaked.strip()) is None and store.lookup(kept.strip()) is not None
+    finally:
+        store.close()
+    listing = rtrl("keys", "list", *db)[1]
+    assert f"{leaked_id}" in listing and "revoked" in listing and "active" in listing
+
+
 def test_the_collector_needs_at_least_one_worker() -> None:
     from ingest.collector.config import CollectorConfig
 

@@ -1,4 +1,4 @@
-"""`rtrl collector` and `rtrl keys create`: run the HTTP collector, issue API keys.
+"""`rtrl collector` and `rtrl keys create|list|revoke`: run the HTTP collector, manage API keys.
 
 Wire in with ``register_collector(sub)`` from ``ingest/cli.py``. Only these handlers read the
 environment (through ``infra.cli.bootstrap_from``); the collector itself gets a CollectorConfig.
@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from pathlib import Path
 
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from
 from ingest.collector.config import DEFAULT_KEY_DB, CollectorConfig
+from ingest.collector.keys import CACHE_TTL_S, KEY_ID_CHARS, KeyStore, hash_key
 
 log = logging.getLogger(__name__)
 _DEFAULTS = CollectorConfig(port=8080)
@@ -54,6 +56,19 @@ def register_collector(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--org", required=True, help="the tenant (org_id) the key belongs to")
     _add_key_db_arg(create)
     create.set_defaults(func=_create_key)
+    listing = ksub.add_parser("list", help="list keys: id, tenant, created, revoked",
+                              description="Lists every key by its id (the first hex digits of "
+                              "its sha256, as the collector logs it), never the key itself.")
+    listing.add_argument("--org", default=None, help="only this tenant's keys")
+    _add_key_db_arg(listing)
+    listing.set_defaults(func=_list_keys)
+    revoke = ksub.add_parser("revoke", help="revoke a key by its id",
+                             description="Revokes the key whose id starts with KEY_ID (from "
+                             "`rtrl keys list`). Running collectors refuse it (401) within "
+                             f"{CACHE_TTL_S:.0f} s.")
+    revoke.add_argument("key_id", metavar="KEY_ID", help="at least 8 hex digits of the key id")
+    _add_key_db_arg(revoke)
+    revoke.set_defaults(func=_revoke_key)
 
 
 def _add_key_db_arg(p: argparse.ArgumentParser) -> None:
@@ -80,8 +95,6 @@ def _run_collector(args: argparse.Namespace) -> int:
 
 
 def _create_key(args: argparse.Namespace) -> int:
-    from ingest.collector.keys import KeyStore
-
     store = KeyStore(args.key_db)
     try:
         key = store.create(args.org)
@@ -91,4 +104,31 @@ def _create_key(args: argparse.Namespace) -> int:
     finally:
         store.close()
     print(key)
+    print(f"key id {hash_key(key)[:KEY_ID_CHARS]} for {args.org}", file=sys.stderr)
+    return 0
+
+
+def _list_keys(args: argparse.Namespace) -> int:
+    store = KeyStore(args.key_db)
+    try:
+        keys = [k for k in store.list() if args.org is None or k.org_id == args.org]
+    finally:
+        store.close()
+    print(f"{'key id':<14}{'org':<24}{'created (UTC)':<22}state")
+    for k in keys:
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(k.created_at))
+        print(f"{k.key_id:<14}{k.org_id:<24}{created:<22}{'revoked' if k.revoked else 'active'}")
+    return 0
+
+
+def _revoke_key(args: argparse.Namespace) -> int:
+    store = KeyStore(args.key_db)
+    try:
+        info = store.revoke_id(args.key_id)
+    except (ValueError, LookupError) as exc:
+        print(f"rtrl keys revoke: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
+    print(f"revoked {info.key_id} ({info.org_id})")
     return 0

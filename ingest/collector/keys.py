@@ -13,9 +13,13 @@ import secrets
 import sqlite3
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 KEY_PREFIX = "rtrl_"
+KEY_ID_CHARS = 12
+"""A key's id, as listed and logged: the first hex digits of its sha256."""
+MIN_ID_CHARS = 8
 CACHE_TTL_S = 30.0
 """How long a revoked key may still work in a running collector."""
 
@@ -39,6 +43,14 @@ def hash_key(key: str) -> str:
 
 def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    key_id: str
+    org_id: str
+    created_at: float  # seconds since the epoch
+    revoked: bool
 
 
 class KeyStore:
@@ -66,6 +78,30 @@ class KeyStore:
                                    (hash_key(key),))
             self._cache.pop(hash_key(key), None)
         return cur.rowcount > 0
+
+    def revoke_id(self, key_id: str) -> KeyInfo:
+        """Revoke the one key whose id starts with ``key_id`` (at least 8 hex digits, as
+        listed). Running collectors stop accepting it within ``CACHE_TTL_S``."""
+        key_id = key_id.strip().lower()
+        if len(key_id) < MIN_ID_CHARS or any(c not in "0123456789abcdef" for c in key_id):
+            raise ValueError(f"a key id is at least {MIN_ID_CHARS} hex digits, as listed")
+        with self._lock:
+            rows = self._db.execute("SELECT key_sha256, org_id, created_at FROM api_keys "
+                                    "WHERE key_sha256 LIKE ?", (key_id + "%",)).fetchall()
+            if len(rows) != 1:
+                raise LookupError(f"{len(rows)} keys have an id starting with {key_id}")
+            digest, org_id, created_at = rows[0]
+            self._db.execute("UPDATE api_keys SET revoked = 1 WHERE key_sha256 = ?", (digest,))
+            self._cache.pop(digest, None)
+        return KeyInfo(digest[:KEY_ID_CHARS], org_id, created_at, True)
+
+    def list(self) -> list[KeyInfo]:
+        """Every key (never the key itself: its id), oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT key_sha256, org_id, created_at, revoked FROM "
+                                    "api_keys ORDER BY created_at").fetchall()
+        return [KeyInfo(d[:KEY_ID_CHARS], org, created, bool(revoked))
+                for d, org, created, revoked in rows]
 
     def lookup(self, key: str) -> tuple[str, str] | None:
         """``(key_id, org_id)`` of a valid key, else None; ``key_id`` is the hash (loggable)."""

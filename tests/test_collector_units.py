@@ -161,7 +161,7 @@ def test_keys_are_listed_by_id_and_revoked_by_id(tmp_path: Path,
     _, leaked, told = rtrl("keys", "create", "--org", ORG, *db)
     _, kept, _ = rtrl("keys", "create", "--org", OTHER_ORG, *db)
     leaked_id = hash_key(leaked.strip())[:12]
-    assert leaked_id in told  # create names the id it will be listed and logged by
+    assert leaked_id in told  # create names the id it will be listed by
     code, listing, _ = rtrl("keys", "list", *db)
     assert code == 0 and leaked_id in listing and hash_key(kept.strip())[:12] in listing
     assert leaked.strip() not in listing and kept.strip() not in listing

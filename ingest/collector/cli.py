@@ -58,7 +58,8 @@ def register_collector(sub: argparse._SubParsersAction) -> None:
     create.set_defaults(func=_create_key)
     listing = ksub.add_parser("list", help="list keys: id, tenant, created, revoked",
                               description="Lists every key by its id (the first hex digits of "
-                              "its sha256, as the collector logs it), never the key itself.")
+                              "its sha256, as `rtrl keys create` reports it), never the key "
+                              "itself.")
     listing.add_argument("--org", default=None, help="only this tenant's keys")
     _add_key_db_arg(listing)
     listing.set_defaults(func=_list_keys)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 KEY_PREFIX = "rtrl_"
 KEY_ID_CHARS = 12
-"""A key's id, as listed and logged: the first hex digits of its sha256."""
+"""A key's id, as listed: the first hex digits of its sha256."""
 MIN_ID_CHARS = 8
 CACHE_TTL_S = 30.0
 """How long a revoked key may still work in a running collector."""

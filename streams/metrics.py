@@ -7,12 +7,20 @@ takes from its first event to its input being acked.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    start_http_server,
+)
 
 
 class WorkerMetrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
+        ProcessCollector(registry=r)  # RSS, CPU, start time (restarts), open files
         self.events = Counter("rtrl_stream_events", "input messages processed (valid or not)",
                               registry=r)
         self.records = Counter("rtrl_stream_records", "reward records published (all revisions)",

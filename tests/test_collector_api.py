@@ -104,6 +104,7 @@ def test_health_metrics_and_openapi(collector: CollectorHandle) -> None:
     assert 'rtrl_collector_events_total{outcome="accepted"} 1.0' in text
     assert 'rtrl_collector_rejections_total{reason="unknown_field"} 1.0' in text
     assert "rtrl_collector_request_seconds_bucket" in text
+    assert "process_resident_memory_bytes" in text
     spec = httpx.get(f"{collector.url}/openapi.json").json()
     post = spec["paths"]["/v1/events"]["post"]
     assert {"200", "401", "429", "503"} <= set(post["responses"])

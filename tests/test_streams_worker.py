@@ -240,6 +240,7 @@ def test_garbage_goes_to_the_dlq_and_the_worker_goes_on(kafka_bootstrap, topic_n
     assert metrics["rtrl_stream_records_total"] == len(reader.messages)
     lags = {k: v for k, v in metrics.items() if k.startswith("rtrl_stream_lag{")}
     assert len(lags) == JOIN_PARTITIONS and set(lags.values()) == {0}  # all read, every partition
+    assert metrics["process_resident_memory_bytes"] > 50 * 2**20  # the worker's own process
 
 
 def _scrape(port: int) -> dict[str, float]:

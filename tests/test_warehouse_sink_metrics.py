@@ -28,3 +28,4 @@ def test_consumed_messages_are_counted_per_dataset_and_served() -> None:
         server.shutdown()
     assert 'rtrl_sink_consumed_total{dataset="rewards"} 2.0' in text
     assert 'rtrl_sink_consumed_total{dataset="events"} 1.0' in text
+    assert "process_resident_memory_bytes" in text and "process_start_time_seconds" in text

@@ -10,12 +10,20 @@ from __future__ import annotations
 from collections import Counter as Tally
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    start_http_server,
+)
 
 
 class SinkMetrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
+        ProcessCollector(registry=r)  # RSS, CPU, start time (restarts), open files
         self.consumed = Counter("rtrl_sink_consumed", "messages consumed, by dataset",
                                 ["dataset"], registry=r)
         self.landed = Counter("rtrl_sink_landed", "messages written to Parquet and committed, "

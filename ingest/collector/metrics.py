@@ -3,7 +3,14 @@ several collectors in one process)."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 __all__ = ["CONTENT_TYPE_LATEST", "CollectorMetrics"]
@@ -12,6 +19,7 @@ __all__ = ["CONTENT_TYPE_LATEST", "CollectorMetrics"]
 class CollectorMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)  # RSS, CPU, start time (restarts), open files
         self.requests = Counter("rtrl_collector_requests", "POST /v1/events by HTTP status",
                                 ["status"], registry=self.registry)
         self.events = Counter("rtrl_collector_events", "events by outcome (accepted, rejected)",

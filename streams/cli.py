@@ -70,22 +70,37 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
-def settings_from(args: argparse.Namespace):
+def settings_from(args: argparse.Namespace, *, ask_broker: bool = True):
+    """The worker's settings; ``ask_broker=False`` checks the command line's values alone (the
+    partition count and replication the broker would give are placeholders then)."""
     from infra.topics import TopicNames
     from rewards.config import RewardConfig, load_config
     from streams.settings import WorkerSettings
 
     bootstrap = bootstrap_from(args)
     group = args.group_id or f"rtrl-stream-{args.topic_prefix}".rstrip("-.")
+    topic = TopicNames(args.topic_prefix).events
     return WorkerSettings(
         bootstrap=bootstrap, topic_prefix=args.topic_prefix, data_dir=args.data_dir,
         reward=load_config(args.config) if args.config else RewardConfig(), group_id=group,
         store=args.store, rocksdb_partition_mib=args.rocksdb_mib,
         deadlines_in_memory=args.deadlines_in_memory,
-        partitions=_partitions(bootstrap, TopicNames(args.topic_prefix).events),
-        changelog_replication=_replication(bootstrap), chunk_size=args.chunk_size,
-        metrics_port=args.metrics_port,
-        progress_s=args.progress_s)
+        partitions=_partitions(bootstrap, topic) if ask_broker else 1,
+        changelog_replication=_replication(bootstrap) if ask_broker else 1,
+        chunk_size=args.chunk_size, metrics_port=args.metrics_port, progress_s=args.progress_s)
+
+
+def invalid_options(args: argparse.Namespace) -> str | None:
+    """What is wrong with the worker's options, said before anything starts; None if nothing."""
+    from pydantic import ValidationError
+
+    try:
+        settings_from(args, ask_broker=False)
+    except ValidationError as exc:
+        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    except (OSError, ValueError) as exc:  # an unreadable or invalid reward config
+        return str(exc)
+    return None
 
 
 def _partitions(bootstrap: str, topic: str) -> int:
@@ -107,9 +122,14 @@ def _replication(bootstrap: str) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    import sys
+
+    problem = invalid_options(args)
+    if problem is not None:
+        print(f"rtrl stream worker: {problem}", file=sys.stderr)
+        return 2
     if args.child_of is None and not args.no_supervisor:
         import os
-        import sys
 
         from streams.supervisor import supervise
 

@@ -40,3 +40,16 @@ def test_the_supervised_worker_gets_every_option_of_its_supervisor() -> None:
     again = parser.parse_args(worker_argv(given))
     options = {a.dest for a in parser._actions} - {"help", "no_supervisor", "child_of"}
     assert {o: getattr(again, o) for o in options} == {o: getattr(given, o) for o in options}
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--rocksdb-mib", "2"], "rocksdb_partition_mib"),
+    (["--deadlines-in-memory", "1"], "deadlines_in_memory"),
+    (["--chunk-size", "0"], "chunk_size"),
+    (["--config", "/nonexistent/reward.toml"], "No such file"),
+])
+def test_bad_worker_options_are_refused_before_anything_starts(
+        argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser().parse_args(["stream", "worker", "--bootstrap", "127.0.0.1:1", *argv])
+    assert args.func(args) == 2  # no broker asked, no worker started
+    assert said in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The sink's metrics endpoint, without a broker."""
+"""The sink without a broker: its metrics endpoint and the checks of its options."""
 
 from __future__ import annotations
 
@@ -29,3 +29,12 @@ def test_consumed_messages_are_counted_per_dataset_and_served() -> None:
     assert 'rtrl_sink_consumed_total{dataset="rewards"} 2.0' in text
     assert 'rtrl_sink_consumed_total{dataset="events"} 1.0' in text
     assert "process_resident_memory_bytes" in text and "process_start_time_seconds" in text
+
+
+def test_bad_sink_options_are_refused_with_a_reason(tmp_path, capsys) -> None:
+    from rtrl.cli import build_parser
+
+    for argv in (["--max-rows", "0"], ["--metrics-port", "70000"]):
+        args = build_parser().parse_args(["warehouse", "sink", "--root", str(tmp_path), *argv])
+        assert args.func(args) == 2
+        assert "must be" in capsys.readouterr().err

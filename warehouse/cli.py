@@ -130,10 +130,15 @@ def _sink(args: argparse.Namespace) -> int:
     from warehouse.sink import Sink, SinkConfig
 
     store = _store(args)
-    config = SinkConfig(bootstrap=bootstrap_from(args), root=store.root,
-                        topics=TopicNames(args.topic_prefix), group_id=args.group_id,
-                        max_rows=args.max_rows, max_seconds=args.max_seconds, once=args.once,
-                        instance_id=args.instance_id, metrics_port=args.metrics_port)
+    try:
+        config = SinkConfig(bootstrap=bootstrap_from(args), root=store.root,
+                            topics=TopicNames(args.topic_prefix), group_id=args.group_id,
+                            max_rows=args.max_rows, max_seconds=args.max_seconds,
+                            once=args.once, instance_id=args.instance_id,
+                            metrics_port=args.metrics_port)
+    except ValueError as exc:
+        print(f"rtrl warehouse sink: {exc}", file=sys.stderr)
+        return 2
     stopping: list[int] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     stats = Sink(config, store).run(should_stop=lambda: bool(stopping))

@@ -67,6 +67,8 @@ class SinkConfig:
     def __post_init__(self) -> None:
         if self.max_rows <= 0 or self.max_seconds <= 0:
             raise ValueError("max_rows and max_seconds must be positive")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ValueError(f"metrics_port must be in 0..65535, got {self.metrics_port}")
 
     def datasets(self) -> dict[str, str]:
         """topic name -> warehouse dataset."""

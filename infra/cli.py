@@ -18,6 +18,22 @@ from infra.topics import TOPICS, PartitionChangeRefused, TopicNames
 DEFAULT_DATA_DIR = Path(".rtrl/kafka")
 
 
+def positive_int(text: str) -> int:
+    """An argparse ``type``: an integer of at least 1.
+
+    >>> positive_int("3")
+    3
+    >>> positive_int("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be at least 1, got 0
+    """
+    value = int(text)  # argparse reports a ValueError as "invalid positive_int value"
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_bootstrap_arg(p: argparse.ArgumentParser) -> None:
     """The one way every Kafka-facing command takes its broker."""
     p.add_argument(

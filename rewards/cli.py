@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from infra.cli import positive_int
 from rewards.backfill import backfill_files, format_table, write_report
 from rewards.config import RewardConfig, load_config
 from rewards.eventio import read_events, write_jsonl, write_parquet
@@ -34,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--events", required=True, nargs="+", type=Path, help=".jsonl or .parquet")
     p.add_argument("--out", required=True, type=Path, help="output Parquet file")
     p.add_argument("--config", type=Path, help="reward config (JSON/TOML/YAML); spec defaults")
-    p.add_argument("--workers", type=int, default=1, help="processes computing records (1)")
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help="processes computing records (1)")
     p.set_defaults(func=_replay)
 
     p = sub.add_parser(
@@ -66,7 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write a seeded synthetic event workload",
         description="Realistic events (late, duplicate, orphan, privacy...) in arrival order.",
     )
-    p.add_argument("--interactions", type=int, default=1000, help="how many interactions")
+    p.add_argument("--interactions", type=positive_int, default=1000,
+                   help="how many interactions")
     p.add_argument("--seed", type=int, default=0, help="same seed, same events")
     p.add_argument("--out", required=True, type=Path, help=".jsonl or .parquet")
     p.set_defaults(func=_workload)

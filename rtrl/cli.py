@@ -13,6 +13,12 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
+# What a user's input causes: said in a sentence, not a traceback.
+_USER_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
+                ValidationError)
+
 # The packages whose subcommands make up `rtrl`, in the order `--help` lists them.
 STAGES = ("infra", "ingest", "rewards", "streams", "warehouse", "trainer", "rtrl.loop")
 
@@ -46,6 +52,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except _USER_ERRORS as exc:
+        # A file the user named is missing or unreadable, or a value they gave is out of
+        # range (with -v, the traceback too).
+        if args.verbose:
+            logging.exception("rtrl %s failed", args.command)
+        print(f"rtrl {args.command}: {_say(exc)}", file=sys.stderr)
+        return 2
+
+
+def _say(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    return str(exc)
 
 
 if __name__ == "__main__":

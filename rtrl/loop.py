@@ -22,6 +22,7 @@ from pathlib import Path
 
 from infra import broker
 from infra.broker_config import ClusterLayout
+from infra.cli import positive_int
 from infra.kafka_dist import BrokerSetupError, default_cache_root
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
@@ -47,14 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--collector-port", type=int, default=8080)
     p.add_argument(
         "--interactions",
-        type=int,
+        type=positive_int,
         default=1500,
         help="simulated agent interactions (about 10 events each)",
     )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--window-s",
-        type=int,
+        type=positive_int,
         default=20,
         help="reward window W for this run (the spec's default is 1800 s)",
     )

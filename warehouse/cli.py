@@ -119,17 +119,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=_forget)
 
 
-def _store(args: argparse.Namespace):  # noqa: ANN202
+def _store(args: argparse.Namespace, *, must_exist: bool = True):  # noqa: ANN202
+    """The warehouse root; every command but the sink (which makes it) needs one already."""
     from warehouse.store import Store
 
-    return Store(args.root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    store = Store(args.root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    if must_exist and store.local and not Path(store.root).is_dir():
+        raise FileNotFoundError(f"no warehouse at {store.root} (the sink makes one: `rtrl "
+                                "warehouse sink`; or give --root)")
+    return store
 
 
 def _sink(args: argparse.Namespace) -> int:
     from infra.topics import TopicNames
     from warehouse.sink import Sink, SinkConfig
 
-    store = _store(args)
+    store = _store(args, must_exist=False)
     try:
         config = SinkConfig(bootstrap=bootstrap_from(args), root=store.root,
                             topics=TopicNames(args.topic_prefix), group_id=args.group_id,

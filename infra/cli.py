@@ -18,6 +18,25 @@ from infra.topics import TOPICS, PartitionChangeRefused, TopicNames
 DEFAULT_DATA_DIR = Path(".rtrl/kafka")
 
 
+def explain(exc: BaseException) -> str:
+    """A user's mistake in one sentence: each field a validation refused, or the error's text.
+
+    >>> from pydantic import BaseModel, Field
+    >>> class Settings(BaseModel):
+    ...     port: int = Field(ge=0)
+    >>> try:
+    ...     Settings(port=-1)
+    ... except Exception as exc:
+    ...     print(explain(exc))
+    port: Input should be greater than or equal to 0
+    """
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    return str(exc)
+
+
 def positive_int(text: str) -> int:
     """An argparse ``type``: an integer of at least 1.
 

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from infra.cli import explain
+
 # What a user's input causes: said in a sentence, not a traceback.
 _USER_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
                 ValidationError)
@@ -57,14 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # range (with -v, the traceback too).
         if args.verbose:
             logging.exception("rtrl %s failed", args.command)
-        print(f"rtrl {args.command}: {_say(exc)}", file=sys.stderr)
+        print(f"rtrl {args.command}: {explain(exc)}", file=sys.stderr)
         return 2
-
-
-def _say(exc: BaseException) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-    return str(exc)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from
+from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from, explain
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -92,14 +92,10 @@ def settings_from(args: argparse.Namespace, *, ask_broker: bool = True):
 
 def invalid_options(args: argparse.Namespace) -> str | None:
     """What is wrong with the worker's options, said before anything starts; None if nothing."""
-    from pydantic import ValidationError
-
     try:
         settings_from(args, ask_broker=False)
-    except ValidationError as exc:
-        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-    except (OSError, ValueError) as exc:  # an unreadable or invalid reward config
-        return str(exc)
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        return explain(exc)
     return None
 
 

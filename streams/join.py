@@ -69,7 +69,6 @@ class JoinWorker:
         self.holes = HoleLog(settings.data_dir / HOLE_LOG)
         self.resume_offsets = ResumeOffsets(settings.bootstrap, settings.group_id,
                                             settings.topics.events)
-        self.counts = dict.fromkeys(("events", "records", "late", "dlq", "chunks"), 0)
         self.metrics = WorkerMetrics()
         self._last_progress = (time.monotonic(), 0)
 
@@ -218,9 +217,7 @@ class JoinWorker:
             steps.append((proc, self._step(proc, items, wall_us=wall)))
         await self.table.changelog_acknowledged()  # state and pending ids before any record
         await self._publish(steps, rejected)
-        self.counts["events"] += len(done)
         self.metrics.events.inc(len(done))
-        self.counts["chunks"] += 1
         return done
 
     async def _publish(self, steps: list[tuple[PartitionProcessor, StepOutput]],
@@ -246,12 +243,9 @@ class JoinWorker:
             if out.records:
                 with partition_context(self.topics.events, proc.partition):
                     proc.published()
-            self.counts["records"] += len(out.records)
-            self.counts["late"] += len(out.late)
             self.metrics.records.inc(len(out.records))
             for _, arrival in out.late:
                 self.metrics.late.labels(arrival.value).inc()
-        self.counts["dlq"] += len(rejected)
         for reject, _ in rejected:
             self.metrics.dlq.labels(reject.reason).inc()
         await self.table.send_changelog_writes()  # the cleared pending lists; no wait needed
@@ -279,10 +273,11 @@ class JoinWorker:
         since, events_then = self._last_progress
         if now - since < self.settings.progress_s:
             return
-        rate = (self.counts["events"] - events_then) / (now - since)
-        self._last_progress = (now, self.counts["events"])
+        totals = self.metrics.totals()
+        rate = (totals["events"] - events_then) / (now - since)
+        self._last_progress = (now, totals["events"])
         open_now = sum(p.open_count for p in self.processors.values())
         log.info("progress events=%d rate=%.0f/s open=%d records=%d late=%d dlq=%d chunks=%d",
-                 self.counts["events"], rate, open_now, self.counts["records"],
-                 self.counts["late"], self.counts["dlq"], self.counts["chunks"])
+                 totals["events"], rate, open_now, totals["records"], totals["late"],
+                 totals["dlq"], totals["chunks"])
 

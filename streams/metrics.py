@@ -7,20 +7,16 @@ takes from its first event to its input being acked.
 
 from __future__ import annotations
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    ProcessCollector,
-    start_http_server,
-)
+from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
+
+from infra.metrics import ServiceMetrics
 
 
-class WorkerMetrics:
+class WorkerMetrics(ServiceMetrics):
     def __init__(self) -> None:
-        self.registry = r = CollectorRegistry()
-        ProcessCollector(registry=r)  # RSS, CPU, start time (restarts), open files
+        super().__init__()
+        r = self.registry
         self.events = Counter("rtrl_stream_events", "input messages processed (valid or not)",
                               registry=r)
         self.records = Counter("rtrl_stream_records", "reward records published (all revisions)",
@@ -40,6 +36,13 @@ class WorkerMetrics:
             "rtrl_stream_chunk_seconds", "a chunk's processing until its input is acked",
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30), registry=r)
 
-    def serve(self, port: int, host: str = "0.0.0.0") -> None:  # noqa: S104 - scraped from outside
-        """Serve ``/metrics`` on a background thread of this process."""
-        start_http_server(port, addr=host, registry=self.registry)
+    def totals(self) -> dict[str, int]:
+        """Running totals for the worker's progress line (every label summed)."""
+        return {"events": _total(self.events), "records": _total(self.records),
+                "late": _total(self.late), "dlq": _total(self.dlq),
+                "chunks": _total(self.chunk_seconds, suffix="_count")}
+
+
+def _total(metric: MetricWrapperBase, suffix: str = "_total") -> int:
+    return int(sum(sample.value for family in metric.collect() for sample in family.samples
+                   if sample.name.endswith(suffix)))

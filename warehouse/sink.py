@@ -119,10 +119,10 @@ class Sink:
         consumer.subscribe(list(self.datasets), on_assign=self._on_assign,
                            on_revoke=self._on_revoke)  # fmt: skip
         server = None
-        if self.config.metrics_port is not None:
-            server = self.metrics.serve(self.config.metrics_port)
         last_message = time.monotonic()
         try:
+            if self.config.metrics_port is not None:
+                server = self.metrics.serve(self.config.metrics_port)
             while not should_stop():
                 batch = consumer.consume(min(5000, self.config.max_rows), timeout=0.5)
                 if batch:

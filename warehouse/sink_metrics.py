@@ -10,20 +10,15 @@ from __future__ import annotations
 from collections import Counter as Tally
 from typing import Any
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    ProcessCollector,
-    start_http_server,
-)
+from prometheus_client import Counter, Gauge, Histogram
+
+from infra.metrics import ServiceMetrics
 
 
-class SinkMetrics:
+class SinkMetrics(ServiceMetrics):
     def __init__(self) -> None:
-        self.registry = r = CollectorRegistry()
-        ProcessCollector(registry=r)  # RSS, CPU, start time (restarts), open files
+        super().__init__()
+        r = self.registry
         self.consumed = Counter("rtrl_sink_consumed", "messages consumed, by dataset",
                                 ["dataset"], registry=r)
         self.landed = Counter("rtrl_sink_landed", "messages written to Parquet and committed, "
@@ -39,8 +34,3 @@ class SinkMetrics:
     def count_consumed(self, messages: list[Any], datasets: dict[str, str]) -> None:
         for topic, n in Tally(m.topic() for m in messages).items():
             self.consumed.labels(datasets[topic]).inc(n)
-
-    def serve(self, port: int, host: str = "0.0.0.0") -> Any:  # noqa: S104 - scraped from outside
-        """Serve ``/metrics`` on a background thread; returns the server (``shutdown()``)."""
-        server, _ = start_http_server(port, addr=host, registry=self.registry)
-        return server

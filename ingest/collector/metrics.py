@@ -1,25 +1,18 @@
-"""The collector's Prometheus metrics, in a registry of its own (one per app, so tests can run
-several collectors in one process)."""
+"""The collector's Prometheus metrics (served by its app at ``/metrics``)."""
 
 from __future__ import annotations
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    ProcessCollector,
-    generate_latest,
-)
+from prometheus_client import Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from infra.metrics import ServiceMetrics
 
 __all__ = ["CONTENT_TYPE_LATEST", "CollectorMetrics"]
 
 
-class CollectorMetrics:
+class CollectorMetrics(ServiceMetrics):
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        ProcessCollector(registry=self.registry)  # RSS, CPU, start time (restarts), open files
+        super().__init__()
         self.requests = Counter("rtrl_collector_requests", "POST /v1/events by HTTP status",
                                 ["status"], registry=self.registry)
         self.events = Counter("rtrl_collector_events", "events by outcome (accepted, rejected)",

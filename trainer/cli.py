@@ -1,9 +1,190 @@
-"""Subcommands of this stage."""
+"""Subcommands of the trainer: `rtrl checkpoints init|list` and `rtrl train`.
+
+Handlers import torch when they run, so ``rtrl --help`` stays fast.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from, positive_int
+
+log = logging.getLogger("rtrl.train")
+DEFAULT_REGISTRY = ".rtrl/checkpoints"
+EXIT_REJECTED = 3
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """No subcommands yet."""
+    c = sub.add_parser("checkpoints", help="the checkpoint registry: create the first, list all",
+                       description="Checkpoints live in a registry folder, one sub-folder per "
+                       "checkpoint (weights.safetensors and checkpoint.json); an id names one set "
+                       "of weights forever.")  # fmt: skip
+    csub = c.add_subparsers(dest="checkpoints_command", metavar="ACTION", required=True)
+    init = csub.add_parser("init", help="register a freshly initialised policy as the first "
+                           "promoted checkpoint (and announce it with --publish)")
+    _add_registry(init)
+    init.add_argument("--id", required=True, help="its checkpoint id, e.g. tiny-0000")
+    init.add_argument("--seed", type=int, default=0, help="initialisation seed (default 0)")
+    init.add_argument("--vocab-size", type=positive_int, default=32)
+    init.add_argument("--hidden", type=positive_int, default=64)
+    init.add_argument("--max-new-tokens", type=positive_int, default=8)
+    _add_publish(init)
+    init.set_defaults(func=_init)
+    ls = csub.add_parser("list", help="every checkpoint: parent, status, eval figures")
+    _add_registry(ls)
+    ls.add_argument("--plot", type=Path, default=None,
+                    help="also draw each checkpoint's measured reward beside the gate's "
+                    "estimate (.svg, .png or .pdf); needs --catalog")
+    ls.add_argument("--catalog", type=Path, default=None,
+                    help="the warehouse's DuckDB catalog (its rewards mart) for --plot")
+    ls.set_defaults(func=_list)
+
+    t = sub.add_parser("train", help="one on-policy round: a checkpoint's new batches, an update, "
+                       "the eval gate, a new checkpoint (promoted or rejected)",
+                       description="Reads the batches the warehouse offered for --checkpoint "
+                       "that no registered checkpoint was trained on, updates a copy of it "
+                       "(PPO-clip on its own rollouts), estimates the candidate's reward on "
+                       "held-out interactions, reads the monitors' alarms of --checkpoint "
+                       "against its parent, and registers the candidate with the gate's "
+                       f"decision. Exit 0 promoted, {EXIT_REJECTED} rejected, 1 when there is "
+                       "nothing to train on.")  # fmt: skip
+    _add_registry(t)
+    t.add_argument("--warehouse", type=Path, default=Path(".rtrl/warehouse"),
+                   help="local warehouse folder the batches' files are relative to")
+    t.add_argument("--catalog", type=Path, default=None,
+                   help="the warehouse's DuckDB catalog, for the monitors (default: "
+                   "warehouse.duckdb in --warehouse)")
+    t.add_argument("--checkpoint", default=None,
+                   help="the checkpoint whose data to train on (default: the current promoted)")
+    t.add_argument("--id", default=None,
+                   help="the candidate's id (default: the parent's prefix and the next number)")
+    t.add_argument("--lr", type=float, default=0.005, help="learning rate (default 0.005)")
+    t.add_argument("--epochs", type=positive_int, default=4)
+    t.add_argument("--held-out", type=float, default=0.3,
+                   help="share of interactions kept for the eval (default 0.3)")
+    t.add_argument("--min-gain", type=float, default=0.0,
+                   help="estimated reward gain the candidate must reach (default 0)")
+    t.add_argument("--max-kl", type=float, default=1.0,
+                   help="largest KL from the served checkpoint (default 1.0)")
+    t.add_argument("--thresholds", type=Path, default=None,
+                   help="monitor thresholds file (default: the built-in ones)")
+    _add_publish(t)  # the batches are read from the batches topic of the same cluster
+    t.set_defaults(func=_train)
+
+
+def _add_registry(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--registry", type=Path, default=Path(DEFAULT_REGISTRY),
+                   help=f"registry folder (default {DEFAULT_REGISTRY})")
+
+
+def _add_publish(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--publish", action="store_true",
+                   help="announce the checkpoint on the checkpoints topic")
+    add_bootstrap_arg(p)
+    add_topic_prefix_arg(p)
+
+
+def _publish(args: argparse.Namespace, info: Any) -> None:
+    if not args.publish:
+        return
+    from infra.topics import TopicNames
+    from trainer.publish import publish_checkpoint
+
+    publish_checkpoint(bootstrap_from(args), TopicNames(args.topic_prefix).checkpoints, info)
+    log.info("announced %s on %s", info.checkpoint_id, TopicNames(args.topic_prefix).checkpoints)
+
+
+def _init(args: argparse.Namespace) -> int:
+    from trainer.policy import PolicyConfig, new_policy
+    from trainer.registry import CheckpointRegistry
+
+    config = PolicyConfig(vocab_size=args.vocab_size, hidden=args.hidden,
+                          max_new_tokens=args.max_new_tokens)
+    try:
+        info = CheckpointRegistry(args.registry).register(
+            new_policy(config, args.seed), checkpoint_id=args.id, parent=None,
+            evals={"init_seed": args.seed}, batches=(), status="promoted")
+    except ValueError as exc:  # a taken or malformed id
+        log.error("%s", exc)
+        return 2
+    print(f"{info.checkpoint_id}: promoted, weights {info.weights}")
+    _publish(args, info)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from trainer.registry import CheckpointRegistry
+
+    if args.plot and not args.catalog:
+        log.error("--plot needs --catalog: the measured rewards come from its rewards mart")
+        return 2
+    infos = CheckpointRegistry(args.registry).list()
+    if not infos:
+        print(f"no checkpoints in {args.registry}")
+        return 0
+    if args.plot:
+        import duckdb
+
+        from trainer.lineage_plot import measured_rewards, plot_lineage
+
+        with duckdb.connect(str(args.catalog), read_only=True) as con:
+            records = con.sql("SELECT checkpoint_id, status, reward FROM rewards").pl()
+        log.info("drew %s", plot_lineage(infos, measured_rewards(records), args.plot))
+    print(f"{'checkpoint':<16} {'parent':<16} {'status':<9} {'est. gain':>9} {'KL':>6}  batches")
+    for info in infos:
+        gate = info.evals.get("gate", {})
+        gain, kl = gate.get("gain"), gate.get("kl")
+        print(f"{info.checkpoint_id:<16} {info.parent or '-':<16} {info.status:<9} "
+              f"{_num(gain, '+.3f'):>9} {_num(kl, '.3f'):>6}  {len(info.batches)}"
+              + (f"  ({'; '.join(info.reasons)})" if info.reasons else ""))
+    return 0
+
+
+def _num(value: object, spec: str) -> str:
+    return format(value, spec) if isinstance(value, int | float) else "-"
+
+
+def _train(args: argparse.Namespace) -> int:
+    from infra.topics import TopicNames
+    from trainer.gate import GateConfig
+    from trainer.inputs import alarms_of, next_id, offered_batches, untrained
+    from trainer.learner import LearnerConfig
+    from trainer.registry import CheckpointRegistry
+    from trainer.train import train_round
+
+    registry = CheckpointRegistry(args.registry)
+    parent = registry.get(args.checkpoint) if args.checkpoint else registry.current()
+    if parent is None:
+        log.error("no promoted checkpoint in %s: `rtrl checkpoints init` makes the first",
+                  args.registry)
+        return 1
+    topics = TopicNames(args.topic_prefix)
+    offered = offered_batches(bootstrap_from(args), topics.batches)
+    batches = untrained(offered, registry, parent.checkpoint_id, args.warehouse)
+    if not batches:
+        log.error("no new offered batch of %s on %s (%d offered in all)", parent.checkpoint_id,
+                  topics.batches, len(offered))
+        return 1
+    catalog = args.catalog or args.warehouse / "warehouse.duckdb"
+    alarms = alarms_of(catalog, registry, parent.checkpoint_id, args.thresholds)
+    try:
+        result = train_round(
+            registry, parent.checkpoint_id, batches, args.id or next_id(registry, parent),
+            learner=LearnerConfig(lr=args.lr, epochs=args.epochs),
+            gate=GateConfig(min_gain=args.min_gain, max_kl=args.max_kl), alarms=alarms,
+            held_out_fraction=args.held_out)
+    except ValueError as exc:  # options out of range, a taken id, batches without examples
+        log.error("%s", exc)
+        return 1
+    info, est = result.candidate, result.estimate
+    print(f"{info.checkpoint_id} from {parent.checkpoint_id}: {info.status.upper()}; "
+          f"{result.n_train} examples trained, {result.n_held_out} held out; reward "
+          f"{est.behaviour_mean:+.3f} served, {est.value:+.3f} estimated for the candidate "
+          f"(ESS {est.ess:.0f}, KL {est.kl:.3f})")
+    for reason in info.reasons:
+        print(f"  gate: {reason}")
+    _publish(args, info)
+    return 0 if info.status == "promoted" else EXIT_REJECTED

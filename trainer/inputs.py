@@ -1,0 +1,74 @@
+"""What a training round reads: the batches offered for a checkpoint that no checkpoint was
+trained on yet, and the monitors' alarms of that checkpoint against its parent.
+
+Both come through the warehouse's published interfaces, not its code: offered batches are the
+announcements on the compacted ``batches`` topic (each names its data files relative to the
+warehouse root), and the monitors read every record of the two checkpoints from the ``rewards``
+mart of the DuckDB catalog (their rates are shares of all a checkpoint's interactions, not of a
+batch's).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import orjson
+
+from infra.compacted import read_latest
+from rewards.monitors import Alarm, MonitorThresholds, checkpoint_rates, compare, load_thresholds
+from trainer.registry import CheckpointInfo, CheckpointRegistry
+
+
+@dataclass(frozen=True)
+class OfferedBatch:
+    batch_id: str
+    checkpoint_id: str
+    files: tuple[str, ...]  # relative to the warehouse root
+
+
+def offered_batches(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[OfferedBatch]:
+    """Every batch announced on ``topic``, oldest announcement first."""
+    batches = []
+    for value in read_latest(bootstrap, topic, timeout_s).values():
+        entry = orjson.loads(value)
+        if entry.get("offered"):
+            batches.append((entry["created_at"], OfferedBatch(
+                entry["batch_id"], entry["checkpoint_id"], tuple(entry["files"]))))
+    return [batch for _, batch in sorted(batches, key=lambda item: item[0])]
+
+
+def untrained(batches: list[OfferedBatch], registry: CheckpointRegistry, checkpoint_id: str,
+              warehouse: Path) -> list[tuple[str, Path]]:  # fmt: skip
+    """``(batch_id, data file)`` of ``checkpoint_id``'s batches no checkpoint was trained on."""
+    used = {batch for info in registry.list() for batch in info.batches}
+    return [(b.batch_id, warehouse / b.files[0]) for b in batches
+            if b.checkpoint_id == checkpoint_id and b.batch_id not in used]
+
+
+def alarms_of(catalog: Path, registry: CheckpointRegistry, checkpoint_id: str,
+              thresholds: Path | None = None) -> list[Alarm]:  # fmt: skip
+    """The monitors' alarms of ``checkpoint_id`` against its registered parent (none for a root)."""
+    parent = registry.get(checkpoint_id).parent
+    if parent is None:
+        return []
+    with duckdb.connect(str(catalog), read_only=True) as con:
+        records = con.sql("SELECT * FROM rewards").pl()
+    limits = load_thresholds(thresholds) if thresholds else MonitorThresholds()
+    return compare(checkpoint_rates(records, checkpoint_id), checkpoint_rates(records, parent),
+                   limits)
+
+
+def next_id(registry: CheckpointRegistry, parent: CheckpointInfo) -> str:
+    """The parent's prefix and the next free number: ``tiny-0000`` → ``tiny-0001``.
+
+    Numbers count every registered checkpoint of the prefix, rejected ones too, so an id is
+    never reused.
+    """
+    match = re.fullmatch(r"(.*?)-?(\d+)", parent.checkpoint_id)
+    prefix = match.group(1) if match else parent.checkpoint_id
+    taken = [int(m.group(1)) for info in registry.list()
+             if (m := re.fullmatch(re.escape(prefix) + r"-?(\d+)", info.checkpoint_id))]
+    return f"{prefix}-{max(taken, default=0) + 1:04d}"

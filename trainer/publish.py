@@ -1,0 +1,76 @@
+"""Announce checkpoints on the ``checkpoints`` topic, and read back what it holds.
+
+The topic is compacted and keyed by ``checkpoint_id``: it keeps the latest announcement of every
+checkpoint, so a reader that starts from the beginning learns the whole registry (ids, parents,
+where the weights are, eval figures, the batches trained on) without access to its directory.
+A tombstone (null value) withdraws a checkpoint: readers forget that key.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from infra.compacted import read_latest
+from infra.settings import reliable_producer
+from trainer.registry import CheckpointInfo
+
+log = logging.getLogger(__name__)
+
+
+def publish_checkpoint(bootstrap: str, topic: str, info: CheckpointInfo,
+                       timeout_s: float = 30) -> None:
+    """Produce one announcement and wait until every in-sync replica has it.
+
+    Raises RuntimeError with the broker's reason when it is not acknowledged within ``timeout_s``.
+    """
+    if timeout_s <= 0:
+        raise ValueError("timeout_s must be > 0")
+    settings = reliable_producer(bootstrap, **{"message.timeout.ms": int(timeout_s * 1000)})
+    producer = Producer(settings)
+    errors: list[KafkaError] = []
+
+    def note_error(err: KafkaError | None, _msg: Message) -> None:
+        if err:
+            errors.append(err)
+
+    producer.produce(topic, key=info.checkpoint_id.encode(),
+                     value=orjson.dumps(info.to_json_dict()), on_delivery=note_error)
+    # A little longer than the message timeout, so that its delivery report (the reason) arrives.
+    left = producer.flush(timeout_s + 5)
+    if left or errors:
+        reason = errors[0].str() if errors else "no acknowledgement in time"
+        raise RuntimeError(f"checkpoint {info.checkpoint_id!r} was not announced on {topic}: "
+                           f"{reason}")
+
+
+def read_checkpoints(bootstrap: str, topic: str,
+                     timeout_s: float = 10) -> dict[str, CheckpointInfo]:
+    """The latest announcement of every checkpoint (``infra.compacted.read_latest``).
+
+    A record that is not a valid announcement of its key is logged and counts as withdrawing that
+    key (as a tombstone does): failing instead would stop every reader for good, since compaction
+    keeps the bad record, and an older value of the key is no longer its latest.
+    Raises RuntimeError when the topic cannot be read.
+    """
+    try:
+        latest = read_latest(bootstrap, topic, timeout_s)
+    except KafkaException as exc:
+        raise RuntimeError(f"reading {topic} failed: {exc.args[0]}") from None
+    out: dict[str, CheckpointInfo] = {}
+    for key, value in latest.items():
+        checkpoint_id = key.decode(errors="replace")
+        try:
+            info = CheckpointInfo.from_json_dict(orjson.loads(value))
+        except (orjson.JSONDecodeError, ValueError) as exc:
+            log.warning("%s: not a checkpoint announcement (%s), key %r dropped", topic, exc,
+                        checkpoint_id)
+            continue
+        if info.checkpoint_id != checkpoint_id:
+            log.warning("%s: key %r announces %r, key dropped", topic, checkpoint_id,
+                        info.checkpoint_id)
+            continue
+        out[checkpoint_id] = info
+    return out

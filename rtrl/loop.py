@@ -1,12 +1,15 @@
 """`rtrl run`: the whole loop, locally, on embedded defaults.
 
 One command brings up what a deployment runs — a Kafka broker, the topics, an API key, the
-collector, the stream worker — drives it with a simulated editor plugin through the real SDK,
-then lands the rewards in the warehouse, builds the catalog and the quality-gated training
-batches, and prints the A/B report and the reward-hacking monitors. Every stage runs as its
+collector, the stream worker, a small policy served from the checkpoint registry — drives it with
+a simulated editor plugin through the real SDK, then lands the rewards in the warehouse, builds
+the catalog and the quality-gated training batches, and prints the A/B report and the
+reward-hacking monitors. Then it closes the loop for ``--rounds`` rounds: simulated users react
+to the served policy's edits, the trainer updates it on its batch of rollouts and rewards, the
+eval gate decides, and the server switches to the promoted checkpoint. Every stage runs as its
 own `rtrl` subcommand, logging to a file under ``--data-dir``.
 
-The reward windows are shortened (``--window-s``) so that the run finishes in about a minute;
+The reward windows are shortened (``--window-s``) so that the run finishes in a few minutes;
 everything else is the production code path.
 """
 
@@ -18,7 +21,9 @@ import logging
 import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infra import broker
 from infra.broker_config import ClusterLayout
@@ -27,6 +32,9 @@ from infra.kafka_dist import BrokerSetupError, default_cache_root
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
 from rtrl.procs import Stage, run_stage, wait_until
+
+if TYPE_CHECKING:
+    from rtrl.rounds import TrainingRounds
 
 log = logging.getLogger("rtrl.run")
 
@@ -51,6 +59,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_int,
         default=1500,
         help="simulated agent interactions (about 10 events each)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="training rounds: serve, train, gate, switch (default 2; 0 for none)",
+    )
+    p.add_argument(
+        "--round-users",
+        type=positive_int,
+        default=600,
+        help="simulated users served per training round (default 600)",
     )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
@@ -150,6 +170,7 @@ def _loop(
 
     from ingest.sdk import SdkConfig
     from rtrl.editor_sim import emit_workload
+    from rtrl.rounds import TrainingRounds  # torch: imported when the loop runs, not for --help
 
     sdk = SdkConfig(
         endpoint=f"http://127.0.0.1:{args.collector_port}",
@@ -159,28 +180,43 @@ def _loop(
     )
     log.info("editor: emitting %d interactions through the SDK", args.interactions)
     emit_workload(sdk, args.interactions, args.seed, pace_s=10)
+    rounds = TrainingRounds(root, bootstrap, prefix, replace(sdk, spool_path=root / "rl.db"),
+                            args.round_users, args.seed)
+    try:
+        if args.rounds:
+            rounds.start()
+            rounds.play(1)
+        return _land_and_train(args, root, logs, run_id, kafka, rounds, started,
+                               args.window_s + late_s + grace_s + 8)
+    finally:
+        rounds.close()
 
-    settle = args.window_s + late_s + grace_s + 8
-    log.info("waiting %ds for the last windows and their late periods to close", settle)
-    time.sleep(settle)
+
+def _land_and_train(
+    args: argparse.Namespace,
+    root: Path,
+    logs: Path,
+    run_id: str,
+    kafka: list[str],
+    rounds: TrainingRounds,
+    started: float,
+    settle_s: int,
+) -> int:
+    from rtrl.rounds import print_summary, settle
 
     warehouse = root / "warehouse"
     wh = ["--root", str(warehouse)]
-    print(
-        run_stage(
-            "sink",
-            ["warehouse", "sink", *kafka, *wh, "--once", "--group-id", f"{run_id}-sink"],
-            logs / "sink.log",
-        ),
-        end="",
-    )
-    print(run_stage("catalog", ["warehouse", "catalog", *wh], logs / "catalog.log"), end="")
-    print(
-        run_stage(
-            "batches", ["batches", "build", *kafka, *wh, "--settle-s", "0"], logs / "batches.log"
-        ),
-        end="",
-    )
+
+    def land() -> None:
+        settle(settle_s)
+        for name, stage_args in (
+            ("sink", ["warehouse", "sink", *kafka, *wh, "--once", "--group-id", f"{run_id}-sink"]),
+            ("catalog", ["warehouse", "catalog", *wh]),
+            ("batches", ["batches", "build", *kafka, *wh, "--settle-s", "0"]),
+        ):
+            print(run_stage(name, stage_args, logs / f"{name}.log"), end="")
+
+    land()
     print(run_stage("batches", ["batches", "list", *wh], logs / "batches.log"), end="")
     print(
         run_stage(
@@ -193,8 +229,19 @@ def _loop(
     )
     log.info("A/B forest plot: %s", root / "ab.svg")
     _print_monitors(warehouse / "warehouse.duckdb", child="ckpt-0003", parent="ckpt-0001")
+    for number in range(2, args.rounds + 2):
+        rounds.train(warehouse)
+        rounds.play(number)
+        land()
+    if args.rounds:
+        print_summary(rounds, warehouse / "warehouse.duckdb")
+        print(run_stage("checkpoints", ["checkpoints", "list", "--registry",
+                                        str(root / "checkpoints"), "--catalog",
+                                        str(warehouse / "warehouse.duckdb"), "--plot",
+                                        str(root / "checkpoints.svg")], logs / "train.log"),
+              end="")
+        log.info("reward by checkpoint: %s", root / "checkpoints.svg")
     log.info("loop done in %.0fs; logs and data under %s", time.monotonic() - started, root)
-    log.info("not yet in the loop: the trainer (on-policy update, eval gate, checkpoints topic)")
     return 0
 
 

@@ -54,8 +54,10 @@ class Stage:
         log.info("stopped %s", self.name)
 
 
-def run_stage(name: str, args: list[str], log_file: Path, timeout: float = 600) -> str:
-    """Run a one-shot `rtrl` subcommand to completion; return its output, raise on failure."""
+def run_stage(name: str, args: list[str], log_file: Path, timeout: float = 600,
+              ok: tuple[int, ...] = (0,)) -> str:
+    """Run a one-shot `rtrl` subcommand to completion; return its output, raise when its exit
+    code is not one of ``ok``."""
     done = subprocess.run(
         [sys.executable, "-m", "rtrl.cli", *args],
         capture_output=True,
@@ -65,7 +67,7 @@ def run_stage(name: str, args: list[str], log_file: Path, timeout: float = 600) 
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "a") as f:
         f.write(done.stdout + done.stderr)
-    if done.returncode != 0:
+    if done.returncode not in ok:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
         raise RuntimeError(f"`rtrl {' '.join(args)}` failed ({done.returncode}):\n{tail}")
     return done.stdout

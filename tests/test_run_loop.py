@@ -1,6 +1,8 @@
 """`rtrl run`, the README's main job, end to end: SDK -> collector -> Kafka -> stream worker ->
-warehouse -> catalog -> batches -> report. Every simulated interaction must come out as
-exactly one reward record in the warehouse's `rewards` mart: nothing lost on any hop."""
+warehouse -> catalog -> batches -> report -> trainer -> gate -> checkpoints -> serving. Every
+simulated interaction must come out as exactly one reward record in the warehouse's `rewards`
+mart (nothing lost on any hop), and a training round must register a checkpoint trained on the
+served one's batch."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 
 from rtrl.editor_sim import editor_events
 from tests.kafka_helpers import free_port_block
+from trainer.registry import CheckpointRegistry
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +25,8 @@ def test_rtrl_run_lands_every_interaction_once(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "rtrl.cli", "run", "--data-dir", str(tmp_path),
          "--port", str(kafka_port), "--collector-port", str(http_port),
-         "--interactions", str(interactions), "--seed", str(seed), "--window-s", "6"],
+         "--interactions", str(interactions), "--seed", str(seed), "--window-s", "6",
+         "--rounds", "1", "--round-users", "150"],
         capture_output=True, text=True, timeout=420,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -30,14 +34,27 @@ def test_rtrl_run_lands_every_interaction_once(tmp_path):
     assert "monitors:" in done.stdout
     assert "exp-context-window" in (tmp_path / "ab.svg").read_text()  # the forest plot
 
+    assert "training rounds" in done.stdout
+
     expected = {e["interaction_id"] for e in editor_events(interactions, seed)}
     with duckdb.connect(str(tmp_path / "warehouse" / "warehouse.duckdb"), read_only=True) as con:
-        rows = con.execute("select interaction_id from rewards").fetchall()
+        rows = con.execute("select interaction_id, checkpoint_id from rewards").fetchall()
         batches = con.execute("select count(*) from batches").fetchall()[0][0]
+        served = con.execute("select interaction_id, checkpoint_id from stg_rollouts").fetchall()
     ids = [r[0] for r in rows]
     assert len(ids) == len(set(ids)), "an interaction has more than one row in the mart"
-    assert set(ids) == expected
+    # the editor's interactions, and one per user served in the two rounds, each with its rollout
+    assert len(served) == 300 and len({i for i, _ in served}) == 300
+    assert set(ids) == expected | {i for i, _ in served}
+    assert dict(served) == {i: c for i, c in rows if i in dict(served)}
     assert batches >= 1
+
+    registry = CheckpointRegistry(tmp_path / "checkpoints")
+    first, trained = registry.list()
+    assert (first.checkpoint_id, trained.parent) == ("tiny-0000", "tiny-0000")
+    assert trained.batches and trained.evals["n_train"] > 50
+    second_round = {c for _, c in served} - {"tiny-0000"}
+    assert second_round == ({trained.checkpoint_id} if trained.status == "promoted" else set())
     # the broker the run started is stopped again
     status = subprocess.run(
         [

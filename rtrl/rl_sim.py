@@ -1,0 +1,82 @@
+"""Simulated users for the training rounds of `rtrl run`: they ask the served policy for an edit
+and react to it through the real SDK, so the platform learns only from telemetry.
+
+Their hidden taste, which nothing hands to the trainer: a proposed edit is accepted with a
+probability equal to the share of its tokens in the lowest quarter of the vocabulary ("edits in
+the codebase's style"), and a completion holding the last token id makes an invalid tool call.
+The served checkpoint improves only if rewards computed from their events carry that taste back
+through the stream, the warehouse and the trainer.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ingest.contract import uuid7
+from ingest.sdk import Client
+from trainer.serving import PolicyServer
+
+
+@dataclass(frozen=True)
+class Taste:
+    vocab_size: int
+
+    def accept_probability(self, completion: Sequence[int]) -> float:
+        """
+        >>> Taste(32).accept_probability([0, 7, 8, 31])
+        0.5
+        """
+        return sum(token < self.vocab_size // 4 for token in completion) / len(completion)
+
+    def invalid_tool_call(self, completion: Sequence[int]) -> bool:
+        return self.vocab_size - 1 in completion
+
+
+@dataclass(frozen=True)
+class RoundFigures:
+    checkpoint_id: str
+    interactions: int
+    accepted: int
+    invalid_tool_calls: int
+    taste: float
+    """The mean acceptance probability: what the users' taste says of the served policy."""
+
+
+def play_round(server: PolicyServer, client: Client, taste: Taste, interactions: int,
+               seed: int, prompt_length: int = 4) -> RoundFigures:  # fmt: skip
+    """``interactions`` users each ask for one edit and react; rollouts are acknowledged by
+    Kafka before this returns, events are handed to the SDK (flushed by the caller)."""
+    rng = random.Random(seed)
+    accepted = invalid = 0
+    taste_sum = 0.0
+    checkpoint = server.checkpoint_id
+    for n in range(interactions):
+        interaction_id = f"i_{uuid7()}"
+        prompt = [rng.randrange(taste.vocab_size) for _ in range(prompt_length)]
+        rollout = server.complete(interaction_id, prompt)
+        if rollout.checkpoint_id != checkpoint:
+            raise RuntimeError("the served checkpoint changed within a round")
+        completion = rollout.completion_ids
+        probability = taste.accept_probability(completion)
+        taste_sum += probability
+        is_invalid = taste.invalid_tool_call(completion)
+        is_accepted = rng.random() < probability
+        accepted += is_accepted
+        invalid += is_invalid
+        edit_id = f"e{n}"
+        fields = {"session_id": f"s_sim{n % 50}", "user_id": f"u_sim{n % 200:04d}",
+                  "checkpoint_id": checkpoint}
+        for event_type, payload in (
+            ("interaction.started", {"mode": "agent"}),
+            ("agent.tool_call", {"tool": "edit_file", "valid": not is_invalid}),
+            ("agent.edit_proposed", {"edit_id": edit_id, "lines_added": len(completion),
+                                     "lines_removed": 0}),
+            ("edit.accepted" if is_accepted else "edit.rejected", {"edit_id": edit_id}),
+            ("interaction.completed", {"latency_ms": 40 * len(completion),
+                                       "output_tokens": len(completion)}),
+        ):
+            client.emit(event_type, interaction_id, payload, **fields)
+    server.flush()
+    return RoundFigures(checkpoint, interactions, accepted, invalid, taste_sum / interactions)

@@ -1,0 +1,122 @@
+"""The training rounds of `rtrl run`: serve, observe, land, train, gate, ship, serve again.
+
+A small policy (`trainer.policy`) is registered as the first checkpoint and served in this
+process (`trainer.serving`, which publishes every completion on ``rollouts`` and follows the
+``checkpoints`` topic). Simulated users (`rtrl.rl_sim`) react to its edits through the SDK. Once
+their windows closed, the warehouse lands rewards and rollouts and offers a batch per
+checkpoint; `rtrl train` (its own process) updates the served checkpoint on its batch, gates the
+candidate and announces it; the server switches to it when it is promoted, and the next round
+is served by it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra.topics import TopicNames
+from ingest.sdk import Client, SdkConfig
+from rtrl.procs import run_stage
+from rtrl.rl_sim import RoundFigures, Taste, play_round
+from trainer.cli import EXIT_REJECTED
+from trainer.registry import CheckpointInfo, CheckpointRegistry
+from trainer.serving import PolicyServer
+
+log = logging.getLogger("rtrl.run")
+VOCAB_SIZE = 32
+
+
+@dataclass
+class TrainingRounds:
+    root: Path
+    bootstrap: str
+    prefix: str
+    sdk: SdkConfig
+    interactions: int
+    seed: int
+    figures: list[RoundFigures] = field(default_factory=list)
+    decisions: list[CheckpointInfo] = field(default_factory=list)
+    server: PolicyServer | None = None
+
+    @property
+    def registry(self) -> CheckpointRegistry:
+        return CheckpointRegistry(self.root / "checkpoints")
+
+    @property
+    def _kafka(self) -> list[str]:
+        return ["--bootstrap", self.bootstrap, "--topic-prefix", self.prefix]
+
+    def start(self) -> None:
+        """Register the first checkpoint, announce it, and serve it."""
+        root_id = "tiny-0000"
+        run_stage("checkpoints", ["checkpoints", "init", "--registry", str(self.root /
+                  "checkpoints"), "--id", root_id, "--seed", str(self.seed), "--vocab-size",
+                  str(VOCAB_SIZE), "--publish", *self._kafka], self.root / "logs" / "train.log")
+        self.server = PolicyServer(self.registry, self.bootstrap, TopicNames(self.prefix),
+                                   root_id, seed=self.seed)
+        self.server.follow()
+
+    def play(self, number: int) -> RoundFigures:
+        """One round of simulated users against the served checkpoint."""
+        assert self.server is not None
+        with Client(self.sdk) as client:
+            figures = play_round(self.server, client, Taste(VOCAB_SIZE), self.interactions,
+                                 seed=self.seed * 1000 + number)
+            left = client.flush(timeout=60)
+        if left:
+            log.warning("round %d: %d events not yet acknowledged (kept in the spool)",
+                        number, left)
+        log.info("round %d: %d users served by %s (their taste of it: %.2f)", number,
+                 figures.interactions, figures.checkpoint_id, figures.taste)
+        self.figures.append(figures)
+        return figures
+
+    def train(self, warehouse: Path) -> CheckpointInfo:
+        """`rtrl train` on the served checkpoint's new batch; wait until a promoted one is
+        served."""
+        assert self.server is not None
+        parent = self.server.checkpoint_id
+        print(run_stage("train", ["train", "--registry", str(self.root / "checkpoints"),
+                                  "--warehouse", str(warehouse), "--checkpoint", parent,
+                                  "--publish", *self._kafka],
+                        self.root / "logs" / "train.log", ok=(0, EXIT_REJECTED)), end="")
+        decision = self.registry.list()[-1]
+        self.decisions.append(decision)
+        if decision.status == "promoted" and not self.server.wait_for(decision.checkpoint_id, 60):
+            raise RuntimeError(f"the server did not switch to {decision.checkpoint_id}")
+        return decision
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def print_summary(rounds: TrainingRounds, db: Path) -> None:
+    """Per served checkpoint: what the users' taste says, and what the platform measured."""
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        measured = dict(con.sql("SELECT checkpoint_id, avg(reward) FROM rewards "
+                                "WHERE status = 'scored' GROUP BY 1").fetchall())
+    verdicts = {d.checkpoint_id: d for d in rounds.decisions}
+    print("training rounds (simulated users; taste: their mean chance of accepting an edit, "
+          "which the trainer never sees):")
+    print(f"  {'checkpoint':<11} {'users':>5} {'taste':>6} {'accepted':>8} {'invalid':>7} "
+          f"{'reward':>7}  gate")
+    for f in rounds.figures:
+        reward = measured.get(f.checkpoint_id)
+        verdict = verdicts.get(f.checkpoint_id)
+        print(f"  {f.checkpoint_id:<11} {f.interactions:>5} {f.taste:>6.2f} "
+              f"{f.accepted / f.interactions:>8.2f} {f.invalid_tool_calls / f.interactions:>7.2f}"
+              f" {'-' if reward is None else f'{reward:+.3f}':>7}  "
+              f"{verdict.status if verdict else 'first checkpoint'}")
+    rejected = [d for d in rounds.decisions if d.status != "promoted"]
+    for d in rejected:
+        print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")
+
+
+def settle(seconds: float) -> None:
+    log.info("waiting %.0fs for the windows and their late periods to close", seconds)
+    time.sleep(seconds)

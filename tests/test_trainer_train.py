@@ -4,6 +4,9 @@ announced; a batch is trained on once; a monitor alarm blocks the promotion."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -79,7 +82,8 @@ def test_a_round_trains_on_its_batch_once_and_announces_the_decision(
     assert (candidate.status == "promoted") == (gate["gain"] >= 0 and not candidate.reasons)
     # a strong signal: low tokens are rewarded, and the candidate is estimated to earn more
     assert gate["gain"] > 0 and candidate.status == "promoted"
-    assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints) == {"t-0001": candidate}
+    assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints) == {
+        "t-0000": registry.get("t-0000"), "t-0001": candidate}  # the root was never announced
     # the batch is used: nothing left to train on
     assert _train(tmp_path, kafka_bootstrap, topic_names.prefix) == 1
     assert [i.checkpoint_id for i in registry.list()] == ["t-0000", "t-0001"]
@@ -147,3 +151,43 @@ def test_init_then_list_with_the_reward_plot(tmp_path, capsys):
                  "--plot", str(tmp_path / "p.svg")]) == 0
     assert "m-0000" in capsys.readouterr().out
     assert "m-0000" in (tmp_path / "p.svg").read_text()
+
+
+def test_a_checkpoint_registered_but_never_announced_is_announced_by_the_next_run(
+        kafka_bootstrap, topic_names, tmp_path, registry):  # fmt: skip
+    """The state a trainer killed between registering and announcing leaves behind."""
+    registry.register(new_policy(SMALL, seed=1), checkpoint_id="t-0001", parent="t-0000",
+                      evals={}, batches=("b-lost",), status="promoted")
+    assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints) == {}
+    assert _train(tmp_path, kafka_bootstrap, topic_names.prefix) == 1  # nothing to train on...
+    held = read_checkpoints(kafka_bootstrap, topic_names.checkpoints)
+    assert held == {"t-0000": registry.get("t-0000"), "t-0001": registry.get("t-0001")}  # ...yet
+    assert main(["checkpoints", "announce", "--registry", str(tmp_path / "ckpt"), "--bootstrap",
+                 kafka_bootstrap, "--topic-prefix", topic_names.prefix]) == 0  # idempotent
+    assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints) == held
+
+
+def test_rtrl_train_killed_after_registering_loses_no_announcement(
+        kafka_bootstrap, topic_names, tmp_path, registry):  # fmt: skip
+    """SIGKILL the trainer as soon as its candidate's folder is in place: the next run announces
+    it, and trains on nothing twice."""
+    _offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 200,
+                 seed=5)
+    proc = subprocess.Popen([sys.executable, "-m", "rtrl.cli", "train", "--registry",
+                             str(tmp_path / "ckpt"), "--warehouse", str(tmp_path / "wh"),
+                             "--bootstrap", kafka_bootstrap, "--topic-prefix",
+                             topic_names.prefix, "--publish"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    info_file = tmp_path / "ckpt" / "t-0001" / "checkpoint.json"
+    deadline = time.monotonic() + 120
+    while not info_file.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.kill()
+    proc.wait(30)
+    assert info_file.exists(), "the trainer never registered its candidate"
+    # killed before it announced (announcing first reads the topic: tens of milliseconds)
+    assert "t-0001" not in read_checkpoints(kafka_bootstrap, topic_names.checkpoints)
+    assert _train(tmp_path, kafka_bootstrap, topic_names.prefix) == 1  # its batch is used
+    held = read_checkpoints(kafka_bootstrap, topic_names.checkpoints)
+    assert held["t-0001"] == registry.get("t-0001")
+    assert [i.checkpoint_id for i in registry.list()] == ["t-0000", "t-0001"]

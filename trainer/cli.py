@@ -18,7 +18,8 @@ EXIT_REJECTED = 3
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    c = sub.add_parser("checkpoints", help="the checkpoint registry: create the first, list all",
+    c = sub.add_parser("checkpoints", help="the checkpoint registry: create the first, announce, "
+                       "list",
                        description="Checkpoints live in a registry folder, one sub-folder per "
                        "checkpoint (weights.safetensors and checkpoint.json); an id names one set "
                        "of weights forever.")  # fmt: skip
@@ -33,6 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     init.add_argument("--max-new-tokens", type=positive_int, default=8)
     _add_publish(init)
     init.set_defaults(func=_init)
+    announce = csub.add_parser("announce", help="announce every registered checkpoint the "
+                               "checkpoints topic does not hold yet (after a crash)")
+    _add_registry(announce)
+    add_bootstrap_arg(announce)
+    add_topic_prefix_arg(announce)
+    announce.set_defaults(func=_announce_all)
     ls = csub.add_parser("list", help="every checkpoint: parent, status, eval figures")
     _add_registry(ls)
     ls.add_argument("--plot", type=Path, default=None,
@@ -82,19 +89,19 @@ def _add_registry(p: argparse.ArgumentParser) -> None:
 
 def _add_publish(p: argparse.ArgumentParser) -> None:
     p.add_argument("--publish", action="store_true",
-                   help="announce the checkpoint on the checkpoints topic")
+                   help="announce on the checkpoints topic every registered checkpoint it does "
+                   "not hold yet (this one, and any a crash left unannounced)")
     add_bootstrap_arg(p)
     add_topic_prefix_arg(p)
 
 
-def _publish(args: argparse.Namespace, info: Any) -> None:
-    if not args.publish:
-        return
+def _announce(args: argparse.Namespace, registry: Any) -> None:
     from infra.topics import TopicNames
-    from trainer.publish import publish_checkpoint
+    from trainer.publish import announce_missing
 
-    publish_checkpoint(bootstrap_from(args), TopicNames(args.topic_prefix).checkpoints, info)
-    log.info("announced %s on %s", info.checkpoint_id, TopicNames(args.topic_prefix).checkpoints)
+    topic = TopicNames(args.topic_prefix).checkpoints
+    for checkpoint_id in announce_missing(bootstrap_from(args), topic, registry):
+        log.info("announced %s on %s", checkpoint_id, topic)
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -111,7 +118,15 @@ def _init(args: argparse.Namespace) -> int:
         log.error("%s", exc)
         return 2
     print(f"{info.checkpoint_id}: promoted, weights {info.weights}")
-    _publish(args, info)
+    if args.publish:
+        _announce(args, CheckpointRegistry(args.registry))
+    return 0
+
+
+def _announce_all(args: argparse.Namespace) -> int:
+    from trainer.registry import CheckpointRegistry
+
+    _announce(args, CheckpointRegistry(args.registry))
     return 0
 
 
@@ -156,6 +171,8 @@ def _train(args: argparse.Namespace) -> int:
     from trainer.train import train_round
 
     registry = CheckpointRegistry(args.registry)
+    if args.publish:  # first what an earlier run registered but could not announce
+        _announce(args, registry)
     parent = registry.get(args.checkpoint) if args.checkpoint else registry.current()
     if parent is None:
         log.error("no promoted checkpoint in %s: `rtrl checkpoints init` makes the first",
@@ -186,5 +203,6 @@ def _train(args: argparse.Namespace) -> int:
           f"(ESS {est.ess:.0f}, KL {est.kl:.3f})")
     for reason in info.reasons:
         print(f"  gate: {reason}")
-    _publish(args, info)
+    if args.publish:
+        _announce(args, registry)
     return 0 if info.status == "promoted" else EXIT_REJECTED

@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from infra.compacted import read_latest
 from infra.settings import reliable_producer
-from trainer.registry import CheckpointInfo
+from trainer.registry import CheckpointInfo, CheckpointRegistry
 
 log = logging.getLogger(__name__)
 
@@ -74,3 +74,20 @@ def read_checkpoints(bootstrap: str, topic: str,
             continue
         out[checkpoint_id] = info
     return out
+
+
+def announce_missing(bootstrap: str, topic: str, registry: CheckpointRegistry,
+                     timeout_s: float = 30) -> list[str]:
+    """Announce every registered checkpoint that ``topic`` does not hold as registered; return
+    their ids.
+
+    Registering comes first and announcing second, so a trainer killed between the two leaves a
+    checkpoint nobody heard of; the next call catches up. Announcing is idempotent (the same
+    value under the same key of a compacted topic), and the serving side ignores a promoted
+    checkpoint older than the one it serves, so announcing again is harmless.
+    """
+    held = read_checkpoints(bootstrap, topic, timeout_s)
+    missing = [info for info in registry.list() if held.get(info.checkpoint_id) != info]
+    for info in missing:
+        publish_checkpoint(bootstrap, topic, info, timeout_s)
+    return [info.checkpoint_id for info in missing]

@@ -191,3 +191,19 @@ def test_rtrl_train_killed_after_registering_loses_no_announcement(
     held = read_checkpoints(kafka_bootstrap, topic_names.checkpoints)
     assert held["t-0001"] == registry.get("t-0001")
     assert [i.checkpoint_id for i in registry.list()] == ["t-0000", "t-0001"]
+
+
+def test_rollback_serves_old_weights_under_a_new_id(kafka_bootstrap, topic_names, tmp_path,
+                                                    registry):  # fmt: skip
+    registry.register(new_policy(SMALL, seed=1), checkpoint_id="t-0001", parent="t-0000",
+                      evals={}, batches=("b",), status="promoted")
+    args = ["checkpoints", "rollback", "--registry", str(tmp_path / "ckpt"), "--bootstrap",
+            kafka_bootstrap, "--topic-prefix", topic_names.prefix]
+    assert main([*args, "--to", "t-0000"]) == 0
+    back = registry.current()
+    assert back is not None and back.checkpoint_id == "t-0002" and back.parent == "t-0000"
+    old, new = registry.load("t-0000").state_dict(), registry.load("t-0002").state_dict()
+    assert all(torch.equal(old[k], new[k]) for k in old)
+    assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints)["t-0002"] == back
+    assert main([*args, "--to", "t-0009"]) == 2  # unknown
+    assert main([*args, "--to", "t-0000", "--id", "t-0001"]) == 2  # taken

@@ -34,6 +34,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     init.add_argument("--max-new-tokens", type=positive_int, default=8)
     _add_publish(init)
     init.set_defaults(func=_init)
+    back = csub.add_parser("rollback", help="serve an earlier checkpoint's weights again: "
+                           "register them under a new id, promoted, and announce it",
+                           description="Serving only moves forward, to a promoted checkpoint "
+                           "newer than the one it serves, and an id names one set of weights "
+                           "forever: a rollback is a new checkpoint with old weights.")
+    _add_registry(back)
+    back.add_argument("--to", required=True, help="the checkpoint whose weights to serve again")
+    back.add_argument("--id", default=None, help="the new id (default: the next number)")
+    add_bootstrap_arg(back)
+    add_topic_prefix_arg(back)
+    back.set_defaults(func=_rollback)
     announce = csub.add_parser("announce", help="announce every registered checkpoint the "
                                "checkpoints topic does not hold yet (after a crash)")
     _add_registry(announce)
@@ -120,6 +131,26 @@ def _init(args: argparse.Namespace) -> int:
     print(f"{info.checkpoint_id}: promoted, weights {info.weights}")
     if args.publish:
         _announce(args, CheckpointRegistry(args.registry))
+    return 0
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    from trainer.inputs import next_id
+    from trainer.registry import CheckpointRegistry
+
+    registry = CheckpointRegistry(args.registry)
+    try:
+        old = registry.get(args.to)
+        current = registry.current()
+        info = registry.register(registry.load(old.checkpoint_id),
+                                 checkpoint_id=args.id or next_id(registry, current or old),
+                                 parent=old.checkpoint_id, evals={"rollback_of": old.checkpoint_id},
+                                 batches=(), status="promoted")
+    except (KeyError, ValueError) as exc:
+        log.error("%s", exc.args[0] if exc.args else exc)
+        return 2
+    print(f"{info.checkpoint_id}: the weights of {old.checkpoint_id}, promoted")
+    _announce(args, registry)
     return 0
 
 

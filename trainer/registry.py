@@ -28,6 +28,7 @@ import orjson
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
+from infra.durable import fsync_dir
 from ingest.contract import ContractError, normalize_ts, now_ts
 from trainer.policy import Policy, PolicyConfig
 
@@ -174,15 +175,6 @@ def _write_synced(path: Path, data: bytes) -> None:
         os.fsync(out.fileno())
 
 
-def _sync_dir(path: Path) -> None:
-    """Make a directory's entries (new files, a rename into it) durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class CheckpointRegistry:
     """Checkpoints under one directory; see the module docstring for the layout."""
 
@@ -215,13 +207,13 @@ class CheckpointRegistry:
             _write_synced(tmp / WEIGHTS_FILE, data)
             info_json = orjson.dumps(info.to_json_dict(), option=orjson.OPT_INDENT_2)
             _write_synced(tmp / INFO_FILE, info_json)
-            _sync_dir(tmp)
+            fsync_dir(tmp)
             try:
                 os.rename(tmp, final)
             except OSError as exc:  # another writer registered the id meanwhile
                 raise ValueError(f"checkpoint {checkpoint_id!r} is registered already "
                                  f"({exc.strerror})") from None
-            _sync_dir(self.root)
+            fsync_dir(self.root)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp)

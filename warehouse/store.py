@@ -21,6 +21,7 @@ import fsspec
 import polars as pl
 from fsspec.implementations.local import LocalFileSystem
 
+from infra.durable import fsync_dir
 from warehouse.layout import PartFile, join, parse_part
 
 
@@ -60,7 +61,7 @@ class Store:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, final)
-        _fsync_dir(folder)
+        fsync_dir(folder)
 
     def write_parquet(self, relative: str, frame: pl.DataFrame) -> None:
         buffer = io.BytesIO()
@@ -121,10 +122,3 @@ class Store:
                 out.append((relative, part))
         return out
 
-
-def _fsync_dir(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -80,7 +80,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--id", default=None,
                    help="the candidate's id (default: the parent's prefix and the next number)")
     t.add_argument("--lr", type=float, default=0.005, help="learning rate (default 0.005)")
-    t.add_argument("--epochs", type=positive_int, default=4)
+    t.add_argument("--epochs", type=positive_int, default=4,
+                   help="passes over the round's examples (default 4)")
     t.add_argument("--held-out", type=float, default=0.3,
                    help="share of interactions kept for the eval (default 0.3)")
     t.add_argument("--min-gain", type=float, default=0.0,
@@ -218,6 +219,8 @@ def _train(args: argparse.Namespace) -> int:
         return 1
     catalog = args.catalog or args.warehouse / "warehouse.duckdb"
     alarms = alarms_of(catalog, registry, parent.checkpoint_id, args.thresholds)
+    log.info("training %s on %d batch(es), %d monitor alarm(s) of it against its parent",
+             parent.checkpoint_id, len(batches), len(alarms))
     try:
         result = train_round(
             registry, parent.checkpoint_id, batches, args.id or next_id(registry, parent),

@@ -4,6 +4,7 @@ announced; a batch is trained on once; a monitor alarm blocks the promotion."""
 from __future__ import annotations
 
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -207,3 +208,60 @@ def test_rollback_serves_old_weights_under_a_new_id(kafka_bootstrap, topic_names
     assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints)["t-0002"] == back
     assert main([*args, "--to", "t-0009"]) == 2  # unknown
     assert main([*args, "--to", "t-0000", "--id", "t-0001"]) == 2  # taken
+
+
+def _empty_catalog(path: Path) -> Path:
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE rewards (interaction_id VARCHAR, revision BIGINT, "
+                    "checkpoint_id VARCHAR, status VARCHAR, n_edits BIGINT, n_clarifying BIGINT, "
+                    "n_invalid_tool_calls BIGINT, n_subagents BIGINT, n_subagents_unused BIGINT)")
+    return path
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, "the service exited"
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.1)
+
+
+def test_the_service_trains_each_new_checkpoint_on_its_batches_until_sigterm(
+        kafka_bootstrap, topic_names, tmp_path, registry):  # fmt: skip
+    catalog = _empty_catalog(tmp_path / "catalog.duckdb")
+    log = tmp_path / "service.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rtrl.cli", "train", "--watch", "--interval-s", "0.5",
+             "--registry", str(tmp_path / "ckpt"), "--warehouse", str(tmp_path / "wh"),
+             "--catalog", str(catalog), "--min-gain", "-100", "--max-kl", "100",
+             "--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix,
+             "--publish"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60  # idle first: it looked and found nothing to train on
+        while "no new offered batch of t-0000" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        assert [i.checkpoint_id for i in registry.list()] == ["t-0000"]
+        for served, trained in (("t-0000", "t-0001"), ("t-0001", "t-0002")):
+            _offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry,
+                         served, 300, seed=int(trained[-1]))
+            _wait_for(tmp_path / "ckpt" / trained / "checkpoint.json", proc)
+            assert registry.get(trained).parent == served
+        deadline = time.monotonic() + 30
+        while "t-0002" not in read_checkpoints(kafka_bootstrap, topic_names.checkpoints):
+            assert time.monotonic() < deadline, "t-0002 was not announced"
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(30)
+    assert code == 0, log.read_text()[-2000:]
+    said = log.read_text()
+    assert "stopped after 2 round(s)" in said
+    assert said.count("no new offered batch of t-0000") == 1  # idle is said once, not per look
+    assert [i.status for i in registry.list()] == ["promoted"] * 3
+
+
+def test_the_service_refuses_a_fixed_checkpoint(tmp_path):
+    assert main(["train", "--watch", "--checkpoint", "t-0000", "--registry",
+                 str(tmp_path / "r")]) == 2

@@ -14,7 +14,7 @@ from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from, p
 
 log = logging.getLogger("rtrl.train")
 DEFAULT_REGISTRY = ".rtrl/checkpoints"
-EXIT_REJECTED = 3
+EXIT_REJECTED = 3  # trainer.service.REJECTED_EXIT, known here without importing torch
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -90,6 +90,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="largest KL from the served checkpoint (default 1.0)")
     t.add_argument("--thresholds", type=Path, default=None,
                    help="monitor thresholds file (default: the built-in ones)")
+    t.add_argument("--watch", action="store_true",
+                   help="run as a service: train whenever the served checkpoint has a new "
+                   "batch, until SIGTERM (stops between rounds)")
+    t.add_argument("--interval-s", type=float, default=30.0,
+                   help="with --watch: seconds between looks at the batches topic (default 30)")
     _add_publish(t)  # the batches are read from the batches topic of the same cluster
     t.set_defaults(func=_train)
 
@@ -195,48 +200,35 @@ def _num(value: object, spec: str) -> str:
 
 
 def _train(args: argparse.Namespace) -> int:
+    import threading
+
+    from infra.lifetime import stop_signals_call
     from infra.topics import TopicNames
     from trainer.gate import GateConfig
-    from trainer.inputs import alarms_of, next_id, offered_batches, untrained
     from trainer.learner import LearnerConfig
-    from trainer.registry import CheckpointRegistry
-    from trainer.train import train_round
+    from trainer.service import RoundOptions, train_once, watch
 
-    registry = CheckpointRegistry(args.registry)
-    if args.publish:  # first what an earlier run registered but could not announce
-        _announce(args, registry)
-    parent = registry.get(args.checkpoint) if args.checkpoint else registry.current()
-    if parent is None:
-        log.error("no promoted checkpoint in %s: `rtrl checkpoints init` makes the first",
-                  args.registry)
-        return 1
-    topics = TopicNames(args.topic_prefix)
-    offered = offered_batches(bootstrap_from(args), topics.batches)
-    batches = untrained(offered, registry, parent.checkpoint_id, args.warehouse)
-    if not batches:
-        log.error("no new offered batch of %s on %s (%d offered in all)", parent.checkpoint_id,
-                  topics.batches, len(offered))
-        return 1
-    catalog = args.catalog or args.warehouse / "warehouse.duckdb"
-    alarms = alarms_of(catalog, registry, parent.checkpoint_id, args.thresholds)
-    log.info("training %s on %d batch(es), %d monitor alarm(s) of it against its parent",
-             parent.checkpoint_id, len(batches), len(alarms))
+    if args.watch and (args.checkpoint or args.id):
+        log.error("--watch always trains the current promoted checkpoint: "
+                  "no --checkpoint or --id with it")
+        return 2
     try:
-        result = train_round(
-            registry, parent.checkpoint_id, batches, args.id or next_id(registry, parent),
+        options = RoundOptions(
+            registry=args.registry, warehouse=args.warehouse, bootstrap=bootstrap_from(args),
+            topics=TopicNames(args.topic_prefix),
             learner=LearnerConfig(lr=args.lr, epochs=args.epochs),
-            gate=GateConfig(min_gain=args.min_gain, max_kl=args.max_kl), alarms=alarms,
-            held_out_fraction=args.held_out)
-    except ValueError as exc:  # options out of range, a taken id, batches without examples
+            gate=GateConfig(min_gain=args.min_gain, max_kl=args.max_kl),
+            held_out=args.held_out, catalog=args.catalog, checkpoint=args.checkpoint,
+            candidate_id=args.id, thresholds=args.thresholds, publish=args.publish)
+    except ValueError as exc:  # an option out of range
+        log.error("%s", exc)
+        return 2
+    if args.watch:
+        stop = threading.Event()
+        with stop_signals_call(lambda _signum, _frame: stop.set()):
+            return watch(options, args.interval_s, stop)
+    try:
+        return train_once(options)
+    except ValueError as exc:  # a taken id, batches without examples
         log.error("%s", exc)
         return 1
-    info, est = result.candidate, result.estimate
-    print(f"{info.checkpoint_id} from {parent.checkpoint_id}: {info.status.upper()}; "
-          f"{result.n_train} examples trained, {result.n_held_out} held out; reward "
-          f"{est.behaviour_mean:+.3f} served, {est.value:+.3f} estimated for the candidate "
-          f"(ESS {est.ess:.0f}, KL {est.kl:.3f})")
-    for reason in info.reasons:
-        print(f"  gate: {reason}")
-    if args.publish:
-        _announce(args, registry)
-    return 0 if info.status == "promoted" else EXIT_REJECTED

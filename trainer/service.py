@@ -1,0 +1,119 @@
+"""`rtrl train` as one round or as a service: what it reads, what it decides, what it announces.
+
+One round (:func:`train_once`) trains the served checkpoint on its batches that no checkpoint
+was trained on yet. The service (:func:`watch`) does that whenever the warehouse offers a new
+batch of the checkpoint being served, so a promoted checkpoint is trained on again as soon as
+its own data has settled: the loop closes in the time the data takes, not in a release cycle.
+Between rounds it polls the compacted ``batches`` topic; a stop request is honoured between
+rounds, never in the middle of one, and a round that failed for a passing reason (Kafka
+unreachable, the catalog being replaced) is tried again at the next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+from confluent_kafka import KafkaException
+
+from infra.topics import TopicNames
+from trainer.gate import GateConfig
+from trainer.inputs import alarms_of, next_id, offered_batches, untrained
+from trainer.learner import LearnerConfig
+from trainer.publish import announce_missing
+from trainer.registry import CheckpointRegistry
+from trainer.train import PROMOTED, train_round
+
+log = logging.getLogger("rtrl.train")
+
+NOTHING_TO_TRAIN, PROMOTED_EXIT, REJECTED_EXIT = 1, 0, 3
+
+
+@dataclass(frozen=True)
+class RoundOptions:
+    registry: Path
+    warehouse: Path
+    bootstrap: str
+    topics: TopicNames
+    learner: LearnerConfig
+    gate: GateConfig
+    held_out: float = 0.3
+    catalog: Path | None = None  # default: warehouse.duckdb in the warehouse
+    checkpoint: str | None = None  # default: the current promoted one
+    candidate_id: str | None = None  # default: the next number
+    thresholds: Path | None = None
+    publish: bool = False
+
+
+def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
+    """One round; the exit code: 0 promoted, 3 rejected, 1 nothing to train on (said at
+    ``idle_level``: the service says it once, not at every look)."""
+    registry = CheckpointRegistry(options.registry)
+    if options.publish:  # first what an earlier run registered but could not announce
+        announce(options, registry)
+    parent = registry.get(options.checkpoint) if options.checkpoint else registry.current()
+    if parent is None:
+        log.error("no promoted checkpoint in %s: `rtrl checkpoints init` makes the first",
+                  options.registry)
+        return NOTHING_TO_TRAIN
+    offered = offered_batches(options.bootstrap, options.topics.batches)
+    batches = untrained(offered, registry, parent.checkpoint_id, options.warehouse)
+    if not batches:
+        log.log(idle_level, "no new offered batch of %s on %s (%d offered in all)",
+                parent.checkpoint_id, options.topics.batches, len(offered))
+        return NOTHING_TO_TRAIN
+    catalog = options.catalog or options.warehouse / "warehouse.duckdb"
+    alarms = alarms_of(catalog, registry, parent.checkpoint_id, options.thresholds)
+    log.info("training %s on %d batch(es), %d monitor alarm(s) of it against its parent",
+             parent.checkpoint_id, len(batches), len(alarms))
+    result = train_round(registry, parent.checkpoint_id, batches,
+                         options.candidate_id or next_id(registry, parent),
+                         learner=options.learner, gate=options.gate, alarms=alarms,
+                         held_out_fraction=options.held_out)
+    info, est = result.candidate, result.estimate
+    print(f"{info.checkpoint_id} from {parent.checkpoint_id}: {info.status.upper()}; "
+          f"{result.n_train} examples trained, {result.n_held_out} held out; reward "
+          f"{est.behaviour_mean:+.3f} served, {est.value:+.3f} estimated for the candidate "
+          f"(ESS {est.ess:.0f}, KL {est.kl:.3f})", flush=True)
+    for reason in info.reasons:
+        print(f"  gate: {reason}", flush=True)
+    if options.publish:
+        announce(options, registry)
+    return PROMOTED_EXIT if info.status == PROMOTED else REJECTED_EXIT
+
+
+def watch(options: RoundOptions, interval_s: float, stop: threading.Event) -> int:
+    """Train the current promoted checkpoint whenever there is something to train it on, until
+    ``stop`` is set; returns 0. ``options.checkpoint`` and ``candidate_id`` must be None."""
+    if options.checkpoint or options.candidate_id:
+        raise ValueError("the service trains the current promoted checkpoint under new ids")
+    log.info("watching %s every %g s for batches of the served checkpoint",
+             options.topics.batches, interval_s)
+    rounds = 0
+    idle_level = logging.INFO
+    while not stop.is_set():
+        try:
+            code = train_once(options, idle_level)
+        except (KafkaException, RuntimeError, OSError, duckdb.Error) as exc:  # passing
+            log.warning("round failed, trying again in %g s: %s", interval_s, exc)
+            code = NOTHING_TO_TRAIN
+        except ValueError as exc:  # the data: a person must look; the service goes on
+            log.error("round refused, trying again in %g s: %s", interval_s, exc)
+            code = NOTHING_TO_TRAIN
+        if code == NOTHING_TO_TRAIN:
+            idle_level = logging.DEBUG  # said once until the next round
+            stop.wait(interval_s)
+        else:
+            rounds += 1
+            idle_level = logging.INFO
+    log.info("stopped after %d round(s)", rounds)
+    return 0
+
+
+def announce(options: RoundOptions, registry: CheckpointRegistry) -> None:
+    topic = options.topics.checkpoints
+    for checkpoint_id in announce_missing(options.bootstrap, topic, registry):
+        log.info("announced %s on %s", checkpoint_id, topic)

@@ -17,11 +17,14 @@ import pytest
 import torch
 
 from rtrl.cli import main
+from trainer.gate import GateConfig
 from trainer.inputs import next_id
+from trainer.learner import LearnerConfig
 from trainer.policy import PolicyConfig, new_policy, sample
 from trainer.publish import read_checkpoints
 from trainer.registry import CheckpointRegistry
 from trainer.rollout import Rollout
+from trainer.train import train_round
 from warehouse.batches import publish
 from warehouse.manifest import BATCH_DATA_SCHEMA, BatchEntry
 
@@ -265,3 +268,21 @@ def test_the_service_trains_each_new_checkpoint_on_its_batches_until_sigterm(
 def test_the_service_refuses_a_fixed_checkpoint(tmp_path):
     assert main(["train", "--watch", "--checkpoint", "t-0000", "--registry",
                  str(tmp_path / "r")]) == 2
+
+
+def test_a_round_refuses_another_checkpoints_batch_and_a_batch_without_rollouts(
+        tmp_path, registry):  # fmt: skip
+    base = {name: None for name in BATCH_DATA_SCHEMA.names()}
+    rows = [{**base, "batch_id": "b", "interaction_id": f"i{i}", "checkpoint_id": "x-0000",
+             "status": "scored", "reward": 0.5} for i in range(3)]
+    other = tmp_path / "other.parquet"
+    pl.DataFrame(rows, schema=BATCH_DATA_SCHEMA).write_parquet(other)
+    options = dict(learner=LearnerConfig(), gate=GateConfig(), alarms=[])
+    with pytest.raises(ValueError, match="on-policy"):
+        train_round(registry, "t-0000", [("b", [other])], "t-0001", **options)
+    mine = tmp_path / "mine.parquet"
+    pl.DataFrame([{**r, "checkpoint_id": "t-0000"} for r in rows],
+                 schema=BATCH_DATA_SCHEMA).write_parquet(mine)
+    with pytest.raises(ValueError, match="no examples"):
+        train_round(registry, "t-0000", [("b", [mine])], "t-0001", **options)
+    assert [i.checkpoint_id for i in registry.list()] == ["t-0000"]  # nothing registered

@@ -41,10 +41,10 @@ def offered_batches(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list
 
 
 def untrained(batches: list[OfferedBatch], registry: CheckpointRegistry, checkpoint_id: str,
-              warehouse: Path) -> list[tuple[str, Path]]:  # fmt: skip
-    """``(batch_id, data file)`` of ``checkpoint_id``'s batches no checkpoint was trained on."""
+              warehouse: Path) -> list[tuple[str, list[Path]]]:  # fmt: skip
+    """``(batch_id, data files)`` of ``checkpoint_id``'s batches no checkpoint was trained on."""
     used = {batch for info in registry.list() for batch in info.batches}
-    return [(b.batch_id, warehouse / b.files[0]) for b in batches
+    return [(b.batch_id, [warehouse / f for f in b.files]) for b in batches
             if b.checkpoint_id == checkpoint_id and b.batch_id not in used]
 
 

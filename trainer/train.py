@@ -61,21 +61,22 @@ def split(examples: Sequence[Example], fraction: float) -> tuple[list[Example], 
 
 
 def train_round(registry: CheckpointRegistry, parent_id: str,
-                batches: Sequence[tuple[str, str | Path]], candidate_id: str, *,
+                batches: Sequence[tuple[str, Sequence[str | Path]]], candidate_id: str, *,
                 learner: LearnerConfig, gate: GateConfig, alarms: Sequence[Alarm],
                 held_out_fraction: float = 0.3) -> TrainResult:  # fmt: skip
-    """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, path)`` pairs)."""
+    """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, data files)``)."""
     if not 0 < held_out_fraction < 1:
         raise ValueError("held_out_fraction must be between 0 and 1")
     examples: list[Example] = []
     skipped: Counter[str] = Counter()
-    for batch, path in batches:
-        read = read_examples(path)
-        if read.checkpoint_id != parent_id:
-            raise ValueError(f"batch {batch} holds {read.checkpoint_id}'s interactions, "
-                             f"not {parent_id}'s: on-policy training reads its own checkpoint's")
-        examples += read.examples
-        skipped.update(read.skipped)
+    for batch, paths in batches:
+        for path in paths:
+            read = read_examples(path)
+            if read.checkpoint_id != parent_id:
+                raise ValueError(f"batch {batch} holds {read.checkpoint_id}'s interactions, not "
+                                 f"{parent_id}'s: on-policy training reads its own checkpoint's")
+            examples += read.examples
+            skipped.update(read.skipped)
     if not examples:
         raise ValueError(f"no examples with a rollout of {parent_id} in {len(batches)} batch(es)")
     train, held = split(examples, held_out_fraction)

@@ -58,8 +58,13 @@ class PolicyServer:
             ids, logprobs = sample(policy, prompt_ids, self._generator)
         rollout = Rollout(interaction_id, info.checkpoint_id, tuple(prompt_ids), tuple(ids),
                           tuple(logprobs), now_ts())
-        self._producer.produce(self._topics.rollouts, rollout.to_json(), interaction_id.encode(),
-                               on_delivery=self._on_delivery)
+        while True:
+            try:
+                self._producer.produce(self._topics.rollouts, rollout.to_json(),
+                                       interaction_id.encode(), on_delivery=self._on_delivery)
+                break
+            except BufferError:  # the producer's queue is full: let it drain, then go on
+                self._producer.poll(0.05)
         self._producer.poll(0)
         return rollout
 

@@ -4,9 +4,9 @@ One round (:func:`train_once`) trains the served checkpoint on its batches that 
 was trained on yet. The service (:func:`watch`) does that whenever the warehouse offers a new
 batch of the checkpoint being served, so a promoted checkpoint is trained on again as soon as
 its own data has settled: the loop closes in the time the data takes, not in a release cycle.
-Between rounds it polls the compacted ``batches`` topic; a stop request is honoured between
-rounds, never in the middle of one, and a round that failed for a passing reason (Kafka
-unreachable, the catalog being replaced) is tried again at the next poll.
+Between rounds it polls the compacted ``batches`` topic (``infra.periodic``: a stop request is
+honoured between rounds, never in the middle of one; a round that failed for a passing reason,
+Kafka unreachable or the catalog being replaced, is tried again at the next look).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 from confluent_kafka import KafkaException
 
+from infra.periodic import run_every
 from infra.topics import TopicNames
 from trainer.gate import GateConfig
 from trainer.inputs import alarms_of, next_id, offered_batches, untrained
@@ -92,23 +93,20 @@ def watch(options: RoundOptions, interval_s: float, stop: threading.Event) -> in
         raise ValueError("the service trains the current promoted checkpoint under new ids")
     log.info("watching %s every %g s for batches of the served checkpoint",
              options.topics.batches, interval_s)
-    rounds = 0
-    idle_level = logging.INFO
-    while not stop.is_set():
+    idle_level = logging.INFO  # "nothing to train on" is said once until the next round
+
+    def step() -> bool:
+        nonlocal idle_level
         try:
             code = train_once(options, idle_level)
-        except (KafkaException, RuntimeError, OSError, duckdb.Error) as exc:  # passing
-            log.warning("round failed, trying again in %g s: %s", interval_s, exc)
-            code = NOTHING_TO_TRAIN
         except ValueError as exc:  # the data: a person must look; the service goes on
-            log.error("round refused, trying again in %g s: %s", interval_s, exc)
+            log.error("round refused: %s", exc)
             code = NOTHING_TO_TRAIN
-        if code == NOTHING_TO_TRAIN:
-            idle_level = logging.DEBUG  # said once until the next round
-            stop.wait(interval_s)
-        else:
-            rounds += 1
-            idle_level = logging.INFO
+        idle_level = logging.DEBUG if code == NOTHING_TO_TRAIN else logging.INFO
+        return code != NOTHING_TO_TRAIN
+
+    rounds = run_every(step, interval_s, stop,
+                       (KafkaException, RuntimeError, OSError, duckdb.Error), log)
     log.info("stopped after %d round(s)", rounds)
     return 0
 

@@ -24,6 +24,7 @@ import orjson
 import polars as pl
 from confluent_kafka import KafkaError, Message, Producer
 
+from infra.compacted import read_latest
 from infra.settings import reliable_producer
 from rewards.config import RewardConfig
 from rewards.record import FIELD_NAMES, RECORD_SCHEMA
@@ -151,6 +152,20 @@ def publish(bootstrap: str, topic: str, entries: list[BatchEntry]) -> int:
     if left or errors:
         raise RuntimeError(f"batch announcements failed: {left} unsent, errors {errors[:3]}")
     return len(offered)
+
+
+def announce_missing(bootstrap: str, topic: str, store: Store) -> list[str]:
+    """Announce every offered batch the topic does not hold yet; return their ids.
+
+    A batch is recorded first and announced second, so a build whose announcement failed (Kafka
+    unreachable) leaves an offered batch no trainer hears of; the next build catches up. An
+    announcement is idempotent (a batch's entry never changes; the topic is compacted by id).
+    """
+    held = read_latest(bootstrap, topic)
+    missing = [e for e in list_batches(store, offered_only=True)
+               if e.batch_id.encode() not in held]
+    publish(bootstrap, topic, missing)
+    return [e.batch_id for e in missing]
 
 
 def list_batches(store: Store, offered_only: bool = False) -> list[BatchEntry]:

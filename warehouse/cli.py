@@ -84,6 +84,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     bb.add_argument("--min-rows", type=int, default=1, help="smallest batch worth building")
     bb.add_argument("--settle-s", type=int, default=None,
                     help="only interactions closed this long ago (default: late window + grace)")
+    bb.add_argument("--watch", action="store_true",
+                    help="run as a service: build (catalog included) every --interval-s until "
+                    "SIGTERM (stops between builds)")
+    bb.add_argument("--interval-s", type=float, default=60.0,
+                    help="with --watch: seconds between builds (default 60)")
     bb.set_defaults(func=_batches_build)
     bl = bsub.add_parser("list", help="show the manifest")
     _add_root(bl, db=False)
@@ -198,18 +203,40 @@ def _committed_offsets(args: argparse.Namespace) -> dict[tuple[str, int], int]:
 
 
 def _batches_build(args: argparse.Namespace) -> int:
-    from infra.topics import TopicNames
-    from warehouse.batches import BuildConfig, build_batches, publish
+    import logging
+    import threading
 
-    store = _store(args)
+    import duckdb
+    from confluent_kafka import KafkaException
+
+    from infra.lifetime import stop_signals_call
+    from infra.periodic import run_every
+    from infra.topics import TopicNames
+    from warehouse.batches import BuildConfig, announce_missing, build_batches
+
+    store = _store(args, must_exist=not args.watch)
     settle = {} if args.settle_s is None else {"settle_s": args.settle_s}
     config = BuildConfig(min_rows=args.min_rows, **settle)
-    entries = build_batches(store, config, db=args.db)
-    if entries and not args.no_publish:
-        publish(bootstrap_from(args), TopicNames(args.topic_prefix).batches, entries)
-    for e in entries:
-        print(f"{e.batch_id}  {e.quality:6}  {'offered' if e.offered else 'quarantined'}  "
-              f"{e.n_rows} rows")
+    log = logging.getLogger("rtrl.batches")
+
+    def build() -> bool:
+        entries = build_batches(store, config, db=args.db)
+        for e in entries:
+            print(f"{e.batch_id}  {e.quality:6}  {'offered' if e.offered else 'quarantined'}  "
+                  f"{e.n_rows} rows", flush=True)
+        if not args.no_publish:  # this build's offered batches, and any a failure left unsaid
+            topic = TopicNames(args.topic_prefix).batches
+            for batch in announce_missing(bootstrap_from(args), topic, store):
+                log.info("announced %s on %s", batch, topic)
+        return False  # a build takes what is due: the next one waits for the interval
+
+    if not args.watch:
+        build()
+        return 0
+    stop = threading.Event()
+    with stop_signals_call(lambda _signum, _frame: stop.set()):
+        run_every(build, args.interval_s, stop, (KafkaException, RuntimeError, OSError,
+                                                 duckdb.Error), log)
     return 0
 
 

@@ -21,7 +21,7 @@ from tests.infra_probe import rtrl_subcommands
 REPO = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict] = COMPOSE["services"]
-PLATFORM = ("topics", "collector", "stream", "sink")
+PLATFORM = ("topics", "collector", "stream", "sink", "batches")
 
 
 def test_every_service_has_an_image_or_a_build():

@@ -57,8 +57,9 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
         announce(options, registry)
     parent = registry.get(options.checkpoint) if options.checkpoint else registry.current()
     if parent is None:
-        log.error("no promoted checkpoint in %s: `rtrl checkpoints init` makes the first",
-                  options.registry)
+        log.log(logging.ERROR if idle_level == logging.INFO else idle_level,
+                "no promoted checkpoint in %s: `rtrl checkpoints init` makes the first",
+                options.registry)
         return NOTHING_TO_TRAIN
     offered = offered_batches(options.bootstrap, options.topics.batches)
     batches = untrained(offered, registry, parent.checkpoint_id, options.warehouse)

@@ -53,6 +53,31 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse ``type``: a number of seconds above 0.
+
+    >>> positive_seconds("0.5")
+    0.5
+    >>> positive_seconds("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be above 0 seconds, got 0.0
+    """
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be above 0 seconds, got {value}")
+    return value
+
+
+def add_watch_args(p: argparse.ArgumentParser, step: str, default_s: float) -> None:
+    """``--watch`` and ``--interval-s``: the command as a service (``infra.periodic``)."""
+    p.add_argument("--watch", action="store_true",
+                   help=f"run as a service: {step} every --interval-s until SIGTERM (it stops "
+                   "between two, never in the middle of one)")
+    p.add_argument("--interval-s", type=positive_seconds, default=default_s,
+                   help=f"with --watch: seconds between looks (default {default_s:g})")
+
+
 def add_bootstrap_arg(p: argparse.ArgumentParser) -> None:
     """The one way every Kafka-facing command takes its broker."""
     p.add_argument(

@@ -10,7 +10,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from, positive_int
+from infra.cli import (
+    add_bootstrap_arg,
+    add_topic_prefix_arg,
+    add_watch_args,
+    bootstrap_from,
+    positive_int,
+)
 
 log = logging.getLogger("rtrl.train")
 DEFAULT_REGISTRY = ".rtrl/checkpoints"
@@ -90,11 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="largest KL from the served checkpoint (default 1.0)")
     t.add_argument("--thresholds", type=Path, default=None,
                    help="monitor thresholds file (default: the built-in ones)")
-    t.add_argument("--watch", action="store_true",
-                   help="run as a service: train whenever the served checkpoint has a new "
-                   "batch, until SIGTERM (stops between rounds)")
-    t.add_argument("--interval-s", type=float, default=30.0,
-                   help="with --watch: seconds between looks at the batches topic (default 30)")
+    add_watch_args(t, "train whenever the served checkpoint has a new batch", 30.0)
     _add_publish(t)  # the batches are read from the batches topic of the same cluster
     t.set_defaults(func=_train)
 

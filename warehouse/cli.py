@@ -14,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from
+from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, add_watch_args, bootstrap_from
 
 ROOT_ENV = "RTRL_WAREHOUSE"
 DEFAULT_ROOT = ".rtrl/warehouse"
@@ -84,11 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bb.add_argument("--min-rows", type=int, default=1, help="smallest batch worth building")
     bb.add_argument("--settle-s", type=int, default=None,
                     help="only interactions closed this long ago (default: late window + grace)")
-    bb.add_argument("--watch", action="store_true",
-                    help="run as a service: build (catalog included) every --interval-s until "
-                    "SIGTERM (stops between builds)")
-    bb.add_argument("--interval-s", type=float, default=60.0,
-                    help="with --watch: seconds between builds (default 60)")
+    add_watch_args(bb, "rebuild the catalog, then build and announce what is due", 60.0)
     bb.set_defaults(func=_batches_build)
     bl = bsub.add_parser("list", help="show the manifest")
     _add_root(bl, db=False)

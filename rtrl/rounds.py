@@ -20,8 +20,8 @@ from infra.topics import TopicNames
 from ingest.sdk import Client, SdkConfig
 from rtrl.procs import run_stage
 from rtrl.rl_sim import RoundFigures, Taste, play_round
-from trainer.cli import EXIT_REJECTED
-from trainer.registry import CheckpointInfo, CheckpointRegistry
+from trainer.exit_codes import EXIT_REJECTED
+from trainer.registry import PROMOTED, CheckpointInfo, CheckpointRegistry
 from trainer.serving import PolicyServer
 
 log = logging.getLogger("rtrl.run")
@@ -84,7 +84,7 @@ class TrainingRounds:
                         self.root / "logs" / "train.log", ok=(0, EXIT_REJECTED)), end="")
         decision = self.registry.list()[-1]
         self.decisions.append(decision)
-        if decision.status == "promoted" and not self.server.wait_for(decision.checkpoint_id, 60):
+        if decision.status == PROMOTED and not self.server.wait_for(decision.checkpoint_id, 60):
             raise RuntimeError(f"the server did not switch to {decision.checkpoint_id}")
         return decision
 
@@ -112,7 +112,7 @@ def print_summary(rounds: TrainingRounds, db: Path) -> None:
               f"{f.accepted / f.interactions:>8.2f} {f.invalid_tool_calls / f.interactions:>7.2f}"
               f" {'-' if reward is None else f'{reward:+.3f}':>7}  "
               f"{verdict.status if verdict else 'first checkpoint'}")
-    rejected = [d for d in rounds.decisions if d.status != "promoted"]
+    rejected = [d for d in rounds.decisions if d.status != PROMOTED]
     for d in rejected:
         print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")
 

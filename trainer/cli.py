@@ -17,10 +17,10 @@ from infra.cli import (
     bootstrap_from,
     positive_int,
 )
+from trainer.exit_codes import EXIT_REJECTED
 
 log = logging.getLogger("rtrl.train")
 DEFAULT_REGISTRY = ".rtrl/checkpoints"
-EXIT_REJECTED = 3  # trainer.service.REJECTED_EXIT, known here without importing torch
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -118,21 +118,19 @@ def _announce(args: argparse.Namespace, registry: Any) -> None:
     from infra.topics import TopicNames
     from trainer.publish import announce_missing
 
-    topic = TopicNames(args.topic_prefix).checkpoints
-    for checkpoint_id in announce_missing(bootstrap_from(args), topic, registry):
-        log.info("announced %s on %s", checkpoint_id, topic)
+    announce_missing(bootstrap_from(args), TopicNames(args.topic_prefix).checkpoints, registry)
 
 
 def _init(args: argparse.Namespace) -> int:
     from trainer.policy import PolicyConfig, new_policy
-    from trainer.registry import CheckpointRegistry
+    from trainer.registry import PROMOTED, CheckpointRegistry
 
     config = PolicyConfig(vocab_size=args.vocab_size, hidden=args.hidden,
                           max_new_tokens=args.max_new_tokens)
     try:
         info = CheckpointRegistry(args.registry).register(
             new_policy(config, args.seed), checkpoint_id=args.id, parent=None,
-            evals={"init_seed": args.seed}, batches=(), status="promoted")
+            evals={"init_seed": args.seed}, batches=(), status=PROMOTED)
     except ValueError as exc:  # a taken or malformed id
         log.error("%s", exc)
         return 2
@@ -144,7 +142,7 @@ def _init(args: argparse.Namespace) -> int:
 
 def _rollback(args: argparse.Namespace) -> int:
     from trainer.inputs import next_id
-    from trainer.registry import CheckpointRegistry
+    from trainer.registry import PROMOTED, CheckpointRegistry
 
     registry = CheckpointRegistry(args.registry)
     try:
@@ -153,7 +151,7 @@ def _rollback(args: argparse.Namespace) -> int:
         info = registry.register(registry.load(old.checkpoint_id),
                                  checkpoint_id=args.id or next_id(registry, current or old),
                                  parent=old.checkpoint_id, evals={"rollback_of": old.checkpoint_id},
-                                 batches=(), status="promoted")
+                                 batches=(), status=PROMOTED)
     except (KeyError, ValueError) as exc:
         log.error("%s", exc.args[0] if exc.args else exc)
         return 2

@@ -15,7 +15,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from rewards.figures import save_figure
-from trainer.registry import CheckpointInfo
+from trainer.registry import PROMOTED, CheckpointInfo
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def plot_lineage(infos: Sequence[CheckpointInfo], measured: dict[str, Measured],
                         capsize=4, label="measured (95 % CI)" if x == 0 else None)
         estimate = info.evals.get("gate", {}).get("value")
         if isinstance(estimate, int | float) and math.isfinite(estimate):
-            promoted = info.status == "promoted"
+            promoted = info.status == PROMOTED
             ax.plot([x], [estimate], "o" if promoted else "x", mfc="none",
                     color="tab:orange" if promoted else "tab:red",
                     label="gate's estimate" if promoted else "rejected: estimate")

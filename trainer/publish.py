@@ -61,19 +61,26 @@ def read_checkpoints(bootstrap: str, topic: str,
         raise RuntimeError(f"reading {topic} failed: {exc.args[0]}") from None
     out: dict[str, CheckpointInfo] = {}
     for key, value in latest.items():
-        checkpoint_id = key.decode(errors="replace")
-        try:
-            info = CheckpointInfo.from_json_dict(orjson.loads(value))
-        except (orjson.JSONDecodeError, ValueError) as exc:
-            log.warning("%s: not a checkpoint announcement (%s), key %r dropped", topic, exc,
-                        checkpoint_id)
-            continue
-        if info.checkpoint_id != checkpoint_id:
-            log.warning("%s: key %r announces %r, key dropped", topic, checkpoint_id,
-                        info.checkpoint_id)
-            continue
-        out[checkpoint_id] = info
+        info = decode_announcement(key, value, topic)
+        if info is not None:
+            out[info.checkpoint_id] = info
     return out
+
+
+def decode_announcement(key: bytes | None, value: bytes, topic: str) -> CheckpointInfo | None:
+    """The checkpoint a message announces; None (said in the log) when it is not a valid
+    announcement of its key."""
+    checkpoint_id = key.decode(errors="replace") if key is not None else None
+    try:
+        info = CheckpointInfo.from_json_dict(orjson.loads(value))
+    except ValueError as exc:  # orjson's decode error is one too
+        log.warning("%s: not a checkpoint announcement (%s), key %r dropped", topic, exc,
+                    checkpoint_id)
+        return None
+    if info.checkpoint_id != checkpoint_id:
+        log.warning("%s: key %r announces %r, dropped", topic, checkpoint_id, info.checkpoint_id)
+        return None
+    return info
 
 
 def announce_missing(bootstrap: str, topic: str, registry: CheckpointRegistry,
@@ -90,4 +97,5 @@ def announce_missing(bootstrap: str, topic: str, registry: CheckpointRegistry,
     missing = [info for info in registry.list() if held.get(info.checkpoint_id) != info]
     for info in missing:
         publish_checkpoint(bootstrap, topic, info, timeout_s)
+        log.info("announced %s on %s", info.checkpoint_id, topic)
     return [info.checkpoint_id for info in missing]

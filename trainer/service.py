@@ -21,17 +21,15 @@ from confluent_kafka import KafkaException
 
 from infra.periodic import run_every
 from infra.topics import TopicNames
+from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
 from trainer.gate import GateConfig
 from trainer.inputs import alarms_of, next_id, offered_batches, untrained
 from trainer.learner import LearnerConfig
 from trainer.publish import announce_missing
-from trainer.registry import CheckpointRegistry
-from trainer.train import PROMOTED, train_round
+from trainer.registry import PROMOTED, CheckpointRegistry
+from trainer.train import train_round
 
 log = logging.getLogger("rtrl.train")
-
-NOTHING_TO_TRAIN, PROMOTED_EXIT, REJECTED_EXIT = 1, 0, 3
-
 
 @dataclass(frozen=True)
 class RoundOptions:
@@ -54,19 +52,19 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
     ``idle_level``: the service says it once, not at every look)."""
     registry = CheckpointRegistry(options.registry)
     if options.publish:  # first what an earlier run registered but could not announce
-        announce(options, registry)
+        announce_missing(options.bootstrap, options.topics.checkpoints, registry)
     parent = registry.get(options.checkpoint) if options.checkpoint else registry.current()
     if parent is None:
         log.log(logging.ERROR if idle_level == logging.INFO else idle_level,
                 "no promoted checkpoint in %s: `rtrl checkpoints init` makes the first",
                 options.registry)
-        return NOTHING_TO_TRAIN
+        return EXIT_NOTHING_TO_TRAIN
     offered = offered_batches(options.bootstrap, options.topics.batches)
     batches = untrained(offered, registry, parent.checkpoint_id, options.warehouse)
     if not batches:
         log.log(idle_level, "no new offered batch of %s on %s (%d offered in all)",
                 parent.checkpoint_id, options.topics.batches, len(offered))
-        return NOTHING_TO_TRAIN
+        return EXIT_NOTHING_TO_TRAIN
     catalog = options.catalog or options.warehouse / "warehouse.duckdb"
     alarms = alarms_of(catalog, registry, parent.checkpoint_id, options.thresholds)
     log.info("training %s on %d batch(es), %d monitor alarm(s) of it against its parent",
@@ -83,8 +81,8 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
     for reason in info.reasons:
         print(f"  gate: {reason}", flush=True)
     if options.publish:
-        announce(options, registry)
-    return PROMOTED_EXIT if info.status == PROMOTED else REJECTED_EXIT
+        announce_missing(options.bootstrap, options.topics.checkpoints, registry)
+    return EXIT_PROMOTED if info.status == PROMOTED else EXIT_REJECTED
 
 
 def watch(options: RoundOptions, interval_s: float, stop: threading.Event) -> int:
@@ -102,17 +100,11 @@ def watch(options: RoundOptions, interval_s: float, stop: threading.Event) -> in
             code = train_once(options, idle_level)
         except ValueError as exc:  # the data: a person must look; the service goes on
             log.error("round refused: %s", exc)
-            code = NOTHING_TO_TRAIN
-        idle_level = logging.DEBUG if code == NOTHING_TO_TRAIN else logging.INFO
-        return code != NOTHING_TO_TRAIN
+            code = EXIT_NOTHING_TO_TRAIN
+        idle_level = logging.DEBUG if code == EXIT_NOTHING_TO_TRAIN else logging.INFO
+        return code != EXIT_NOTHING_TO_TRAIN
 
     rounds = run_every(step, interval_s, stop,
                        (KafkaException, RuntimeError, OSError, duckdb.Error), log)
     log.info("stopped after %d round(s)", rounds)
     return 0
-
-
-def announce(options: RoundOptions, registry: CheckpointRegistry) -> None:
-    topic = options.topics.checkpoints
-    for checkpoint_id in announce_missing(options.bootstrap, topic, registry):
-        log.info("announced %s on %s", checkpoint_id, topic)

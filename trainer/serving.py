@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 
-import orjson
 import torch
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
@@ -25,7 +24,8 @@ from infra.settings import reliable_producer
 from infra.topics import TopicNames
 from ingest.contract import now_ts
 from trainer.policy import Policy, sample
-from trainer.registry import CheckpointInfo, CheckpointRegistry
+from trainer.publish import decode_announcement
+from trainer.registry import PROMOTED, CheckpointInfo, CheckpointRegistry
 from trainer.rollout import Rollout
 
 log = logging.getLogger(__name__)
@@ -119,13 +119,9 @@ class PolicyServer:
                 value = message.value()
                 if value is None:  # a tombstone withdraws an announcement: nothing to load
                     continue
-                try:
-                    info = CheckpointInfo.from_json_dict(orjson.loads(value))
-                except ValueError as exc:  # orjson's decode error is one too
-                    log.warning("serving: offset %s of %s is no announcement: %s",
-                                message.offset(), topic, exc)
-                    continue
-                self._consider(info)
+                info = decode_announcement(message.key(), value, topic)
+                if info is not None:
+                    self._consider(info)
         except Exception:  # a follower that dies must say so; serving goes on with what it has
             log.exception("serving: stopped following %s", topic)
         finally:
@@ -133,7 +129,7 @@ class PolicyServer:
 
     def _consider(self, info: CheckpointInfo) -> None:
         current = self._serving[0]
-        if info.status != "promoted" or (info.created_at, info.checkpoint_id) <= (
+        if info.status != PROMOTED or (info.created_at, info.checkpoint_id) <= (
                 current.created_at, current.checkpoint_id):  # fmt: skip
             return
         loaded = self._load(info)

@@ -26,9 +26,7 @@ from trainer.examples import Example, read_examples
 from trainer.gate import GateConfig, GateDecision, decide
 from trainer.learner import LearnerConfig, UpdateStats, update
 from trainer.offpolicy import Estimate, estimate
-from trainer.registry import CheckpointInfo, CheckpointRegistry
-
-PROMOTED, REJECTED = "promoted", "rejected"
+from trainer.registry import PROMOTED, REJECTED, CheckpointInfo, CheckpointRegistry
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,8 @@ def announce_missing(bootstrap: str, topic: str, store: Store) -> list[str]:
     missing = [e for e in list_batches(store, offered_only=True)
                if e.batch_id.encode() not in held]
     publish(bootstrap, topic, missing)
+    for e in missing:
+        log.info("announced %s on %s", e.batch_id, topic)
     return [e.batch_id for e in missing]
 
 

@@ -221,9 +221,7 @@ def _batches_build(args: argparse.Namespace) -> int:
             print(f"{e.batch_id}  {e.quality:6}  {'offered' if e.offered else 'quarantined'}  "
                   f"{e.n_rows} rows", flush=True)
         if not args.no_publish:  # this build's offered batches, and any a failure left unsaid
-            topic = TopicNames(args.topic_prefix).batches
-            for batch in announce_missing(bootstrap_from(args), topic, store):
-                log.info("announced %s on %s", batch, topic)
+            announce_missing(bootstrap_from(args), TopicNames(args.topic_prefix).batches, store)
         return False  # a build takes what is due: the next one waits for the interval
 
     if not args.watch:

@@ -1,0 +1,7 @@
+"""How `rtrl train` says what a round decided (torch-free: the CLI and `rtrl run` read them)."""
+
+from __future__ import annotations
+
+EXIT_PROMOTED = 0
+EXIT_NOTHING_TO_TRAIN = 1  # no promoted checkpoint, or no new batch of it
+EXIT_REJECTED = 3

@@ -35,6 +35,7 @@ from confluent_kafka import TopicPartition as CTopicPartition
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from infra.settings import aiokafka_options, client  # noqa: E402
 from infra.topics import TopicNames  # noqa: E402
 from infra.topics_apply import apply_topics  # noqa: E402
 from rewards.timestamps import format_us  # noqa: E402
@@ -44,7 +45,7 @@ PROGRESS = re.compile(r"^\[?(\S+ \S+?)[,\]].*progress events=(\d+)")
 
 
 def produce(bootstrap: str, topic: str, events: list[dict]) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    p = Producer(client(bootstrap, **{"linger.ms": 20, "enable.idempotence": True}))
     for e in events:
         p.produce(topic, key=e["interaction_id"].encode(), value=orjson.dumps(e))
         p.poll(0)
@@ -53,10 +54,10 @@ def produce(bootstrap: str, topic: str, events: list[dict]) -> None:
 
 async def raw_consume(bootstrap: str, topic: str, total: int) -> float:
     """Events/s of a bare aiokafka loop that only counts (the ceiling)."""
-    meta = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-meta"})
+    meta = Consumer(client(bootstrap, **{"group.id": "bench-meta"}))
     partitions = meta.list_topics(topic, timeout=30).topics[topic].partitions
     meta.close()
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+    consumer = AIOKafkaConsumer(**aiokafka_options(bootstrap), enable_auto_commit=False,
                                 auto_offset_reset="earliest")
     await consumer.start()
     try:
@@ -121,7 +122,7 @@ def live_events(n_interactions: int, rate_per_s: float) -> list[tuple[float, dic
 
 
 def run_live(bootstrap: str, names: TopicNames, seconds: float) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    p = Producer(client(bootstrap, **{"linger.ms": 5}))
     t0 = time.time()
     for at, event in live_events(int(seconds * 20), 20.0):
         delay = t0 + at - time.time()
@@ -135,7 +136,7 @@ def run_live(bootstrap: str, names: TopicNames, seconds: float) -> None:
 
 
 def latencies(bootstrap: str, topic: str, grace_s: float) -> list[float]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"b{time.time_ns()}"})
+    c = Consumer(client(bootstrap, **{"group.id": f"b{time.time_ns()}"}))
     parts = c.list_topics(topic, timeout=30).topics[topic].partitions
     c.assign([CTopicPartition(topic, q, 0) for q in parts])
     out, idle_since = [], time.monotonic()

@@ -33,6 +33,7 @@ reexec_in_venv(__file__)
 
 from stream_join import PROGRESS, REPO, worker  # noqa: E402
 
+from infra.settings import client  # noqa: E402
 from infra.topics import TopicNames  # noqa: E402
 from infra.topics_apply import apply_topics  # noqa: E402
 from rewards.timestamps import format_us  # noqa: E402
@@ -40,8 +41,8 @@ from rewards.timestamps import format_us  # noqa: E402
 
 def produce_started(bootstrap: str, topic: str, n: int) -> None:
     """``n`` interactions, one ``interaction.started`` each, received now."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                         "enable.idempotence": True, "compression.type": "lz4"})
+    producer = Producer(client(bootstrap, **{"linger.ms": 20, "enable.idempotence": True,
+                                             "compression.type": "lz4"}))
     now = format_us(time.time_ns() // 1000)
     for i in range(n):
         iid = f"mem-{uuid.uuid4().hex[:16]}"

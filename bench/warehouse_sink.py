@@ -27,7 +27,7 @@ reexec_in_venv(__file__)
 import orjson  # noqa: E402
 from confluent_kafka import Consumer, Producer  # noqa: E402
 
-from infra.settings import reliable_producer  # noqa: E402
+from infra.settings import client, reliable_producer  # noqa: E402
 from infra.topics import TopicNames  # noqa: E402
 from infra.topics_apply import apply_topics  # noqa: E402
 from rewards.workload import generate_workload  # noqa: E402
@@ -48,8 +48,9 @@ def produce(bootstrap: str, topic: str, events: list[dict]) -> None:
 
 
 def raw_consume_rate(bootstrap: str, topic: str, expected: int) -> float:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"raw-{uuid.uuid4().hex}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(client(bootstrap, **{"group.id": f"raw-{uuid.uuid4().hex}",
+                                             "auto.offset.reset": "earliest",
+                                             "enable.auto.commit": False}))
     consumer.subscribe([topic])
     seen, first = 0, None
     try:

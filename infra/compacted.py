@@ -14,6 +14,11 @@ import uuid
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from infra.settings import manual_commit_consumer
+
+READER_GROUP_PREFIX = "rtrl-read-"
+"""The group id of every reader starts so (it commits nothing; ACLs grant the prefix)."""
+
 # Errors of a partition between leaders (as right after the topic was created): worth a retry.
 _LEADER_MOVING = {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION}
 
@@ -25,9 +30,7 @@ def read_latest(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[byt
     cluster, unknown topic).
     """
     deadline = time.monotonic() + timeout_s
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rtrl-read-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "enable.auto.offset.store": False,
-                         "isolation.level": "read_committed"})
+    consumer = Consumer(manual_commit_consumer(bootstrap, f"{READER_GROUP_PREFIX}{uuid.uuid4()}"))
     try:
         ends = _offsets(consumer, topic, deadline)
         pending = {p for p, (low, high) in ends.items() if high > low}

@@ -12,6 +12,8 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from infra.kafka_security import KafkaSecurity
+from infra.settings import admin
 from infra.topics import TopicAction, TopicNames, plan
 
 log = logging.getLogger(__name__)
@@ -37,10 +39,11 @@ def apply_topics(
     names: TopicNames | None = None,
     replication: int | None = None,
     timeout: float = 30,
+    security: KafkaSecurity | None = None,
 ) -> list[TopicAction]:
     """Create missing topics and align configs; refuse partition changes. Idempotent."""
     names = names or TopicNames()
-    client = AdminClient({"bootstrap.servers": bootstrap})
+    client = AdminClient(admin(bootstrap, security))
     if replication is None:
         replication = min(3, len(client.list_topics(timeout=timeout).brokers))
     steps = plan(describe_existing(client, timeout), names, replication)

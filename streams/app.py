@@ -33,6 +33,7 @@ from typing import Any
 
 import faust
 
+from infra.settings import faust_options
 from streams.join import JoinWorker
 from streams.settings import WorkerSettings
 from streams.tablestore import ChangelogTable
@@ -43,7 +44,7 @@ TABLE_NAME = "interactions"
 def build_app(settings: WorkerSettings) -> tuple[faust.App, JoinWorker]:
     app = faust.App(
         settings.app_id,
-        broker=[f"kafka://{host}" for host in settings.bootstrap.split(",")],
+        **faust_options(settings.bootstrap),
         store="rocksdb://" if settings.store == "rocksdb" else "memory://",
         datadir=str(settings.data_dir),
         topic_partitions=settings.partitions,

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from, explain
+from infra.settings import admin
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -102,7 +103,7 @@ def invalid_options(args: argparse.Namespace) -> str | None:
 def _partitions(bootstrap: str, topic: str) -> int:
     from confluent_kafka.admin import AdminClient
 
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    md = AdminClient(admin(bootstrap)).list_topics(topic, timeout=30)
     found = md.topics.get(topic)
     if found is None or found.error is not None or not found.partitions:
         raise SystemExit(f"rtrl stream worker: topic {topic} does not exist; "
@@ -113,7 +114,7 @@ def _partitions(bootstrap: str, topic: str) -> int:
 def _replication(bootstrap: str) -> int:
     from confluent_kafka.admin import AdminClient
 
-    brokers = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).brokers
+    brokers = AdminClient(admin(bootstrap)).list_topics(timeout=30).brokers
     return min(3, len(brokers))
 
 

@@ -15,6 +15,8 @@ import asyncio
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from infra.settings import admin
+
 TIMEOUT_S = 30.0
 
 
@@ -45,6 +47,6 @@ class ResumeOffsets:
 
     async def fetch(self, partitions: list[int]) -> dict[int, int]:
         if self._admin is None:
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
+            self._admin = AdminClient(admin(self.bootstrap))
         return await asyncio.to_thread(resume_offsets, self._admin, self.group, self.topic,
                                        partitions)

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import faust
 
+from infra.settings import faust_options
+
 TABLE = "counts"
 
 
@@ -41,7 +43,7 @@ def build_app(broker: str, app_id: str, topic: str, partitions: int, data_dir: P
     """The app: one agent (concurrency 1, the default; more would race on the table)."""
     app = faust.App(
         app_id,
-        broker=f"kafka://{broker}",
+        **faust_options(broker),
         store="rocksdb://",
         datadir=str(data_dir),
         web_enabled=False,

@@ -16,6 +16,7 @@ import httpx
 import orjson
 import pytest
 
+from infra.settings import client
 from infra.topics import TopicNames
 from ingest.collector.config import CollectorConfig
 from ingest.collector.keys import KeyStore
@@ -170,8 +171,9 @@ def drain_until(bootstrap: str, topic: str, done: Any, timeout: float = 30.0) ->
     """Read ``topic`` from the start until ``done(events_so_far)`` or the timeout."""
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid7()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(client(bootstrap, **{"group.id": f"t-{uuid7()}",
+                                             "auto.offset.reset": "earliest",
+                                             "enable.auto.commit": False}))
     consumer.subscribe([topic])
     events: list[Any] = []
     deadline = time.monotonic() + timeout

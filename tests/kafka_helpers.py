@@ -10,6 +10,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from infra.ports import free_port_block  # noqa: F401 - re-exported for the tests
+from infra.settings import client
 
 
 def produce_json(
@@ -20,12 +21,11 @@ def produce_json(
 ) -> int:
     """Produce JSON values with acks=all and wait until every one is acknowledged."""
     p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
+        client(bootstrap, **{
             "enable.idempotence": True,
             "linger.ms": 5,
             "partitioner": "murmur2_random",
-        }
+        })
     )
     errors: list[Any] = []
 
@@ -65,12 +65,11 @@ def drain(
     """Read a topic from the beginning until ``expected`` messages arrived (or ``idle`` seconds
     pass with nothing new, when ``expected`` is None). Returns the raw messages."""
     c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
+        client(bootstrap, **{
             "group.id": f"drain-{time.monotonic_ns()}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
-        }
+        })
     )
     c.subscribe([topic])
     out: list[Any] = []

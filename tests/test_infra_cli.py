@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from infra import broker
 from infra.broker_config import ClusterLayout
+from infra.settings import admin
 from infra.topics import TOPICS
 from tests.infra_probe import quiet_port_block, rtrl_subcommands
 
@@ -44,7 +45,7 @@ def test_topics_apply_twice_changes_nothing_the_second_time(kafka_bootstrap):
     assert sorted(r[1] for r in rows) == sorted(prefix + s.base for s in TOPICS)
     assert {r[0] for r in rows} == {"create"}
     assert {line.split()[0] for line in second.stdout.splitlines()} == {"unchanged"}
-    topics = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
+    topics = AdminClient(admin(kafka_bootstrap)).list_topics(timeout=10).topics
     assert all(len(topics[prefix + s.base].partitions) == s.partitions for s in TOPICS)
 
 
@@ -77,7 +78,7 @@ def test_broker_start_status_stop_end_to_end(tmp_path):
         assert started.stdout.strip().splitlines()[-1] == f"127.0.0.1:{port}"
         up = rtrl("broker", "status", "--data-dir", str(data))
         assert (up.returncode, up.stdout.split()[:2]) == (0, ["up:", "1/1"])
-        md = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=10)
+        md = AdminClient(admin(f"127.0.0.1:{port}")).list_topics(timeout=10)
         assert len(md.brokers) == 1
         again = rtrl("broker", "start", "--port", str(port), "--data-dir", str(data))
         assert again.returncode == 0, "starting a running cluster is a no-op"

@@ -8,10 +8,11 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from infra.compacted import read_latest
+from infra.settings import client
 
 
 def _produce(bootstrap: str, topic: str, items: list[tuple[bytes, bytes | None]]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    producer = Producer(client(bootstrap, **{"enable.idempotence": True}))
     for key, value in items:
         producer.produce(topic, value, key)
     assert producer.flush(30) == 0

@@ -18,6 +18,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from infra.settings import admin as admin_conf
+from infra.settings import aiokafka_options, client
 from tests.kafka_helpers import drain
 
 PARTITIONS = 6
@@ -27,7 +29,7 @@ N = 240
 
 def _new_topic(bootstrap: str, partitions: int = PARTITIONS) -> str:
     name = f"clients.{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(admin_conf(bootstrap))
     for fut in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         fut.result(timeout=30)
     return name
@@ -63,8 +65,8 @@ def _assert_keyed_and_ordered(got: list[tuple[str, dict, int]],
 def test_confluent_round_trip_keeps_keys_values_and_order(kafka_bootstrap):
     topic = _new_topic(kafka_bootstrap)
     sent = _records()
-    p = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True,
-                  "acks": "all", "linger.ms": 5})
+    p = Producer(client(kafka_bootstrap, **{"enable.idempotence": True, "acks": "all",
+                                            "linger.ms": 5}))
     errors: list = []
     for k, v in sent:
         p.produce(topic, key=k.encode(), value=orjson.dumps(v),
@@ -76,7 +78,7 @@ def test_confluent_round_trip_keeps_keys_values_and_order(kafka_bootstrap):
 
 
 async def _aiokafka_round_trip(bootstrap: str, topic: str, sent: list[tuple[str, dict]]):
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
+    producer = AIOKafkaProducer(**aiokafka_options(bootstrap), acks="all",
                                 enable_idempotence=True, linger_ms=5)
     await producer.start()
     try:
@@ -85,7 +87,7 @@ async def _aiokafka_round_trip(bootstrap: str, topic: str, sent: list[tuple[str,
         metas = await asyncio.gather(*futures)
     finally:
         await producer.stop()
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None,
+    consumer = AIOKafkaConsumer(topic, **aiokafka_options(bootstrap), group_id=None,
                                 auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
     got: list[tuple[str, dict, int]] = []
@@ -112,7 +114,7 @@ def test_aiokafka_round_trip_keeps_keys_values_and_order(kafka_bootstrap):
 
 
 async def _aiokafka_partitions(bootstrap: str, topic: str) -> dict[str, int]:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    producer = AIOKafkaProducer(**aiokafka_options(bootstrap))
     await producer.start()
     try:
         metas = [await (await producer.send(topic, key=k.encode(), value=b"x")) for k in KEYS]
@@ -122,7 +124,7 @@ async def _aiokafka_partitions(bootstrap: str, topic: str) -> dict[str, int]:
 
 
 def _confluent_partitions(bootstrap: str, topic: str, **conf) -> dict[str, int]:
-    p = Producer({"bootstrap.servers": bootstrap, **conf})
+    p = Producer(client(bootstrap, **conf))
     where: dict[str, int] = {}
 
     def record(err: KafkaError | None, m: Message) -> None:

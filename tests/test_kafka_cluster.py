@@ -21,7 +21,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from infra import broker
 from infra.broker_config import ClusterLayout
 from infra.kafka_dist import default_cache_root
-from infra.settings import reliable_producer
+from infra.settings import admin as admin_conf
+from infra.settings import client, reliable_producer
 from tests.infra_probe import quiet_port_block
 
 TOPIC = "durable"
@@ -83,8 +84,7 @@ def _send_all(producer: Producer, on_kill) -> tuple[list[tuple[int, int]], list[
 
 
 def _read_all(bootstrap: str) -> dict[int, list[int]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify",
-                  "enable.auto.commit": False})
+    c = Consumer(client(bootstrap, **{"group.id": "verify", "enable.auto.commit": False}))
     try:
         ends = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=20)[1]
                 for p in range(PARTITIONS)}
@@ -106,7 +106,7 @@ def _read_all(bootstrap: str) -> dict[int, list[int]]:
 @pytest.mark.slow
 def test_acknowledged_writes_survive_leader_sigkill_exactly_once_in_order(cluster):
     bootstrap = cluster.bootstrap
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(admin_conf(bootstrap))
     new = NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
     for fut in admin.create_topics([new]).values():
         fut.result(timeout=30)

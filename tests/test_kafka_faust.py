@@ -23,6 +23,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from infra.settings import admin as admin_conf
+from infra.settings import client
 from tests.faust_probe_app import changelog_topic
 from tests.kafka_helpers import produce_json
 
@@ -84,7 +86,7 @@ class ProbeWorker:
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    c = Consumer(client(bootstrap, **{"group.id": group}))
     try:
         tps = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
     finally:
@@ -103,7 +105,7 @@ def _produce(bootstrap: str, topic: str, start: int, n: int) -> Counter:
 def test_faust_table_recovers_from_changelog_after_store_is_wiped(kafka_bootstrap, tmp_path):
     app_id = f"probe{uuid.uuid4().hex[:8]}"
     topic = f"{app_id}.input"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin = AdminClient(admin_conf(kafka_bootstrap))
     for fut in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         fut.result(timeout=30)
 

@@ -21,6 +21,7 @@ import polars as pl
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from infra.settings import client
 from infra.topics import JOIN_PARTITIONS, TopicNames
 from rewards.config import RewardConfig
 from rewards.eventio import EVENT_SCHEMA
@@ -49,8 +50,8 @@ class TopicReader:
     """Every message of a topic from the beginning, kept as it arrives."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r{time.time_ns()}",
-                                  "enable.auto.commit": False})
+        self.consumer = Consumer(client(bootstrap, **{"group.id": f"r{time.time_ns()}",
+                                                      "enable.auto.commit": False}))
         parts = self.consumer.list_topics(topic, timeout=30).topics[topic].partitions
         self.consumer.assign([TopicPartition(topic, p, 0) for p in parts])
         self.messages: list = []
@@ -213,7 +214,7 @@ def test_garbage_goes_to_the_dlq_and_the_worker_goes_on(kafka_bootstrap, topic_n
         mixed.insert(len(mixed) * (i + 1) // (len(garbage) + 1), item)
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+    producer = Producer(client(kafka_bootstrap, **{"enable.idempotence": True}))
     for key, value in mixed:
         producer.produce(topic_names.events, key=key, value=value)
     assert producer.flush(30) == 0

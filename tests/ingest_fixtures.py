@@ -70,7 +70,7 @@ def make_collector(bootstrap: str, names: TopicNames, tmp: Path, **limits: Any) 
     key, other_key = store.create(ORG), store.create(OTHER_ORG)
     store.close()
     config = CollectorConfig(port=0, bootstrap=bootstrap, topic_prefix=names.prefix,
-                             key_db=key_db, **limits)
+                             key_db=key_db, **{"metrics_port": 0, **limits})
     return CollectorHandle(start_in_thread(config), config, names, key, other_key)
 
 
@@ -103,7 +103,7 @@ class CollectorProcess:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 time.sleep(0.1)

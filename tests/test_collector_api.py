@@ -95,10 +95,15 @@ def test_size_limits_and_encodings(kafka_bootstrap: str, topic_names: TopicNames
         handle.running.stop()
 
 
-def test_health_metrics_and_openapi(collector: CollectorHandle) -> None:
-    assert httpx.get(f"{collector.url}/health").json() == {"status": "ok", "kafka": "reachable"}
+def test_probes_metrics_on_their_own_port_and_openapi(collector: CollectorHandle) -> None:
+    assert httpx.get(f"{collector.url}/livez").json() == {"status": "alive"}
+    ready = {"status": "ready", "kafka": "reachable"}
+    assert httpx.get(f"{collector.url}/readyz").json() == ready
+    assert httpx.get(f"{collector.url}/health").json() == ready  # the former name
     collector.post([valid_event(), {"bad": True}])
-    metrics = httpx.get(f"{collector.url}/metrics")
+    assert httpx.get(f"{collector.url}/metrics").status_code == 404  # not on the public port
+    assert collector.running.metrics_url is not None
+    metrics = httpx.get(collector.running.metrics_url)
     assert metrics.headers["content-type"].startswith("text/plain")
     text = metrics.text
     assert 'rtrl_collector_events_total{outcome="accepted"} 1.0' in text
@@ -122,9 +127,10 @@ def test_unreachable_kafka_answers_503_and_accepts_nothing(topic_names: TopicNam
             assert answer.json()["reason"] == "unavailable"
             assert int(answer.headers["Retry-After"]) >= 1
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and httpx.get(f"{handle.url}/health").status_code != 503:
+        while time.monotonic() < deadline and httpx.get(f"{handle.url}/readyz").status_code != 503:
             time.sleep(0.1)
-        assert httpx.get(f"{handle.url}/health").json()["kafka"] == "unreachable"
+        assert httpx.get(f"{handle.url}/readyz").json()["reason"] == "unavailable"
+        assert httpx.get(f"{handle.url}/livez").status_code == 200  # alive: do not restart it
         started = time.monotonic()
         assert handle.post([valid_event()]).status_code == 503
         assert time.monotonic() - started < 1.0  # refused at once, nothing queued
@@ -139,7 +145,9 @@ def test_a_full_producer_queue_answers_503(kafka_bootstrap: str, topic_names: To
         assert handle.post([valid_event() for _ in range(3)]).status_code == 200
         answer = handle.post([valid_event() for _ in range(5)])
         assert answer.status_code == 503 and "Retry-After" in answer.headers
-        assert answer.json() == {"reason": "unavailable", "detail": "producer queue full"}
+        body = answer.json()
+        assert (body["reason"], body["detail"]) == ("unavailable", "producer queue full")
+        assert body["request_id"] == answer.headers["x-request-id"]
     finally:
         handle.running.stop()
 

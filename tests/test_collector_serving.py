@@ -61,7 +61,9 @@ def test_a_failing_handler_answers_500_with_a_reason() -> None:
         raise RuntimeError("boom")
 
     status, body = asyncio.run(_call(EventsFirst(FastAPI(), handler), "POST", EVENTS_PATH))
-    assert status == 500 and orjson.loads(body)["reason"] == "internal_error"
+    answer = orjson.loads(body)
+    assert status == 500 and answer["reason"] == "internal_error"
+    assert set(answer) == {"reason", "detail", "request_id"} and len(answer["request_id"]) == 32
 
 
 def test_a_request_resolves_on_its_last_report_with_the_first_error() -> None:

@@ -33,13 +33,20 @@ class BatchAnswer(BaseModel):
 
 
 class ErrorAnswer(BaseModel):
+    """Every refusal's body, whatever its status (``ingest.collector.errors``)."""
+
     reason: str = Field(description="machine-readable code of why the request was refused")
     detail: str
+    request_id: str = Field(description="the request's id, also in its X-Request-ID header")
 
 
 class Health(BaseModel):
     status: str
     kafka: str
+
+
+class Live(BaseModel):
+    status: str
 
 
 def event_components() -> dict[str, Any]:
@@ -94,7 +101,7 @@ def request_body_schema(max_events: int) -> dict[str, Any]:
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    why = {400: "malformed body (not JSON, not {\"events\": [...]}, bad gzip)",
+    why = {400: "malformed body (not JSON, nested too deep, not {\"events\": [...]}, bad gzip)",
            401: "missing or unknown API key",
            413: "body or batch too large",
            415: "unsupported Content-Encoding",

@@ -7,7 +7,13 @@ every record; when it cannot deliver it answers 503 with ``Retry-After`` and acc
 
 The server runs :class:`EventsFirst`: ``POST /v1/events`` goes straight to the handler FastAPI
 documents, around FastAPI's middleware, routing and dependency layers (about a tenth of the
-collector's CPU per event at batches of 100); everything else is FastAPI's.
+collector's CPU per event at batches of 100); everything else is FastAPI's. Every refusal, the
+router's 404 and 405 included, has one body (``ingest.collector.errors``) with a request id.
+
+Probes: ``/livez`` answers 200 while the process serves (a liveness probe must not restart a
+collector that rightly answers 503 because Kafka is down); ``/readyz`` answers 503 while Kafka is
+unreachable (take it out of the load balancer). ``/health`` is ``/readyz`` under its old name.
+Metrics are not on this port: ``server`` serves them on their own (``--metrics-port``).
 """
 
 from __future__ import annotations
@@ -22,21 +28,26 @@ from typing import Any, Protocol
 
 import orjson
 from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from infra.topics import TopicNames
 from ingest.collector.api_schema import (
     BatchAnswer,
+    ErrorAnswer,
     Health,
+    Live,
     error_responses,
     event_components,
     request_body_schema,
 )
 from ingest.collector.batch import BatchReason, BatchRefused, OutRecord, decode_body, plan_batch
 from ingest.collector.config import CollectorConfig
+from ingest.collector.errors import RequestIds, error_response, scope_request_id
 from ingest.collector.kafka_sink import SinkUnavailable
 from ingest.collector.keys import KeyStore
-from ingest.collector.metrics import CONTENT_TYPE_LATEST, CollectorMetrics
+from ingest.collector.metrics import CollectorMetrics
 from ingest.collector.ratelimit import RateLimiter
 from ingest.contract import now_ts
 
@@ -54,22 +65,29 @@ class Sink(Protocol):
 
 
 class EventsFirst:
-    """The collector as served: ``POST /v1/events`` to ``handler``, the rest to ``api``."""
+    """The collector as served: ``POST /v1/events`` to ``handler``, the rest to ``api``; each
+    request with its id (``errors.RequestIds``)."""
 
-    def __init__(self, api: FastAPI, handler: Callable[[Request], Awaitable[Response]]) -> None:
+    def __init__(self, api: FastAPI, handler: Callable[[Request], Awaitable[Response]],
+                 metrics: CollectorMetrics | None = None) -> None:
         self.api = api
         self.handler = handler
+        self.metrics = metrics or CollectorMetrics()
+        self._serve = RequestIds(self._route)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await self._serve(scope, receive, send)
+
+    async def _route(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] != EVENTS_PATH or scope["method"] != "POST":
             await self.api(scope, receive, send)
             return
         try:
             response = await self.handler(Request(scope, receive))
         except Exception:  # what FastAPI's error middleware would do
-            log.exception("POST %s failed", EVENTS_PATH)
-            response = _json({"reason": "internal_error", "detail": "see the collector's log"},
-                             500)
+            rid = scope_request_id(scope)
+            log.exception("POST %s failed (request %s)", EVENTS_PATH, rid)
+            response = error_response(500, "internal_error", "see the collector's log", rid)
         await response(scope, receive, send)
 
 
@@ -92,7 +110,7 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
     limiter = RateLimiter(config.rate_per_key, config.burst_per_key)
     metrics = CollectorMetrics()
 
-    def refuse(status: int, reason: BatchReason, detail: str,
+    def refuse(request: Request, status: int, reason: BatchReason, detail: str,
                retry_after_s: float | None = None) -> Response:
         headers = {}
         if retry_after_s is not None:
@@ -100,7 +118,25 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
         if status == 401:
             headers["WWW-Authenticate"] = "Bearer"
         metrics.requests.labels(str(status)).inc()
-        return _json({"reason": str(reason), "detail": detail}, status, headers)
+        return error_response(status, str(reason), detail, scope_request_id(request.scope),
+                              headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        return error_response(exc.status_code, None, str(exc.detail),
+                              scope_request_id(request.scope), dict(exc.headers or {}))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        return error_response(400, "bad_request", str(exc.errors())[:300],
+                              scope_request_id(request.scope))
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, exc: Exception) -> Response:
+        rid = scope_request_id(request.scope)
+        log.error("%s %s failed (request %s)", request.method, request.url.path, rid,
+                  exc_info=exc)
+        return error_response(500, "internal_error", "see the collector's log", rid)
 
     @app.post(EVENTS_PATH, response_model=BatchAnswer, summary="Send a batch of events",
               responses=error_responses(400, 401, 413, 415, 429, 503),
@@ -116,14 +152,14 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
     async def _handle(request: Request) -> Response:
         found = keys.lookup(_bearer(request.headers.get("authorization")))
         if found is None:
-            return refuse(401, BatchReason.unauthorized, "missing or unknown API key")
+            return refuse(request, 401, BatchReason.unauthorized, "missing or unknown API key")
         key_id, tenant = found
         wait_s = limiter.check(key_id)
         if wait_s is not None:
-            return refuse(429, BatchReason.rate_limited,
+            return refuse(request, 429, BatchReason.rate_limited,
                           f"more than {config.rate_per_key:g} requests/s for this key", wait_s)
         if not sink.reachable:
-            return refuse(503, BatchReason.unavailable, "Kafka is unreachable",
+            return refuse(request, 503, BatchReason.unavailable, "Kafka is unreachable",
                           config.retry_after_s)
         try:
             body = await _read_body(request, config.max_body_bytes)
@@ -132,11 +168,11 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
             plan = plan_batch(events, tenant, clock(), topics.events, topics.dlq,
                               config.max_events_per_batch)
         except BatchRefused as refused:
-            return refuse(refused.status, refused.reason, refused.detail)
+            return refuse(request, refused.status, refused.reason, refused.detail)
         try:
             await sink.deliver(plan.records)
         except SinkUnavailable as exc:
-            return refuse(503, BatchReason.unavailable, str(exc), config.retry_after_s)
+            return refuse(request, 503, BatchReason.unavailable, str(exc), config.retry_after_s)
         metrics.requests.labels("200").inc()
         metrics.events.labels("accepted").inc(plan.accepted)
         metrics.events.labels("rejected").inc(len(plan.rejections))
@@ -145,21 +181,26 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
         return _json({"accepted": plan.accepted, "rejected": len(plan.rejections),
                       "results": plan.results})
 
-    @app.get("/health", response_model=Health, summary="Liveness and Kafka reachability",
-             responses={503: {"model": Health, "description": "Kafka unreachable"}})
-    async def health() -> Response:
-        up = sink.reachable
-        return _json({"status": "ok" if up else "degraded",
-                      "kafka": "reachable" if up else "unreachable"}, 200 if up else 503)
+    @app.get("/livez", response_model=Live, summary="Liveness: the process serves requests")
+    async def livez() -> Response:
+        return _json({"status": "alive"})
 
-    @app.get("/metrics", summary="Prometheus metrics", response_class=Response,
-             responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}})
-    async def prometheus_metrics() -> Response:
-        metrics.kafka_reachable.set(1 if sink.reachable else 0)
-        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    async def ready(request: Request) -> Response:
+        if sink.reachable:
+            return _json({"status": "ready", "kafka": "reachable"})
+        return error_response(503, "unavailable", "Kafka is unreachable",
+                              scope_request_id(request.scope), {"Retry-After": "1"})
+
+    unready: dict[int | str, dict[str, Any]] = {
+        503: {"model": ErrorAnswer, "description": "Kafka unreachable"}}
+    app.get("/readyz", response_model=Health, responses=unready,
+            summary="Readiness: Kafka is reachable, events are accepted")(ready)
+    app.get("/health", response_model=Health, responses=unready, deprecated=True,
+            summary="The same as /readyz (its former name)")(ready)
 
     _complete_openapi(app)
-    return EventsFirst(app, post_events)
+    metrics.kafka_reachable.set_function(lambda: 1 if sink.reachable else 0)
+    return EventsFirst(app, post_events, metrics)
 
 
 def _json(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:

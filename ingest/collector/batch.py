@@ -31,6 +31,7 @@ class BatchReason(enum.StrEnum):
     unsupported_encoding = "unsupported_encoding"
     bad_encoding = "bad_encoding"
     not_json = "not_json"
+    too_deep = "too_deep"
     bad_batch = "bad_batch"
     unavailable = "unavailable"
 
@@ -76,6 +77,10 @@ def decode_body(body: bytes, content_encoding: str | None, max_bytes: int) -> li
     Traceback (most recent call last):
     ...
     ingest.collector.batch.BatchRefused: 400 bad_batch: the body must be {"events": [...]}
+    >>> decode_body(b'{"events": [' + b'[' * 200_000 + b']' * 200_000 + b']}', None, 10**6)
+    Traceback (most recent call last):
+    ...
+    ingest.collector.batch.BatchRefused: 400 too_deep: JSON nested too deep
     """
     encoding = (content_encoding or "identity").strip().lower()
     if encoding == "gzip":
@@ -87,10 +92,13 @@ def decode_body(body: bytes, content_encoding: str | None, max_bytes: int) -> li
         return _BATCH.decode(body).events
     except msgspec.DecodeError:
         pass  # refused below with orjson's reason, or accepted by it as parsed objects
+    except RecursionError:  # msgspec recurses into nested values, even ones it only skips
+        raise BatchRefused(400, BatchReason.too_deep, "JSON nested too deep") from None
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise BatchRefused(400, BatchReason.not_json, str(exc)[:200]) from None
+        reason = BatchReason.too_deep if "depth limit" in str(exc) else BatchReason.not_json
+        raise BatchRefused(400, reason, str(exc)[:200]) from None
     if not isinstance(document, dict) or not isinstance(document.get("events"), list):
         raise BatchRefused(400, BatchReason.bad_batch, 'the body must be {"events": [...]}')
     return document["events"]

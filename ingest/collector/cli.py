@@ -26,7 +26,8 @@ def register_collector(sub: argparse._SubParsersAction) -> None:
         description="Receives event batches from emitters (Authorization: Bearer <key>), "
         "validates each event, writes valid ones to telemetry.events and invalid ones to "
         "telemetry.dlq, and answers 2xx only after Kafka acknowledged them. OpenAPI at "
-        "/openapi.json, health at /health, Prometheus metrics at /metrics.")
+        "/openapi.json, probes at /livez (alive) and /readyz (Kafka reachable), Prometheus "
+        "metrics on --metrics-port.")
     c.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     c.add_argument("--host", default=_DEFAULTS.host,
                    help=f"bind address (default {_DEFAULTS.host})")
@@ -46,6 +47,9 @@ def register_collector(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--workers", type=int, default=1,
                    help="processes serving the port (default 1); each has its own producer "
                    "and its own per-key rate limit")
+    c.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics on this port (/metrics), apart from the "
+                   "public one; worker i of --workers uses port+i; default: none")
     c.set_defaults(func=_run_collector)
 
     k = sub.add_parser("keys", help="manage the collector's API keys (one tenant per key)")
@@ -86,12 +90,16 @@ def _run_collector(args: argparse.Namespace) -> int:
             topic_prefix=args.topic_prefix, key_db=args.key_db,
             max_body_bytes=args.max_body_bytes, max_events_per_batch=args.max_events,
             rate_per_key=args.rate, burst_per_key=args.burst,
-            delivery_timeout_s=args.delivery_timeout, workers=args.workers)
+            delivery_timeout_s=args.delivery_timeout, workers=args.workers,
+            metrics_port=args.metrics_port)
     except ValueError as exc:
         print(f"rtrl collector: {exc}", file=sys.stderr)
         return 2
-    log.info("collector on http://%s:%d -> %s (topics prefix %r), %d worker(s)", config.host,
-             config.port, config.bootstrap, config.topic_prefix, config.workers)
+    from infra.settings import process_security
+
+    log.info("collector on http://%s:%d -> %s (%s, topics prefix %r), %d worker(s)",
+             config.host, config.port, config.bootstrap, process_security().describe(),
+             config.topic_prefix, config.workers)
     return run_workers(config)
 
 

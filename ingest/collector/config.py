@@ -41,6 +41,9 @@ class CollectorConfig:
     """``Retry-After`` sent with 503 (429 computes its own from the bucket)."""
     workers: int = 1
     """Processes serving the port, each with its own producer and per-key rate limit."""
+    metrics_port: int | None = None
+    """Prometheus metrics on this port, apart from the public one (worker ``i`` of several:
+    ``metrics_port + i``); None: not served. 0 lets the OS choose (tests)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -51,5 +54,9 @@ class CollectorConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.rate_per_key <= 0 or self.delivery_timeout_s <= 0:
             raise ValueError("rate_per_key and delivery_timeout_s must be > 0")
+        if self.metrics_port is not None and not (
+                0 <= self.metrics_port <= 65535 - self.workers + 1):
+            raise ValueError(f"metrics_port must leave room for {self.workers} worker(s) "
+                             f"in 0..65535, got {self.metrics_port}")
         if not self.bootstrap:
             raise ValueError("bootstrap is required")

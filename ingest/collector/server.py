@@ -3,7 +3,8 @@
 ``run`` serves in the foreground (the CLI); ``run_workers`` does so in several processes that
 share one listening socket (one Python process tops out at one core); ``start_in_thread`` serves
 on a background thread of the calling process (tests, benchmarks). All flush the producer when
-the server stops.
+the server stops. Metrics, when asked for, are served on their own port by a thread of each
+serving process, never on the public port.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 
@@ -28,14 +30,20 @@ STARTUP_TIMEOUT_S = 30.0
 log = logging.getLogger("ingest.collector")
 
 
-def _server(config: CollectorConfig) -> tuple[uvicorn.Server, KafkaSink, KeyStore]:
+def _server(config: CollectorConfig,
+            worker: int = 0) -> tuple[uvicorn.Server, KafkaSink, KeyStore, Any]:
+    """The server, its sink and key store, and its metrics server (None without a port)."""
     keys = KeyStore(config.key_db)
     sink = KafkaSink(config.bootstrap, config.delivery_timeout_s, config.producer_queue_max)
     app = create_app(config, keys, sink)
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,
                                            log_level="warning", access_log=False,
                                            lifespan="on", loop="asyncio", http="h11"))
-    return server, sink, keys
+    metrics = None
+    if config.metrics_port is not None:
+        port = config.metrics_port + worker if config.metrics_port else 0
+        metrics = app.metrics.serve(port, host=config.host)
+    return server, sink, keys, metrics
 
 
 def run_workers(config: CollectorConfig) -> int:
@@ -51,13 +59,13 @@ def run_workers(config: CollectorConfig) -> int:
     listener = _tcp_listener(config.host, config.port)
     children = []
     parent = os.getpid()
-    for _ in range(config.workers):
+    for worker in range(config.workers):
         pid = os.fork()
         if pid == 0:  # the worker: nothing of the parent's but the socket and the config
             die_with_parent(parent)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent passes SIGTERM on
             try:
-                run(config, listener)
+                run(config, listener, worker)
             finally:
                 os._exit(0)
         children.append(pid)
@@ -96,17 +104,19 @@ def _tcp_listener(host: str, port: int) -> socket.socket:
     return listener
 
 
-def run(config: CollectorConfig, listener: socket.socket | None = None) -> None:
+def run(config: CollectorConfig, listener: socket.socket | None = None, worker: int = 0) -> None:
     """Serve until SIGINT/SIGTERM, then flush what Kafka has not acknowledged yet.
 
     uvicorn shuts down gracefully on the signal, then raises it again; for SIGTERM that would
     end the process before the producer is flushed, so SIGTERM becomes ``SystemExit`` here.
     """
-    server, sink, keys = _server(config)
+    server, sink, keys, metrics = _server(config, worker)
     signal.signal(signal.SIGTERM, _exit_quietly)
     try:
         server.run(sockets=[listener] if listener is not None else None)
     finally:
+        if metrics is not None:
+            metrics.shutdown()
         sink.close()
         keys.close()
 
@@ -123,25 +133,35 @@ class RunningCollector:
     thread: threading.Thread
     sink: KafkaSink
     keys: KeyStore
+    metrics_server: Any = None
+    metrics_url: str | None = None
+    """Where the metrics are served, when they are."""
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self.server.should_exit = True
         self.thread.join(timeout_s)
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
         self.sink.close(timeout_s)
         self.keys.close()
 
 
 def start_in_thread(config: CollectorConfig) -> RunningCollector:
     """Serve on a background thread; ``config.port=0`` picks a free port."""
-    server, sink, keys = _server(config)
+    server, sink, keys, metrics = _server(config)
     thread = threading.Thread(target=server.run, name="rtrl-collector", daemon=True)
     thread.start()
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while not server.started and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.01)
     if not server.started:
+        if metrics is not None:
+            metrics.shutdown()
         sink.close(1.0)
         keys.close()
         raise RuntimeError(f"collector did not start on {config.host}:{config.port}")
     port = server.servers[0].sockets[0].getsockname()[1]
-    return RunningCollector(f"http://{config.host}:{port}", port, server, thread, sink, keys)
+    metrics_url = (None if metrics is None
+                   else f"http://{config.host}:{metrics.server_port}/metrics")
+    return RunningCollector(f"http://{config.host}:{port}", port, server, thread, sink, keys,
+                            metrics, metrics_url)

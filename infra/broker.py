@@ -3,7 +3,9 @@
 ``start`` formats storage on first use, launches each node in its own process group,
 waits until the cluster answers metadata with every node, records the pids in
 ``<data_dir>/cluster.json`` and returns, leaving the nodes running. ``stop`` finds them
-again from that file, so any later process can stop what an earlier one started.
+again from that file, so any later process can stop what an earlier one started. A secure
+cluster (``ClusterLayout.secure``) also gets its certificates, SCRAM users and ACLs
+(``infra.secure``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.broker_config import ClusterLayout, log4j2_properties, new_cluster_id, server_properties
+from infra.broker_config import (
+    ClusterLayout,
+    ListenerSecrets,
+    log4j2_properties,
+    new_cluster_id,
+    server_properties,
+)
 from infra.kafka_dist import BrokerSetupError, check_java, ensure_jars
+from infra.kafka_security import KafkaSecurity
+from infra.topics import TopicNames
 
 log = logging.getLogger(__name__)
 
@@ -90,14 +100,16 @@ def _check_machine(layout: ClusterLayout) -> str:
     return java
 
 
-def _format(java: str, libs: Path, layout: ClusterLayout) -> None:
-    """Write each node's config and format its storage once (KRaft needs a cluster id)."""
+def _format(java: str, libs: Path, layout: ClusterLayout,
+            secrets: ListenerSecrets | None = None, format_args: list[str] | None = None) -> None:
+    """Write each node's config and format its storage once (KRaft needs a cluster id; a secure
+    cluster's SCRAM users are created with it, ``format_args``)."""
     state = read_state(layout) or {}
     cluster_id = state.get("cluster_id") or new_cluster_id()
     for node in range(layout.nodes):
         ndir = layout.node_dir(node)
         ndir.mkdir(parents=True, exist_ok=True)
-        (ndir / "server.properties").write_text(server_properties(layout, node))
+        (ndir / "server.properties").write_text(server_properties(layout, node, secrets))
         (ndir / "log4j2.properties").write_text(log4j2_properties(ndir / "kafka.log"))
         if (ndir / "data" / "meta.properties").exists():
             continue
@@ -112,6 +124,7 @@ def _format(java: str, libs: Path, layout: ClusterLayout) -> None:
             "-c",
             str(ndir / "server.properties"),
             "--ignore-formatted",
+            *(format_args or []),
         ]
         done = subprocess.run(cmd, capture_output=True, text=True, env=_java_env(ndir), timeout=120)
         if done.returncode != 0:
@@ -131,6 +144,7 @@ def _write_state(layout: ClusterLayout, cluster_id: str, procs: list[NodeProcess
         "bootstrap": layout.bootstrap,
         "port": layout.port,
         "nodes": layout.nodes,
+        "secure": layout.secure,
         "processes": [{"node": p.node, "pid": p.pid} for p in procs],
     }
     tmp = layout.state_file.with_suffix(".tmp")
@@ -164,12 +178,15 @@ def start_node(java: str, libs: Path, layout: ClusterLayout, node: int) -> NodeP
     return NodeProcess(node, proc.pid)
 
 
-def wait_ready(layout: ClusterLayout, procs: list[NodeProcess], timeout: float = 90.0) -> None:
+def wait_ready(layout: ClusterLayout, procs: list[NodeProcess], timeout: float = 90.0,
+               security: KafkaSecurity | None = None) -> None:
     """Return once the cluster's metadata lists every node; fail early if a node died."""
     from confluent_kafka.admin import AdminClient
 
+    from infra.settings import admin
+
     client = AdminClient(
-        {"bootstrap.servers": layout.bootstrap, "log_level": 0},
+        admin(layout.bootstrap, security or KafkaSecurity(), log_level=0),
         logger=logging.getLogger("rtrl.broker.probe"),
     )
     deadline = time.monotonic() + timeout
@@ -201,8 +218,12 @@ def tail(path: Path, lines: int = 20) -> str:
         return f"({path} does not exist)"
 
 
-def start(layout: ClusterLayout, cache_root: Path, timeout: float = 90.0) -> str:
-    """Start the cluster (idempotent: a cluster already running there is left as it is)."""
+def start(layout: ClusterLayout, cache_root: Path, timeout: float = 90.0,
+          names: TopicNames | None = None) -> str:
+    """Start the cluster (idempotent: a cluster already running there is left as it is).
+
+    A secure one grants its services their ACLs for the topics ``names`` gives.
+    """
     alive = running_nodes(layout)
     if alive:
         if len(alive) == layout.nodes:
@@ -214,12 +235,24 @@ def start(layout: ClusterLayout, cache_root: Path, timeout: float = 90.0) -> str
         )
     java = _check_machine(layout)
     libs = ensure_jars(cache_root, log=log.info)
-    _format(java, libs, layout)
+    secured = None
+    if layout.secure:
+        from infra import secure
+
+        secured = secure.prepare(layout, names or TopicNames())
+        _format(java, libs, layout, secured.listener, secured.scram_format_args())
+    else:
+        _format(java, libs, layout)
     procs = [start_node(java, libs, layout, node) for node in range(layout.nodes)]
     state = read_state(layout) or {}
     _write_state(layout, state["cluster_id"], procs)
     try:
-        wait_ready(layout, procs, timeout)
+        if secured is None:
+            wait_ready(layout, procs, timeout)
+        else:
+            admin_security = secured.security(secure.ADMIN_USER)
+            wait_ready(layout, procs, timeout, admin_security)
+            secure.apply_acls(layout.bootstrap, admin_security, names or TopicNames())
     except BaseException:
         stop(layout)
         raise

@@ -21,6 +21,8 @@ class ClusterLayout:
     port: int = 9092
     nodes: int = 1
     host: str = "127.0.0.1"
+    secure: bool = False
+    """Clients connect with SASL_SSL (SCRAM-SHA-512 over TLS) under ACLs; see ``infra.secure``."""
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.nodes > 9:
@@ -50,6 +52,26 @@ class ClusterLayout:
     def state_file(self) -> Path:
         return self.data_dir / "cluster.json"
 
+    @property
+    def secure_dir(self) -> Path:
+        """The secured cluster's CA, certificates and each service's client settings."""
+        return self.data_dir / "secure"
+
+
+@dataclass(frozen=True)
+class ListenerSecrets:
+    """What the brokers of a secured cluster need to know of its secrets."""
+
+    admin_password: str
+    """The SCRAM user ``admin``: the brokers talk to each other as it."""
+    controller_password: str
+    """The static PLAIN user ``controller`` of the controller quorum (KRaft controllers cannot
+    use SCRAM: its credentials live in the metadata they serve)."""
+    keystore: Path
+    keystore_password: str
+    truststore: Path
+    """The CA clients' certificates must be signed by, PEM."""
+
 
 def new_cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (22 chars).
@@ -67,8 +89,9 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-def server_properties(layout: ClusterLayout, node: int) -> str:
-    """The ``server.properties`` of one node of the cluster."""
+def server_properties(layout: ClusterLayout, node: int,
+                      secrets: ListenerSecrets | None = None) -> str:
+    """The ``server.properties`` of one node of the cluster (``secrets`` when it is secure)."""
     n = layout.nodes
     h = layout.host
     voters = ",".join(f"{i + 1}@{h}:{layout.controller_port(i)}" for i in range(n))
@@ -100,7 +123,51 @@ def server_properties(layout: ClusterLayout, node: int) -> str:
         "log.segment.bytes": 64 * 1024 * 1024,
         "log.retention.check.interval.ms": 60_000,
     }
+    if layout.secure:
+        if secrets is None:
+            raise ValueError("a secure cluster's properties need its secrets")
+        props.update(secure_properties(layout, node, secrets))
     return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def secure_properties(layout: ClusterLayout, node: int, secrets: ListenerSecrets) -> dict:
+    """The listeners of a secured node: SASL_SSL for clients and brokers (SCRAM-SHA-512, with
+    client certificates required), SASL PLAIN for the controller quorum, and ACLs enforced.
+
+    >>> s = ListenerSecrets("a", "c", Path("k.p12"), "k", Path("ca.pem"))
+    >>> props = secure_properties(ClusterLayout(Path("/d"), secure=True), 0, s)
+    >>> props["listeners"], props["allow.everyone.if.no.acl.found"]
+    ('SASL_SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093', 'false')
+    """
+    h = layout.host
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
+    plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
+    return {
+        "listeners": f"SASL_SSL://{h}:{layout.client_port(node)},"
+        f"CONTROLLER://{h}:{layout.controller_port(node)}",
+        "advertised.listeners": f"SASL_SSL://{h}:{layout.client_port(node)}",
+        "inter.broker.listener.name": "SASL_SSL",
+        "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+            f'{scram} required username="admin" password="{secrets.admin_password}";',
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config":
+            f'{plain} required username="controller" password="{secrets.controller_password}" '
+            f'user_controller="{secrets.controller_password}";',
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(secrets.keystore),
+        "ssl.keystore.password": secrets.keystore_password,
+        "ssl.key.password": secrets.keystore_password,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(secrets.truststore),
+        "ssl.client.auth": "required",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin;User:controller",
+        "allow.everyone.if.no.acl.found": "false",
+    }
 
 
 def log4j2_properties(log_file: Path) -> str:

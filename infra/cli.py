@@ -134,6 +134,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             p.add_argument(
                 "--timeout", type=float, default=90.0, help="seconds to wait for start-up"
             )
+            p.add_argument(
+                "--secure", action="store_true",
+                help="SASL_SSL only (SCRAM-SHA-512 over mutual TLS) with ACLs: a generated CA, "
+                "a user per service and its settings file under DATA_DIR/secure",
+            )
+            add_topic_prefix_arg(p)
         p.set_defaults(func=_broker)
 
     t = sub.add_parser("topics", help="declare the platform's topics on a cluster (idempotent)")
@@ -158,9 +164,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _layout(args: argparse.Namespace) -> ClusterLayout:
     data_dir = args.data_dir.resolve()
     if args.broker_command == "start":
-        return ClusterLayout(data_dir, port=args.port, nodes=args.nodes)
+        return ClusterLayout(data_dir, port=args.port, nodes=args.nodes, secure=args.secure)
     state = broker.read_state(ClusterLayout(data_dir)) or {}
-    return ClusterLayout(data_dir, port=state.get("port", 9092), nodes=state.get("nodes", 1))
+    return ClusterLayout(data_dir, port=state.get("port", 9092), nodes=state.get("nodes", 1),
+                         secure=state.get("secure", False))
 
 
 def _broker(args: argparse.Namespace) -> int:
@@ -186,11 +193,16 @@ def _broker(args: argparse.Namespace) -> int:
         )
         return 0 if up else 1
     try:
-        bootstrap = broker.start(layout, default_cache_root(os.environ), timeout=args.timeout)
+        bootstrap = broker.start(layout, default_cache_root(os.environ), timeout=args.timeout,
+                                 names=TopicNames(args.topic_prefix))
     except BrokerSetupError as exc:
         print(f"rtrl broker start: {exc}", file=sys.stderr)
         return 1
     print(bootstrap, flush=True)
+    if layout.secure:
+        print(f"SASL_SSL only; run each service with RTRL_KAFKA_CONFIG="
+              f"{layout.secure_dir}/<service>.toml (collector, stream, sink, batches, trainer, "
+              f"serving; admin.toml for `rtrl topics apply`)", file=sys.stderr, flush=True)
     if args.foreground:
         return _stay_attached(layout)
     return 0

@@ -1,166 +1,166 @@
 #!/usr/bin/env python3
-"""The trainer's two hot paths against their limits, measured in the same run:
+"""The trainer's two hot paths on real causal LMs, each beside its limit measured in the same run:
 
-* serving: rollouts/s of ``PolicyServer.complete`` (sample a completion, publish the rollout on
-  Kafka, every one acknowledged at the end) against sampling alone (``trainer.policy.sample`` in
-  a loop): what publishing costs on top of generating;
-* the update: examples/s of ``trainer.learner.update`` (PPO-clip through accelerate, shape
-  groups, seeded minibatches, stats) against a bare torch loop doing the same forward, loss,
-  backward and Adam steps over the same minibatches: what the learner's bookkeeping costs;
-* the off-policy estimate (examples/s) for scale.
+* generation: completion tokens/s of ``CausalLMPolicy.sample`` (batched prompts of different
+  lengths, per-token log-probabilities of the sampling distribution, stop checks) against a bare
+  ``transformers`` ``generate`` loop on the same prompts and token budget;
+* the update: completion tokens/s of ``trainer.learner.update`` (PPO-clip, truncated importance
+  weights, chunked log-softmax, accelerate) against a bare torch forward + backward + AdamW step
+  on the same padded batch: what the learner's bookkeeping costs.
 
-The default policy of the local loop (``PolicyConfig()``: vocabulary 32, hidden 64, 8 tokens).
-Figures to stdout and ``bench/out/trainer.json``.
+Models: the tiny test model and SmolLM2-135M-Instruct (``--models``), full fine-tuning and LoRA.
+On a GPU (``--device cuda``) the same figures and the update's MFU (6 x parameters x tokens/s
+over the chip's bf16 peak, ``--peak-tflops``). Figures to stdout and ``bench/out/trainer.json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import os
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import format_table, kafka, machine, reexec_in_venv, write_results  # noqa: E402
+from _common import format_table, machine, reexec_in_venv, write_results  # noqa: E402
 
 reexec_in_venv(__file__)
+os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 
 import torch  # noqa: E402
 
-from infra.topics import TopicNames  # noqa: E402
-from infra.topics_apply import apply_topics  # noqa: E402
+from trainer.checkpoint_io import load_policy, register_base  # noqa: E402
 from trainer.examples import Example  # noqa: E402
-from trainer.learner import LearnerConfig, ppo_loss, shape_groups, update  # noqa: E402
-from trainer.offpolicy import estimate  # noqa: E402
-from trainer.policy import PolicyConfig, new_policy, sample, token_logprobs  # noqa: E402
+from trainer.learner import LearnerConfig, update  # noqa: E402
+from trainer.loading import LoraSettings  # noqa: E402
+from trainer.models import fetch, models_dir  # noqa: E402
+from trainer.policy import CausalLMPolicy, score_batch  # noqa: E402
 from trainer.registry import CheckpointRegistry  # noqa: E402
 from trainer.rollout import Rollout  # noqa: E402
-from trainer.serving import PolicyServer  # noqa: E402
+from trainer.sampling import SamplingParams  # noqa: E402
 
-TS = "2026-11-30T10:00:00.000000Z"
-
-
-def prompts(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
-    rng = random.Random(seed)
-    return [[rng.randrange(vocab) for _ in range(4)] for _ in range(n)]
+TASKS = ["slugify(s)", "reverse(xs)", "count_words(text)", "is_prime(n)", "flatten(items)",
+         "dedupe(xs)", "clamp(value, lo, hi)", "mean(xs)", "merge(a, b)", "chunks(xs, n)"]
 
 
-def bench_serving(bootstrap: str, n: int) -> list[dict]:
-    """Sampling alone before and after the served run (the faster is the limit), after a
-    warm-up: torch's first calls are slower."""
-    config = PolicyConfig()
-    asked = prompts(n, config.vocab_size)
-    with tempfile.TemporaryDirectory() as tmp:
-        registry = CheckpointRegistry(Path(tmp))
-        registry.register(new_policy(config, 0), checkpoint_id="b-0000", parent=None, evals={},
-                          batches=(), status="promoted")
-        policy = registry.load("b-0000")
-        generator = torch.Generator().manual_seed(0)
-
-        def sampling_alone() -> float:
-            started = time.perf_counter()
-            for prompt in asked:
-                sample(policy, prompt, generator)
-            return time.perf_counter() - started
-
-        sampling_alone()  # warm-up
-        raw_s = [sampling_alone()]
-        names = TopicNames(f"bench{uuid.uuid4().hex[:6]}.")
-        apply_topics(bootstrap, names, replication=1)
-        server = PolicyServer(registry, bootstrap, names, "b-0000")
-        started = time.perf_counter()
-        for i, prompt in enumerate(asked):
-            server.complete(f"i-{i}", prompt)
-        server.flush()
-        served_s = time.perf_counter() - started
-        server.close()
-        raw_s.append(sampling_alone())
-    return [{"row": "sampling alone (limit; before, after)", "n": n,
-             "per_s": n / min(raw_s), "runs": [n / s for s in raw_s]},
-            {"row": "PolicyServer.complete + Kafka", "n": n, "per_s": n / served_s,
-             "ratio": min(raw_s) / served_s}]
+def prompts(policy: CausalLMPolicy, n: int) -> list[list[int]]:
+    return [policy.chat_prompt([{"role": "user", "content": f"Write `{TASKS[i % len(TASKS)]}` "
+                                 f"in Python{'.' * (i % 4)}"}]) for i in range(n)]
 
 
-def examples(n: int) -> list[Example]:
-    config = PolicyConfig()
-    policy = new_policy(config, 0)
-    generator = torch.Generator().manual_seed(1)
-    rng = random.Random(1)
+def bench_generation(policy: CausalLMPolicy, batch: int, tokens: int) -> tuple[float, float]:
+    """(ours, bare generate) completion tokens/s; neither stops early (no end token)."""
+    asks = prompts(policy, batch)
+    params = SamplingParams(max_tokens=tokens)
+    saved = policy.end_ids
+    policy.end_ids = frozenset()  # the same token budget for both
+    started = time.perf_counter()
+    done = policy.sample(asks, params, torch.Generator(policy.device).manual_seed(0))
+    ours = sum(len(d.token_ids) for d in done) / (time.perf_counter() - started)
+    policy.end_ids = saved
+    width = max(map(len, asks))
+    ids = torch.full((batch, width), policy.pad_id, dtype=torch.long)
+    mask = torch.zeros((batch, width), dtype=torch.long)
+    for i, a in enumerate(asks):
+        ids[i, width - len(a):] = torch.tensor(a)
+        mask[i, width - len(a):] = 1
+    ids, mask = ids.to(policy.device), mask.to(policy.device)
+    started = time.perf_counter()
+    with torch.no_grad():
+        out = policy.model.generate(input_ids=ids, attention_mask=mask, do_sample=True,
+                                    max_new_tokens=tokens, min_new_tokens=tokens,
+                                    pad_token_id=policy.pad_id, top_k=0)
+    bare = (out.shape[1] - width) * batch / (time.perf_counter() - started)
+    return ours, bare
+
+
+def examples_for(policy: CausalLMPolicy, base: Rollout, n: int, tokens: int) -> list[Example]:
+    asks = prompts(policy, n)
+    done = policy.sample(asks, SamplingParams(max_tokens=tokens),
+                         torch.Generator(policy.device).manual_seed(1))
     out = []
-    for i, prompt in enumerate(prompts(n, config.vocab_size, seed=2)):
-        ids, logprobs = sample(policy, prompt, generator)
-        reward = sum(t < 8 for t in ids) / len(ids) + rng.random() * 0.1
-        out.append(Example(Rollout(f"i-{i}", "b", tuple(prompt), tuple(ids), tuple(logprobs), TS),
-                           reward))
+    for i, (a, d) in enumerate(zip(asks, done, strict=True)):
+        rollout = Rollout(f"i{i}", base.checkpoint_id, base.model, SamplingParams(
+            max_tokens=tokens), tuple(a), d.token_ids, d.logprobs, d.finish_reason,
+            base.created_at)  # fmt: skip
+        out.append(Example(rollout, float(i % 3) - 1.0))
     return out
 
 
-def bare_update(policy: torch.nn.Module, batch: list[Example], config: LearnerConfig) -> None:
-    """The same steps with nothing around them: the limit of the learner."""
-    (group,) = shape_groups(batch, PolicyConfig().vocab_size)
-    rewards = group.rewards
-    advantage = (rewards - rewards.mean()) / (rewards.std(unbiased=False) + 1e-8)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr)
-    generator = torch.Generator().manual_seed(config.seed)
-    for _ in range(config.epochs):
-        for index in torch.randperm(len(batch), generator=generator).split(config.minibatch):
-            new = token_logprobs(policy, group.prompts[index], group.completions[index])  # type: ignore[arg-type]
-            loss, _ = ppo_loss(new, group.behaviour_logprobs[index], advantage[index],
-                               config.clip)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
-            optimizer.step()
+def bare_update(policy: CausalLMPolicy, batch: list[Example], steps: int) -> float:
+    """A bare torch forward + backward + AdamW step on the same padded batch: tokens/s."""
+    model = policy.model
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=1e-6)
+    b = score_batch([e.rollout.prompt_ids for e in batch],
+                    [e.rollout.completion_ids for e in batch], policy.pad_id, policy.device)
+    tokens = sum(b.lengths)
+    model.train()
+    started = time.perf_counter()
+    for step in range(steps + 1):  # the first step warms up and is not timed
+        if step == 1:
+            started = time.perf_counter()
+        logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits
+        flat = logits.reshape(-1, logits.shape[-1]).index_select(0, b.positions)
+        loss = -torch.log_softmax(flat.float(), -1).gather(-1, b.targets[:, None]).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    if policy.device.type == "cuda":
+        torch.cuda.synchronize()
+    return tokens * steps / (time.perf_counter() - started)
 
 
-def bench_learner(n: int) -> list[dict]:
-    batch = examples(n)
-    config = LearnerConfig()
+def bench_model(name: str, device: str, batch: int, tokens: int, peak: float) -> list[list]:
     rows = []
-    for attempt in range(2):  # the first warms torch up; the second is reported
-        policy = new_policy(PolicyConfig(), 0)
-        started = time.perf_counter()
-        bare_update(policy, batch, config)
-        raw_s = time.perf_counter() - started
-        started = time.perf_counter()
-        update(new_policy(PolicyConfig(), 0), batch, config)
-        learner_s = time.perf_counter() - started
-        started = time.perf_counter()
-        estimate(policy, batch)
-        estimate_s = time.perf_counter() - started
-        if attempt:
-            per_epoch = n * config.epochs
-            rows = [{"row": "bare torch PPO loop (limit)", "n": n, "per_s": per_epoch / raw_s},
-                    {"row": "trainer.learner.update", "n": n, "per_s": per_epoch / learner_s,
-                     "ratio": raw_s / learner_s},
-                    {"row": "trainer.offpolicy.estimate", "n": n, "per_s": n / estimate_s}]
+    with tempfile.TemporaryDirectory() as tmp:
+        registry = CheckpointRegistry(Path(tmp))
+        root = register_base(registry, "b-0000", fetch(name, models_dir()))
+        for lora in (None, LoraSettings(r=8)):
+            policy = load_policy(registry, root, new_lora=lora).to(device)
+            kind = "lora r8" if lora else "full"
+            params = sum(p.numel() for p in policy.model.parameters())
+            if lora is None:
+                ours, bare = bench_generation(policy, batch, tokens)
+                rows.append([name, "generate", f"{batch}x{tokens}", round(ours), round(bare),
+                             round(ours / bare, 2), "-"])
+            base = Rollout("i", "b-0000", root.model.identity(), SamplingParams(max_tokens=tokens),
+                           (1,), (1,), (-1.0,), "length", "2026-12-01T00:00:00Z")
+            batch_examples = examples_for(policy, base, batch, tokens)
+            bare = bare_update(policy, batch_examples, steps=2)
+            config = LearnerConfig(lr=1e-6, epochs=2, minibatch=batch, micro_batch=batch)
+            stats = update(policy, batch_examples, config).stats
+            # the learner also scores every example twice without gradients (pi_old, final KL)
+            ours = stats.tokens_per_s
+            mfu = (6 * params * ours / (peak * 1e12)) if device == "cuda" else None
+            rows.append([name, f"update {kind}", f"{batch}x{tokens}", round(ours), round(bare),
+                         round(ours / bare, 2), f"{mfu:.1%}" if mfu is not None else "-"])
+            del policy
     return rows
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap", help="an existing broker (default: start one)")
-    parser.add_argument("--rollouts", type=int, default=3000)
-    parser.add_argument("--examples", type=int, default=2000)
+    parser.add_argument("--models", default="tiny,smollm2-135m")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument("--peak-tflops", type=float, default=989.0,
+                        help="the chip's dense bf16 peak, for MFU (H100/H200 SXM: 989)")
     args = parser.parse_args()
-    torch.set_num_threads(1)  # one core, like the serving process of `rtrl run`
-    print(f"update: {args.examples} examples x {LearnerConfig().epochs} epochs ...",
-          file=sys.stderr, flush=True)
-    learner_rows = bench_learner(args.examples)
-    with kafka(args.bootstrap) as bootstrap:
-        print(f"serving: {args.rollouts} rollouts ...", file=sys.stderr, flush=True)
-        serving_rows = bench_serving(bootstrap, args.rollouts)
-    rows = serving_rows + learner_rows
-    print(format_table(["path", "n", "per second", "ratio to its limit"],
-                       [[r["row"], r["n"], r["per_s"], r.get("ratio", "")] for r in rows]))
-    print("(update: examples x epochs per second)")
-    write_results("trainer", {"machine": machine(), "rows": rows})
+    rows = []
+    for name in args.models.split(","):
+        rows += bench_model(name, args.device, args.batch, args.tokens, args.peak_tflops)
+    print(format_table(["model", "path", "batch", "tokens/s", "limit tokens/s",
+                        "ratio to its limit", "MFU"], rows))
+    write_results("trainer", {"machine": machine(), "device": args.device,
+                              "rows": [dict(zip(["model", "path", "batch", "tokens_per_s",
+                                                 "limit_tokens_per_s", "ratio", "mfu"], r,
+                                                strict=True)) for r in rows]})
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

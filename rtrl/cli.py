@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -41,7 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Models load from local files only: a process of the platform never reaches a model hub.
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.update(OFFLINE)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

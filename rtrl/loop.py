@@ -74,6 +74,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
+        "--model",
+        default="tiny",
+        help="the model the rounds serve and train: tiny (built here, trains in seconds), "
+        "smollm2-135m (SmolLM2-135M-Instruct, slow on a CPU), or a local model path",
+    )
+    p.add_argument(
         "--window-s",
         type=positive_int,
         default=20,
@@ -181,7 +187,7 @@ def _loop(
     log.info("editor: emitting %d interactions through the SDK", args.interactions)
     emit_workload(sdk, args.interactions, args.seed, pace_s=10)
     rounds = TrainingRounds(root, bootstrap, prefix, replace(sdk, spool_path=root / "rl.db"),
-                            args.round_users, args.seed)
+                            args.round_users, args.seed, args.model)
     try:
         if args.rounds:
             rounds.start()

@@ -1,9 +1,11 @@
-"""Simulated users for the training rounds of `rtrl run`: they ask the served policy for an edit
-and react to it through the real SDK, so the platform learns only from telemetry.
+"""Simulated users for the training rounds of `rtrl run`: they ask the served model for an edit
+(a chat prompt through its own template) and react to it through the real SDK, so the platform
+learns only from telemetry.
 
 Their hidden taste, which nothing hands to the trainer: a proposed edit is accepted with a
 probability equal to the share of its tokens in the lowest quarter of the vocabulary ("edits in
-the codebase's style"), and a completion holding the last token id makes an invalid tool call.
+the codebase's style"), and a completion holding one of the last tokens of the vocabulary makes
+an invalid tool call.
 The served checkpoint improves only if rewards computed from their events carry that taste back
 through the stream, the warehouse and the trainer.
 """
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 from ingest.contract import uuid7
 from ingest.sdk import Client
+from trainer.sampling import SamplingParams
 from trainer.serving import PolicyServer
 
 
@@ -31,7 +34,7 @@ class Taste:
         return sum(token < self.vocab_size // 4 for token in completion) / len(completion)
 
     def invalid_tool_call(self, completion: Sequence[int]) -> bool:
-        return self.vocab_size - 1 in completion
+        return any(token >= self.vocab_size - 8 for token in completion)
 
 
 @dataclass(frozen=True)
@@ -44,18 +47,28 @@ class RoundFigures:
     """The mean acceptance probability: what the users' taste says of the served policy."""
 
 
+TASKS = ("slugify(s)", "reverse(xs)", "count_words(text)", "is_prime(n)", "flatten(items)",
+         "dedupe(xs)", "clamp(value, lo, hi)", "mean(xs)")  # fmt: skip
+
+
 def play_round(server: PolicyServer, client: Client, taste: Taste, interactions: int,
-               seed: int, prompt_length: int = 4) -> RoundFigures:  # fmt: skip
+               seed: int, params: SamplingParams, batch: int = 32) -> RoundFigures:  # fmt: skip
     """``interactions`` users each ask for one edit and react; rollouts are acknowledged by
     Kafka before this returns, events are handed to the SDK (flushed by the caller)."""
     rng = random.Random(seed)
     accepted = invalid = 0
     taste_sum = 0.0
     checkpoint = server.checkpoint_id
-    for n in range(interactions):
-        interaction_id = f"i_{uuid7()}"
-        prompt = [rng.randrange(taste.vocab_size) for _ in range(prompt_length)]
-        rollout = server.complete(interaction_id, prompt)
+    requests = []
+    for _ in range(interactions):
+        task = rng.choice(TASKS)
+        prompt = server.policy.chat_prompt([{"role": "user",
+                                             "content": f"Write `{task}` in Python."}])
+        requests.append((f"i_{uuid7()}", prompt))
+    served = [done for start in range(0, interactions, batch)
+              for done in server.complete_many(requests[start:start + batch], params)]
+    for n, (rollout, _completion) in enumerate(served):
+        interaction_id = rollout.interaction_id
         if rollout.checkpoint_id != checkpoint:
             raise RuntimeError("the served checkpoint changed within a round")
         completion = rollout.completion_ids

@@ -1,9 +1,9 @@
 """The training rounds of `rtrl run`: serve, observe, land, train, gate, ship, serve again.
 
-A small policy (`trainer.policy`) is registered as the first checkpoint and served in this
-process (`trainer.serving`, which publishes every completion on ``rollouts`` and follows the
-``checkpoints`` topic). Simulated users (`rtrl.rl_sim`) react to its edits through the SDK. Once
-their windows closed, the warehouse lands rewards and rollouts and offers a batch per
+A causal language model (``--model``: the tiny one built here by default, or SmolLM2-135M) is
+registered as the first checkpoint and served in this process (`trainer.serving`, which
+publishes every completion on ``rollouts`` and follows the ``checkpoints`` topic). Simulated
+users (`rtrl.rl_sim`) react to its edits through the SDK. Once their windows closed, the warehouse lands rewards and rollouts and offers a batch per
 checkpoint; `rtrl train` (its own process) updates the served checkpoint on its batch, gates the
 candidate and announces it; the server switches to it when it is promoted, and the next round
 is served by it.
@@ -22,10 +22,14 @@ from rtrl.procs import run_stage
 from rtrl.rl_sim import RoundFigures, Taste, play_round
 from trainer.exit_codes import EXIT_REJECTED
 from trainer.registry import PROMOTED, CheckpointInfo, CheckpointRegistry
+from trainer.sampling import SamplingParams
 from trainer.serving import PolicyServer
 
 log = logging.getLogger("rtrl.run")
-VOCAB_SIZE = 32
+SAMPLING = SamplingParams(max_tokens=8, temperature=1.0)
+# the run's learner: a few hundred examples a round, a fresh small model that must move
+LEARNER_ARGS = ["--lr", "0.002", "--epochs", "4", "--minibatch", "64", "--micro-batch", "64",
+                "--device", "cpu"]
 
 
 @dataclass
@@ -36,6 +40,7 @@ class TrainingRounds:
     sdk: SdkConfig
     interactions: int
     seed: int
+    model: str = "tiny"
     figures: list[RoundFigures] = field(default_factory=list)
     decisions: list[CheckpointInfo] = field(default_factory=list)
     server: PolicyServer | None = None
@@ -50,10 +55,10 @@ class TrainingRounds:
 
     def start(self) -> None:
         """Register the first checkpoint, announce it, and serve it."""
-        root_id = "tiny-0000"
+        root_id = f"{self.model.split('-')[0]}-0000"
         run_stage("checkpoints", ["checkpoints", "init", "--registry", str(self.root /
-                  "checkpoints"), "--id", root_id, "--seed", str(self.seed), "--vocab-size",
-                  str(VOCAB_SIZE), "--publish", *self._kafka], self.root / "logs" / "train.log")
+                  "checkpoints"), "--id", root_id, "--model", self.model, "--publish",
+                  *self._kafka], self.root / "logs" / "train.log")
         self.server = PolicyServer(self.registry, self.bootstrap, TopicNames(self.prefix),
                                    root_id, seed=self.seed)
         self.server.follow()
@@ -62,8 +67,9 @@ class TrainingRounds:
         """One round of simulated users against the served checkpoint."""
         assert self.server is not None
         with Client(self.sdk) as client:
-            figures = play_round(self.server, client, Taste(VOCAB_SIZE), self.interactions,
-                                 seed=self.seed * 1000 + number)
+            figures = play_round(self.server, client, Taste(self.server.policy.vocab_size),
+                                 self.interactions, seed=self.seed * 1000 + number,
+                                 params=SAMPLING)
             left = client.flush(timeout=60)
         if left:
             log.warning("round %d: %d events not yet acknowledged (kept in the spool)",
@@ -80,7 +86,7 @@ class TrainingRounds:
         parent = self.server.checkpoint_id
         print(run_stage("train", ["train", "--registry", str(self.root / "checkpoints"),
                                   "--warehouse", str(warehouse), "--checkpoint", parent,
-                                  "--publish", *self._kafka],
+                                  *LEARNER_ARGS, "--publish", *self._kafka],
                         self.root / "logs" / "train.log", ok=(0, EXIT_REJECTED)), end="")
         decision = self.registry.list()[-1]
         self.decisions.append(decision)

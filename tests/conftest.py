@@ -23,6 +23,8 @@ from infra.topics import TopicNames
 from tests.kafka_helpers import free_port_block
 
 REPO = Path(__file__).resolve().parent.parent
+# No test reaches a model hub; models are built here or fetched from the package registry.
+os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

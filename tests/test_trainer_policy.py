@@ -1,142 +1,125 @@
-"""The policy's interface, the rollout form, and examples read from a batch file. No broker."""
+"""The policy interface on the tiny model (the real code path of every model): batched sampling
+of prompts of different lengths with the sampling distribution's log-probabilities, scoring that
+gives them back, stop conditions, and the strict rollout form."""
 
 from __future__ import annotations
 
-import math
-
-import orjson
 import polars as pl
 import pytest
 import torch
 
+from tests import trainer_fixtures
+from tests.trainer_fixtures import TS, register_variant, serve
+from trainer.checkpoint_io import load_policy
 from trainer.examples import read_examples
-from trainer.policy import PolicyConfig, new_policy, sample, token_logprobs
-from trainer.rollout import Rollout, RolloutError
+from trainer.rollout import ModelIdentity, Rollout, RolloutError
+from trainer.sampling import SamplingParams, sampling_log_probs
 from warehouse.manifest import BATCH_DATA_SCHEMA
 
-SMALL = PolicyConfig(vocab_size=8, hidden=8, max_new_tokens=4)
-TS = "2026-11-30T10:00:00.000000Z"
+tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 
 
-@pytest.mark.parametrize("field,value", [("vocab_size", 1), ("hidden", 0), ("layers", -1),
-                                         ("max_new_tokens", 2.5), ("hidden", True)])
-def test_policy_config_refuses_impossible_shapes(field, value):
-    with pytest.raises(ValueError, match=field):
-        PolicyConfig(**{field: value})
+@pytest.fixture
+def policy(registry):
+    return load_policy(registry, registry.get("t-0000"))
 
 
-def test_policy_config_round_trips_and_refuses_unknown_fields():
-    assert PolicyConfig.from_json_dict(SMALL.to_json_dict()) == SMALL
-    with pytest.raises(ValueError, match="unknown"):
-        PolicyConfig.from_json_dict({**SMALL.to_json_dict(), "heads": 2})
+def _prompts(policy):
+    return [policy.chat_prompt([{"role": "user", "content": "Write `slugify(s)` in Python."}]),
+            [5, 6, 7], policy.chat_prompt([{"role": "user", "content": "hi"}])]
 
 
-def test_same_seed_same_weights_and_the_global_rng_is_left_alone():
-    torch.manual_seed(123)
-    before = torch.random.get_rng_state()
-    a, b = new_policy(SMALL, seed=5), new_policy(SMALL, seed=5)
-    assert torch.equal(torch.random.get_rng_state(), before)
-    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(),
-                                                 b.state_dict().values(), strict=True))
-    c = new_policy(SMALL, seed=6)
-    assert not torch.equal(a.head.weight, c.head.weight)
+@pytest.mark.parametrize("params", [SamplingParams(max_tokens=12),
+                                    SamplingParams(max_tokens=12, temperature=0.7, top_p=0.8)])
+def test_sampled_logprobs_equal_a_separate_scoring_pass_for_mixed_lengths(policy, params):
+    prompts = _prompts(policy)
+    assert len({len(p) for p in prompts}) == 3
+    done = policy.sample(prompts, params, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        scored = policy.score(prompts, [d.token_ids for d in done], params.temperature,
+                              params.top_p)
+    for d, s in zip(done, scored, strict=True):
+        assert len(d.token_ids) == len(d.logprobs) == len(s) <= 12
+        assert torch.allclose(torch.tensor(d.logprobs), s, atol=1e-5)
+    # each row alone samples what it sampled in the batch (padding changes nothing)
+    alone = policy.sample(prompts[1:2], params, torch.Generator().manual_seed(0))
+    assert alone[0].token_ids[0] in range(policy.vocab_size)
 
 
-def test_sampled_logprobs_are_the_policys_own_for_a_batch_of_prompts():
-    policy = new_policy(SMALL, seed=0)
-    generator = torch.Generator().manual_seed(1)
-    prompts = [[1, 2, 3], [4, 5, 6], [7, 0, 1]]
-    samples = [sample(policy, p, generator) for p in prompts]
-    got = token_logprobs(policy, torch.tensor(prompts), torch.tensor([s[0] for s in samples]))
-    assert torch.allclose(got, torch.tensor([s[1] for s in samples]), atol=1e-5)
-    # a probability distribution: the log-probabilities of every next token sum to one
-    logits, _ = policy(torch.tensor(prompts))
-    assert torch.allclose(torch.logsumexp(torch.log_softmax(logits, -1), -1), torch.zeros(3, 3),
-                          atol=1e-5)
+def test_the_same_generator_seed_gives_the_same_completions(policy):
+    params = SamplingParams(max_tokens=8)
+    a = policy.sample(_prompts(policy), params, torch.Generator().manual_seed(3))
+    b = policy.sample(_prompts(policy), params, torch.Generator().manual_seed(3))
+    assert a == b
 
 
-def test_temperature_sharpens_the_sampled_distribution():
-    policy = new_policy(SMALL, seed=0)
-    cold = [sample(policy, [1, 2], torch.Generator().manual_seed(s), temperature=0.05)[1]
-            for s in range(20)]
-    warm = [sample(policy, [1, 2], torch.Generator().manual_seed(s), temperature=3.0)[1]
-            for s in range(20)]
-    assert sum(map(sum, cold)) > sum(map(sum, warm))  # cold picks near-certain tokens
-    with pytest.raises(ValueError, match="temperature"):
-        sample(policy, [1], torch.Generator(), temperature=0)
+def test_stop_strings_and_end_tokens_finish_a_completion(policy):
+    prompts = _prompts(policy) * 4
+    params = SamplingParams(max_tokens=40, stop=("e",))
+    done = policy.sample(prompts, params, torch.Generator().manual_seed(1))
+    for d in done:
+        if d.finish_reason == "stop":
+            decoded = policy.tokenizer.decode(list(d.token_ids), skip_special_tokens=True)
+            assert "e" in decoded or d.token_ids[-1] in policy.end_ids
+            assert "e" not in d.text  # the text is cut before the stop string
+        else:
+            assert len(d.token_ids) == 40
+    assert any(d.finish_reason == "stop" for d in done)
 
 
-@pytest.mark.parametrize("prompt", [[], [8], [-1], [1.0], [True]])
-def test_sample_refuses_tokens_outside_the_vocabulary(prompt):
-    with pytest.raises(ValueError, match="prompt_ids"):
-        sample(new_policy(SMALL, seed=0), prompt, torch.Generator())
+def test_nucleus_sampling_never_draws_outside_the_nucleus():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    log_dist = sampling_log_probs(logits, 1.0, 0.75)
+    assert log_dist.exp()[0, 2:].sum() == 0
+    assert torch.allclose(log_dist.exp().sum(), torch.tensor(1.0))
+    hot = sampling_log_probs(logits, 2.0, 1.0).exp()
+    assert hot[0, 0] < 0.5 and hot[0, 3] > 0.05  # a higher temperature flattens
 
 
-def _rollout(**changes) -> Rollout:
-    fields = dict(interaction_id="i1", checkpoint_id="c1", prompt_ids=(1, 2),
-                  completion_ids=(3, 4), logprobs=(-0.5, -1.5), created_at=TS)
-    return Rollout(**{**fields, **changes})
+def test_prompts_outside_the_vocabulary_are_refused(policy):
+    with pytest.raises(ValueError, match="token ids are integers"):
+        policy.sample([[1, policy.vocab_size]], SamplingParams(), torch.Generator())
 
 
-@pytest.mark.parametrize("changes,message", [
-    ({"interaction_id": ""}, "interaction_id"),
-    ({"checkpoint_id": "c" * 129}, "checkpoint_id"),
+IDENT = ModelIdentity("llama", "a" * 64, "b" * 64)
+
+
+@pytest.mark.parametrize(("changes", "message"), [
     ({"prompt_ids": ()}, "prompt_ids"),
-    ({"completion_ids": (1, -2)}, "completion_ids"),
-    ({"logprobs": (-0.5,)}, "one per completion token"),
-    ({"logprobs": (-0.5, math.nan)}, "finite"),
-    ({"logprobs": (-0.5, 0.1)}, "<= 0"),
-    ({"created_at": "yesterday"}, "created_at"),
-])
+    ({"logprobs": (-1.0, -1.0)}, "one per completion token"),
+    ({"logprobs": (float("nan"),)}, "finite numbers"),
+    ({"finish_reason": "eos"}, "finish_reason"),
+    ({"completion_ids": (1,) * 5, "logprobs": (-1.0,) * 5}, "max_tokens"),
+])  # fmt: skip
 def test_rollouts_that_break_the_form_are_refused_with_the_field(changes, message):
+    fields = dict(interaction_id="i", checkpoint_id="c", model=IDENT,
+                  sampling=SamplingParams(max_tokens=4), prompt_ids=(1,), completion_ids=(2,),
+                  logprobs=(-0.1,), finish_reason="length", created_at=TS)
     with pytest.raises(RolloutError, match=message):
-        _rollout(**changes)
+        Rollout(**{**fields, **changes})
 
 
-def test_rollout_json_is_strict_about_version_and_fields():
-    raw = orjson.loads(_rollout().to_json())
-    assert Rollout.from_json(orjson.dumps(raw)) == _rollout()
-    for broken, message in [({**raw, "rollout_version": 2}, "rollout_version"),
-                            ({**raw, "extra": 1}, "unknown"),
-                            ({k: v for k, v in raw.items() if k != "logprobs"}, "missing"),
-                            ({**raw, "prompt_ids": "12"}, "prompt_ids")]:
-        with pytest.raises(RolloutError, match=message):
-            Rollout.from_json(orjson.dumps(broken))
-    with pytest.raises(RolloutError, match="not JSON"):
-        Rollout.from_json(b"{")
-
-
-def _batch_file(tmp_path, rows: list[dict]) -> str:
+def test_an_old_rollout_is_refused_with_its_own_reason_and_counted(tmp_path, registry):
+    policy = load_policy(registry, registry.get("t-0000"))
+    examples = serve(policy, registry.get("t-0000"), 4, seed=0)
     base = {name: None for name in BATCH_DATA_SCHEMA.names()}
-    frame = pl.DataFrame([{**base, "batch_id": "b1", "checkpoint_id": "c1",
-                           "reward_version": "v", "status": "scored", **row} for row in rows],
-                         schema=BATCH_DATA_SCHEMA)
-    path = tmp_path / "batch.parquet"
-    frame.write_parquet(path)
-    return str(path)
-
-
-def test_examples_keep_rows_with_their_own_rollout_and_count_the_rest(tmp_path):
-    good = _rollout().to_json().decode()
-    path = _batch_file(tmp_path, [
-        {"interaction_id": "i1", "reward": 0.5, "rollout_json": good},
-        {"interaction_id": "i2", "reward": 0.5, "rollout_json": None},
-        {"interaction_id": "i3", "reward": 0.5, "rollout_json": _rollout(
-            interaction_id="i3", checkpoint_id="c0").to_json().decode()},
-        {"interaction_id": "i4", "reward": 0.5, "rollout_json": "{}"},
-        {"interaction_id": "i5", "reward": 0.5, "rollout_json": good},  # i1's rollout
-        {"interaction_id": "i6", "reward": None, "rollout_json": good},
-    ])
+    old = b'{"rollout_version": 1, "interaction_id": "i-0", "checkpoint_id": "t-0000"}'
+    rows = [{**base, "batch_id": "b", "interaction_id": e.rollout.interaction_id,
+             "checkpoint_id": "t-0000", "status": "scored", "reward": e.reward,
+             "rollout_json": e.rollout.to_json().decode()} for e in examples]
+    rows[0]["rollout_json"] = old.decode().replace("i-0", rows[0]["interaction_id"])
+    rows[1]["rollout_json"] = None
+    rows[2]["checkpoint_id"] = "t-0000"
+    path = tmp_path / "b.parquet"
+    pl.DataFrame(rows, schema=BATCH_DATA_SCHEMA).write_parquet(path)
     read = read_examples(path)
-    assert read.checkpoint_id == "c1"
-    assert [(e.rollout.interaction_id, e.reward) for e in read.examples] == [("i1", 0.5)]
-    assert read.skipped == {"no_rollout": 1, "other_checkpoint": 1, "other_interaction": 1,
-                            "bad_rollout": 1, "no_reward": 1}
+    assert [e.rollout for e in read.examples] == [e.rollout for e in examples[2:]]
+    assert read.skipped == {"old_rollout_version": 1, "no_rollout": 1}
 
 
-def test_a_batch_of_two_checkpoints_is_refused(tmp_path):
-    path = _batch_file(tmp_path, [{"interaction_id": "i1", "reward": 0.5},
-                                  {"interaction_id": "i2", "reward": 0.5,
-                                   "checkpoint_id": "c2"}])
-    with pytest.raises(ValueError, match="one checkpoint"):
-        read_examples(path)
+def test_a_variant_checkpoint_has_other_weights_and_the_same_tokenizer(registry):
+    register_variant(registry, "t-0001", "t-0000", seed=1)
+    a = load_policy(registry, registry.get("t-0000"))
+    b = load_policy(registry, registry.get("t-0001"))
+    assert a.tokenizer.get_vocab() == b.tokenizer.get_vocab()
+    assert not torch.equal(next(a.model.parameters()), next(b.model.parameters()))

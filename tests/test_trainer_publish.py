@@ -9,16 +9,16 @@ import pytest
 
 from infra.topics import TopicNames
 from tests.kafka_helpers import produce_json
-from trainer.policy import PolicyConfig
 from trainer.publish import publish_checkpoint, read_checkpoints
-from trainer.registry import CheckpointInfo
+from trainer.registry import CheckpointInfo, ModelRef, TrainingRef, WeightsRef
 
 
 def info(checkpoint_id: str, parent: str | None = None, **changes: object) -> CheckpointInfo:
-    base = CheckpointInfo(checkpoint_id, parent, f"/reg/{checkpoint_id}/weights.safetensors",
-                          "0" * 64, PolicyConfig(vocab_size=8, hidden=8).to_json_dict(),
-                          "2026-11-30T10:00:00Z", {"gate": {"gain": 0.1}}, ("b1",), "promoted",
-                          ())
+    model = ModelRef(family="llama", base_path="/m", base_sha256="0" * 64,
+                     tokenizer_sha256="1" * 64)
+    base = CheckpointInfo(checkpoint_id, parent, f"/reg/{checkpoint_id}", model,
+                          WeightsRef(kind="base"), TrainingRef(), "2026-11-30T10:00:00Z",
+                          {"gate": {"gain": 0.1}}, ("b1",), "promoted", ())
     return replace(base, **changes)  # type: ignore[arg-type]
 
 

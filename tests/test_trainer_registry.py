@@ -1,137 +1,114 @@
-"""The checkpoint registry on a real filesystem: round trip, refusals, order, lineage, crashes."""
+"""The checkpoint registry: checkpoints of every kind (base, full weights, LoRA adapter) load back
+to the same policy, files are checked before use, a crashed register leaves nothing that counts,
+and the stored form is strict."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import orjson
 import pytest
 import torch
 
-from trainer.policy import PolicyConfig, new_policy, token_logprobs
-from trainer.registry import CheckpointInfo, CheckpointRegistry
+from tests import trainer_fixtures
+from tests.trainer_fixtures import register_variant, serve
+from trainer.checkpoint_io import (
+    copy_as,
+    load_policy,
+    load_trainer_state,
+    weight_writers,
+)
+from trainer.learner import LearnerConfig, score_examples, update
+from trainer.loading import LoraSettings
+from trainer.registry import CheckpointInfo, TrainingRef
 
-TINY = PolicyConfig(vocab_size=8, hidden=8, max_new_tokens=4)
-
-
-def register(registry: CheckpointRegistry, checkpoint_id: str, parent: str | None = None,
-             status: str = "promoted", seed: int = 0) -> CheckpointInfo:
-    reasons = ("estimated reward gain -0.1 < 0.0",) if status == "rejected" else ()
-    return registry.register(new_policy(TINY, seed), checkpoint_id=checkpoint_id, parent=parent,
-                             evals={"gate": {"gain": 0.25, "kl": float("nan")}, "n": 3},
-                             batches=("b1", "b2"), status=status, reasons=reasons)
-
-
-def test_round_trip_gives_the_same_weights_and_logprobs(tmp_path: Path) -> None:
-    registry = CheckpointRegistry(tmp_path / "reg")
-    original = new_policy(TINY, seed=7)
-    info = registry.register(original, checkpoint_id="c-1", parent=None, evals={"init_seed": 7},
-                             batches=[], status="promoted")
-    assert info.weights == str((tmp_path / "reg" / "c-1" / "weights.safetensors").resolve())
-    assert os.path.isfile(info.weights) and info.policy == TINY.to_json_dict()
-    assert registry.get("c-1") == info
-    loaded = registry.load("c-1")
-    assert loaded.config == TINY
-    want, got = original.state_dict(), loaded.state_dict()
-    assert want.keys() == got.keys()
-    assert all(torch.equal(want[k], got[k]) for k in want)
-    prompts, completions = torch.tensor([[1, 2, 3], [4, 5, 6]]), torch.tensor([[0, 7], [3, 3]])
-    assert torch.equal(token_logprobs(original, prompts, completions),
-                       token_logprobs(loaded, prompts, completions))
-    # checkpoint.json on disk is the info's JSON form
-    on_disk = orjson.loads((tmp_path / "reg" / "c-1" / "checkpoint.json").read_bytes())
-    assert CheckpointInfo.from_json_dict(on_disk) == info
+tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 
 
-def test_eval_figures_are_stored_as_json(tmp_path: Path) -> None:
-    info = register(CheckpointRegistry(tmp_path), "c1")
-    assert info.evals == {"gate": {"gain": 0.25, "kl": None}, "n": 3}  # NaN has no JSON form
-    with pytest.raises(ValueError, match=r"evals\.when: JSON values only"):
-        CheckpointRegistry(tmp_path).register(new_policy(TINY, 0), checkpoint_id="c2",
-                                              parent=None, evals={"when": object()},
-                                              batches=(), status="promoted")
+@pytest.mark.parametrize("lora", [None, LoraSettings(r=4)])
+def test_a_trained_checkpoint_loads_back_to_the_same_logprobs(registry, lora):
+    root = registry.get("t-0000")
+    policy = load_policy(registry, root, new_lora=lora)
+    examples = serve(policy, root, 16, seed=0)
+    result = update(policy, examples, LearnerConfig(lr=1e-2, epochs=1, minibatch=8))
+    weights, files = weight_writers(policy, lora, result.optimizer_state)
+    info = registry.register(checkpoint_id="t-0001", parent="t-0000", model=root.model,
+                             weights=weights, training=TrainingRef(step=2, file="trainer_state.pt"),
+                             files=files, evals={"x": 1.0}, batches=("b",), status="promoted")
+    assert info.weights.kind == ("lora" if lora else "full")
+    if lora:  # an adapter only: far smaller than the model
+        assert info.file("adapter.safetensors").stat().st_size < 0.2 * tiny_model_size(root)
+    again = load_policy(registry, registry.get("t-0001"))
+    for a, b in zip(score_examples(policy, examples), score_examples(again, examples),
+                    strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+    state = load_trainer_state(registry, info)
+    assert state is not None and state["optimizer"]["state"]
 
 
-def test_refusals(tmp_path: Path) -> None:
-    registry = CheckpointRegistry(tmp_path)
-    register(registry, "c1")
+def tiny_model_size(info: CheckpointInfo) -> int:
+    from pathlib import Path
+
+    return (Path(info.model.base_path) / "model.safetensors").stat().st_size
+
+
+def test_changed_files_are_refused_before_loading(registry):
+    info = register_variant(registry, "t-0001", "t-0000", seed=1)
+    weights = info.file("model.safetensors")
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="changed or damaged"):
+        load_policy(registry, info)
+
+
+def test_ids_are_never_reused_and_parents_must_exist(registry):
+    register_variant(registry, "t-0001", "t-0000", seed=1)
     with pytest.raises(ValueError, match="registered already"):
-        register(registry, "c1", seed=1)
-    assert registry.load("c1").state_dict()["head.bias"].equal(
-        new_policy(TINY, 0).state_dict()["head.bias"])  # the first weights stand
-    with pytest.raises(ValueError, match="parent 'nope' of 'c2' is not registered"):
-        register(registry, "c2", parent="nope")
-    for bad in ("", "a/b", "..", ".hidden", "x" * 129, "sp ace"):
-        with pytest.raises(ValueError, match="checkpoint_id: 1 to 128 characters"):
-            register(registry, bad)
-    with pytest.raises(ValueError, match="status: one of"):
-        register(registry, "c3", status="maybe")
-    with pytest.raises(KeyError, match="no checkpoint 'c9'"):
-        registry.get("c9")
-    assert [info.checkpoint_id for info in registry.list()] == ["c1"]
-    assert [p.name for p in tmp_path.iterdir()] == ["c1"]  # no temp dir left by refusals
+        register_variant(registry, "t-0001", "t-0000", seed=2)
+    with pytest.raises(ValueError, match="not registered"):
+        register_variant(registry, "t-0002", "nope", seed=2)
+    with pytest.raises(ValueError, match="checkpoint_id"):
+        register_variant(registry, "../x", "t-0000", seed=2)
 
 
-def test_tampered_weights_are_refused_before_loading(tmp_path: Path) -> None:
-    registry = CheckpointRegistry(tmp_path)
-    info = register(registry, "c1")
-    data = bytearray(Path(info.weights).read_bytes())
-    data[-1] ^= 0x01  # one bit of one weight
-    Path(info.weights).write_bytes(bytes(data))
-    with pytest.raises(ValueError, match=r"weights\.safetensors: sha256 .* differs"):
-        registry.load("c1")
-
-
-def test_current_skips_rejected_and_lineage_walks_to_the_root(tmp_path: Path) -> None:
-    registry = CheckpointRegistry(tmp_path)
-    assert registry.current() is None and registry.list() == []
-    register(registry, "c1")
-    register(registry, "c2", parent="c1")
-    register(registry, "c3", parent="c2", status="rejected")
-    assert [i.checkpoint_id for i in registry.list()] == ["c1", "c2", "c3"]
+def test_current_skips_rejected_and_lineage_walks_to_the_root(registry):
+    register_variant(registry, "t-0001", "t-0000", seed=1)
+    register_variant(registry, "t-0002", "t-0001", seed=2, status="rejected", reasons=("no",))
     current = registry.current()
-    assert current is not None and current.checkpoint_id == "c2"
-    assert registry.get("c3").reasons == ("estimated reward gain -0.1 < 0.0",)
-    assert registry.lineage("c3") == ["c3", "c2", "c1"]
-    assert registry.lineage("c1") == ["c1"]
-    with pytest.raises(KeyError):
-        registry.lineage("c4")
+    assert current is not None and current.checkpoint_id == "t-0001"
+    assert registry.lineage("t-0002") == ["t-0002", "t-0001", "t-0000"]
+    assert registry.root_of("t-0002") == "t-0000"
 
 
-def test_a_crashed_register_leaves_nothing_that_counts(tmp_path: Path) -> None:
-    registry = CheckpointRegistry(tmp_path)
-    register(registry, "c1")
-    # What a crash between writing and renaming leaves: a complete-looking temp dir.
-    leftover = tmp_path / f".tmp-c2-{'0' * 32}"
-    leftover.mkdir()
-    (leftover / "checkpoint.json").write_bytes((tmp_path / "c1" / "checkpoint.json").read_bytes())
-    other = tmp_path / f".tmp-c2-x-{'1' * 32}"  # another id's temp dir, which must survive
-    other.mkdir()
-    assert [i.checkpoint_id for i in registry.list()] == ["c1"]
-    with pytest.raises(KeyError):
-        registry.get("c2")
-    register(registry, "c2", parent="c1")
-    assert not leftover.exists() and other.exists()
-    assert [i.checkpoint_id for i in registry.list()] == ["c1", "c2"]
+def test_a_rollback_copies_the_weights_under_a_new_id(registry):
+    old = register_variant(registry, "t-0001", "t-0000", seed=1)
+    back = copy_as(registry, old, "t-0002", evals={"rollback_of": "t-0001"})
+    assert back.weights.sha256 == old.weights.sha256 and back.parent == "t-0001"
+    a, b = load_policy(registry, old), load_policy(registry, back)
+    assert all(torch.equal(x, y) for x, y in zip(a.model.parameters(), b.model.parameters(),
+                                                 strict=True))
 
 
-def test_info_json_is_strict() -> None:
-    good = CheckpointInfo("c1", None, "/r/c1/weights.safetensors", "a" * 64, TINY.to_json_dict(),
-                          "2026-11-30T10:00:00Z", {}, (), "promoted", ()).to_json_dict()
-    assert CheckpointInfo.from_json_dict(good).created_at == "2026-11-30T10:00:00.000000Z"
-    cases = [
-        ({k: v for k, v in good.items() if k != "sha256"}, r"missing fields \['sha256'\]"),
-        ({**good, "status": "archived"}, "status: one of"),
-        ({**good, "status": "rejected"}, "a rejected checkpoint says why"),
-        ({**good, "reasons": ["x"]}, "a promoted checkpoint has none"),
-        ({**good, "sha256": "A" * 64}, "sha256: 64 lower-case hex"),
-        ({**good, "weights": "relative/w"}, "weights: an absolute path"),
-        ({**good, "policy": {"vocab_size": 8}}, "every PolicyConfig field is required"),
-        ({**good, "batches": "b1"}, "batches: a list"),
-        ({**good, "created_at": "2026-11-30 10:00"}, "created_at"),
-        ([good], "a JSON object"),
-    ]
-    for data, message in cases:
-        with pytest.raises(ValueError, match=message):
-            CheckpointInfo.from_json_dict(data)
+def test_a_crashed_register_leaves_nothing_that_counts(registry):
+    def crash(_path):
+        raise OSError("disk full")
+
+    root = registry.get("t-0000")
+    with pytest.raises(OSError):
+        registry.register(checkpoint_id="t-0001", parent="t-0000", model=root.model,
+                          weights=root.weights, training=TrainingRef(),
+                          files={"x.bin": crash}, evals={}, batches=(), status="promoted")
+    assert [i.checkpoint_id for i in registry.list()] == ["t-0000"]
+    assert not any(p.name.startswith(".tmp-") for p in registry.root.iterdir())
+
+
+def test_info_json_is_strict_and_an_old_registry_is_named(registry):
+    info = registry.get("t-0000")
+    data = info.to_json_dict()
+    assert CheckpointInfo.from_json_dict(data) == info
+    with pytest.raises(ValueError, match="unknown fields"):
+        CheckpointInfo.from_json_dict({**data, "extra": 1})
+    old = {k: v for k, v in data.items() if k != "model"} | {"policy": {"vocab_size": 32}}
+    with pytest.raises(ValueError, match="older rtrl"):
+        CheckpointInfo.from_json_dict(old)
+    with pytest.raises(ValueError, match="lora"):
+        CheckpointInfo.from_json_dict({**data, "weights": {"kind": "lora", "file": "a",
+                                                           "sha256": "0" * 64}})

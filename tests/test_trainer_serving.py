@@ -6,21 +6,16 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, Message, Producer
 
 from infra.settings import reliable_producer
+from tests import trainer_fixtures
 from tests.kafka_helpers import drain
-from trainer.policy import PolicyConfig, new_policy
+from tests.trainer_fixtures import register_variant
 from trainer.publish import publish_checkpoint
-from trainer.registry import CheckpointRegistry
 from trainer.rollout import Rollout
+from trainer.sampling import SamplingParams
 from trainer.serving import PolicyServer
 
-SMALL = PolicyConfig(vocab_size=8, hidden=8, max_new_tokens=4)
-
-
-def _registry(tmp_path) -> CheckpointRegistry:
-    registry = CheckpointRegistry(tmp_path / "ckpt")
-    registry.register(new_policy(SMALL, seed=0), checkpoint_id="p-0000", parent=None, evals={},
-                      batches=(), status="promoted")
-    return registry
+tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
+PARAMS = SamplingParams(max_tokens=4, temperature=0.9, top_p=0.95)
 
 
 def _partitions_of(bootstrap: str, topic: str,
@@ -38,10 +33,11 @@ def _partitions_of(bootstrap: str, topic: str,
     return where
 
 
-def test_each_completion_is_published_as_its_rollout(kafka_bootstrap, topic_names, tmp_path):
-    server = PolicyServer(_registry(tmp_path), kafka_bootstrap, topic_names, "p-0000", seed=3)
+def test_each_completion_is_published_as_its_rollout(kafka_bootstrap, topic_names, registry):
+    server = PolicyServer(registry, kafka_bootstrap, topic_names, "t-0000", seed=3)
     try:
-        sent = [server.complete(f"i-{n}", [n % 8, 1, 2]) for n in range(12)]
+        sent = [r for r, _ in server.complete_many([(f"i-{n}", [n % 8 + 1, 1, 2][: n % 3 + 1])
+                                                    for n in range(12)], PARAMS)]
         server.flush()
     finally:
         server.close()
@@ -51,34 +47,32 @@ def test_each_completion_is_published_as_its_rollout(kafka_bootstrap, topic_name
     for rollout in sent:
         message = by_key[rollout.interaction_id.encode()]
         assert Rollout.from_json(message.value()) == rollout
-        assert rollout.checkpoint_id == "p-0000" and len(rollout.completion_ids) == 4
+        assert rollout.checkpoint_id == "t-0000" and 1 <= len(rollout.completion_ids) <= 4
+        assert rollout.sampling == PARAMS
+        assert rollout.model == registry.get("t-0000").model.identity()
     # co-partitioned with the interaction's events
     events = _partitions_of(kafka_bootstrap, topic_names.events, list(by_key))
     assert {k: m.partition() for k, m in by_key.items()} == events
 
 
 def test_the_server_switches_to_promoted_checkpoints_only(kafka_bootstrap, topic_names,
-                                                         tmp_path):  # fmt: skip
-    registry = _registry(tmp_path)
+                                                         registry):  # fmt: skip
     topic = topic_names.checkpoints
-    publish_checkpoint(kafka_bootstrap, topic, registry.get("p-0000"))
-    server = PolicyServer(registry, kafka_bootstrap, topic_names, "p-0000", seed=3)
+    publish_checkpoint(kafka_bootstrap, topic, registry.get("t-0000"))
+    server = PolicyServer(registry, kafka_bootstrap, topic_names, "t-0000", seed=3)
     server.follow()
     try:
-        rejected = registry.register(new_policy(SMALL, seed=1), checkpoint_id="p-0001",
-                                     parent="p-0000", evals={}, batches=("b1",),
-                                     status="rejected", reasons=("no gain",))
+        rejected = register_variant(registry, "t-0001", "t-0000", seed=1, status="rejected",
+                                    reasons=("no gain",), batches=("b1",))
         publish_checkpoint(kafka_bootstrap, topic, rejected)
-        assert not server.wait_for("p-0001", 3)
-        promoted = registry.register(new_policy(SMALL, seed=2), checkpoint_id="p-0002",
-                                     parent="p-0000", evals={}, batches=("b2",),
-                                     status="promoted")
+        assert not server.wait_for("t-0001", 3)
+        promoted = register_variant(registry, "t-0002", "t-0000", seed=2, batches=("b2",))
         publish_checkpoint(kafka_bootstrap, topic, promoted)
-        assert server.wait_for("p-0002", 30)
-        assert server.complete("i-x", [1, 2]).checkpoint_id == "p-0002"
+        assert server.wait_for("t-0002", 30)
+        assert server.complete("i-x", [1, 2], PARAMS)[0].checkpoint_id == "t-0002"
         # a promoted announcement older than the one served changes nothing
-        publish_checkpoint(kafka_bootstrap, topic, registry.get("p-0000"))
-        assert not server.wait_for("p-0000", 3)
-        assert server.checkpoint_id == "p-0002"
+        publish_checkpoint(kafka_bootstrap, topic, registry.get("t-0000"))
+        assert not server.wait_for("t-0000", 3)
+        assert server.checkpoint_id == "t-0002"
     finally:
         server.close()

@@ -3,7 +3,7 @@ announced; a batch is trained on once; a monitor alarm blocks the promotion."""
 
 from __future__ import annotations
 
-import random
+import json
 import signal
 import subprocess
 import sys
@@ -17,59 +17,42 @@ import pytest
 import torch
 
 from rtrl.cli import main
+from tests import trainer_fixtures
+from tests.trainer_fixtures import register_variant, serve, write_batch
+from trainer.checkpoint_io import load_policy
 from trainer.gate import GateConfig
 from trainer.inputs import next_id
 from trainer.learner import LearnerConfig
-from trainer.policy import PolicyConfig, new_policy, sample
 from trainer.publish import read_checkpoints
 from trainer.registry import CheckpointRegistry
-from trainer.rollout import Rollout
 from trainer.train import train_round
 from warehouse.batches import publish
 from warehouse.manifest import BATCH_DATA_SCHEMA, BatchEntry
 
-SMALL = PolicyConfig(vocab_size=8, hidden=16, max_new_tokens=4)
-TS = "2026-11-30T10:00:00.000000Z"
+tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 
 
 def _offer_batch(warehouse: Path, bootstrap: str, topic: str, registry: CheckpointRegistry,
                  checkpoint: str, n: int, seed: int) -> str:  # fmt: skip
     """Serve ``n`` interactions with ``checkpoint``, reward the low tokens, write and announce
     the batch as the warehouse does."""
-    policy = registry.load(checkpoint)
-    rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
-    base = {name: None for name in BATCH_DATA_SCHEMA.names()}
+    info = registry.get(checkpoint)
+    examples = serve(load_policy(registry, info), info, n, seed=seed)
     batch = f"{checkpoint}-b{seed}"
-    rows = []
-    for i in range(n):
-        interaction = f"i-{seed}-{i}"
-        prompt = [rng.randrange(8) for _ in range(3)]
-        ids, logprobs = sample(policy, prompt, generator)
-        reward = 1.0 if rng.random() < sum(t < 2 for t in ids) / len(ids) else -0.5
-        rollout = Rollout(interaction, checkpoint, tuple(prompt), tuple(ids), tuple(logprobs), TS)
-        rows.append({**base, "batch_id": batch, "interaction_id": interaction,
-                     "checkpoint_id": checkpoint, "status": "scored", "reward": reward,
-                     "rollout_json": rollout.to_json().decode()})
     relative = f"_batches/data/{batch}.parquet"
-    (warehouse / "_batches" / "data").mkdir(parents=True, exist_ok=True)
-    pl.DataFrame(rows, schema=BATCH_DATA_SCHEMA).write_parquet(warehouse / relative)
+    write_batch(warehouse / relative, examples, batch)
     publish(bootstrap, topic, [BatchEntry(batch, checkpoint, "v", n, (relative,), "passed", True,
                                           datetime.now(UTC))])
     return batch
 
 
+FAST = ["--lr", "0.003", "--epochs", "3", "--minibatch", "32", "--micro-batch", "32"]
+
+
 def _train(tmp_path: Path, bootstrap: str, prefix: str, *extra: str) -> int:
     return main(["train", "--registry", str(tmp_path / "ckpt"), "--warehouse",
                  str(tmp_path / "wh"), "--bootstrap", bootstrap, "--topic-prefix", prefix,
-                 "--publish", *extra])
-
-
-@pytest.fixture
-def registry(tmp_path) -> CheckpointRegistry:
-    registry = CheckpointRegistry(tmp_path / "ckpt")
-    registry.register(new_policy(SMALL, seed=0), checkpoint_id="t-0000", parent=None, evals={},
-                      batches=(), status="promoted")
-    return registry
+                 "--publish", "--device", "cpu", *FAST, *extra])
 
 
 def test_a_round_trains_on_its_batch_once_and_announces_the_decision(
@@ -95,8 +78,7 @@ def test_a_round_trains_on_its_batch_once_and_announces_the_decision(
 
 def test_only_the_served_checkpoints_batches_are_read(kafka_bootstrap, topic_names, tmp_path,
                                                       registry):  # fmt: skip
-    registry.register(new_policy(SMALL, seed=1), checkpoint_id="u-0000", parent=None, evals={},
-                      batches=(), status="promoted")
+    register_variant(registry, "u-0000", None, seed=1)
     _offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 60,
                  seed=3)
     assert _train(tmp_path, kafka_bootstrap, topic_names.prefix, "--checkpoint", "u-0000") == 1
@@ -106,8 +88,7 @@ def test_only_the_served_checkpoints_batches_are_read(kafka_bootstrap, topic_nam
 def test_a_monitor_alarm_rejects_the_candidate(kafka_bootstrap, topic_names, tmp_path,
                                                registry):  # fmt: skip
     # t-0001 is served after t-0000 and calls tools badly twice as often
-    registry.register(new_policy(SMALL, seed=1), checkpoint_id="t-0001", parent="t-0000",
-                      evals={}, batches=(), status="promoted")
+    register_variant(registry, "t-0001", "t-0000", seed=1)
     _offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0001", 300,
                  seed=4)
     catalog = tmp_path / "catalog.duckdb"
@@ -131,19 +112,24 @@ def test_a_monitor_alarm_rejects_the_candidate(kafka_bootstrap, topic_names, tmp
 
 def test_next_ids_never_reuse_a_number(registry):
     assert next_id(registry, registry.get("t-0000")) == "t-0001"
-    registry.register(new_policy(SMALL, seed=1), checkpoint_id="t-0007", parent="t-0000",
-                      evals={}, batches=(), status="rejected", reasons=("x",))
+    register_variant(registry, "t-0007", "t-0000", seed=1, status="rejected", reasons=("x",))
     assert next_id(registry, registry.get("t-0000")) == "t-0008"
 
 
-def test_init_then_list_with_the_reward_plot(tmp_path, capsys):
+def test_init_then_list_with_the_reward_plot(tmp_path, capsys, tiny_model):
     registry = tmp_path / "reg"
-    assert main(["checkpoints", "init", "--registry", str(registry), "--id", "m-0000",
-                 "--vocab-size", "8", "--hidden", "8", "--max-new-tokens", "3"]) == 0
+    init = ["checkpoints", "init", "--registry", str(registry), "--id", "m-0000", "--model"]
+    assert main([*init, str(tiny_model)]) == 0
     info = CheckpointRegistry(registry).get("m-0000")
     assert info.status == "promoted" and info.parent is None
-    assert info.policy == PolicyConfig(vocab_size=8, hidden=8, max_new_tokens=3).to_json_dict()
-    assert main(["checkpoints", "init", "--registry", str(registry), "--id", "m-0000"]) != 0
+    assert (info.weights.kind, info.model.family) == ("base", "llama")
+    assert main([*init, str(tiny_model)]) == 2  # taken
+    assert main([*init[:-3], "--id", "m-0009", "--model", str(tmp_path / "none")]) == 2
+    capsys.readouterr()
+    assert main(["checkpoints", "list", "--registry", str(registry), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [c["checkpoint_id"] for c in listed] == ["m-0000"]
+    assert listed[0]["model"]["base_sha256"] == info.model.base_sha256
     catalog = tmp_path / "catalog.duckdb"
     with duckdb.connect(str(catalog)) as con:
         con.execute("CREATE TABLE rewards AS SELECT 'm-0000' AS checkpoint_id, "
@@ -160,8 +146,7 @@ def test_init_then_list_with_the_reward_plot(tmp_path, capsys):
 def test_a_checkpoint_registered_but_never_announced_is_announced_by_the_next_run(
         kafka_bootstrap, topic_names, tmp_path, registry):  # fmt: skip
     """The state a trainer killed between registering and announcing leaves behind."""
-    registry.register(new_policy(SMALL, seed=1), checkpoint_id="t-0001", parent="t-0000",
-                      evals={}, batches=("b-lost",), status="promoted")
+    register_variant(registry, "t-0001", "t-0000", seed=1, batches=("b-lost",))
     assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints) == {}
     assert _train(tmp_path, kafka_bootstrap, topic_names.prefix) == 1  # nothing to train on...
     held = read_checkpoints(kafka_bootstrap, topic_names.checkpoints)
@@ -180,7 +165,7 @@ def test_rtrl_train_killed_after_registering_loses_no_announcement(
     proc = subprocess.Popen([sys.executable, "-m", "rtrl.cli", "train", "--registry",
                              str(tmp_path / "ckpt"), "--warehouse", str(tmp_path / "wh"),
                              "--bootstrap", kafka_bootstrap, "--topic-prefix",
-                             topic_names.prefix, "--publish"],
+                             topic_names.prefix, "--publish", "--device", "cpu", *FAST],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     info_file = tmp_path / "ckpt" / "t-0001" / "checkpoint.json"
     deadline = time.monotonic() + 120
@@ -199,14 +184,14 @@ def test_rtrl_train_killed_after_registering_loses_no_announcement(
 
 def test_rollback_serves_old_weights_under_a_new_id(kafka_bootstrap, topic_names, tmp_path,
                                                     registry):  # fmt: skip
-    registry.register(new_policy(SMALL, seed=1), checkpoint_id="t-0001", parent="t-0000",
-                      evals={}, batches=("b",), status="promoted")
+    register_variant(registry, "t-0001", "t-0000", seed=1, batches=("b",))
     args = ["checkpoints", "rollback", "--registry", str(tmp_path / "ckpt"), "--bootstrap",
             kafka_bootstrap, "--topic-prefix", topic_names.prefix]
     assert main([*args, "--to", "t-0000"]) == 0
     back = registry.current()
     assert back is not None and back.checkpoint_id == "t-0002" and back.parent == "t-0000"
-    old, new = registry.load("t-0000").state_dict(), registry.load("t-0002").state_dict()
+    old = load_policy(registry, registry.get("t-0000")).model.state_dict()
+    new = load_policy(registry, back).model.state_dict()
     assert all(torch.equal(old[k], new[k]) for k in old)
     assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints)["t-0002"] == back
     assert main([*args, "--to", "t-0009"]) == 2  # unknown
@@ -239,7 +224,7 @@ def test_the_service_trains_each_new_checkpoint_on_its_batches_until_sigterm(
              "--registry", str(tmp_path / "ckpt"), "--warehouse", str(tmp_path / "wh"),
              "--catalog", str(catalog), "--min-gain", "-100", "--max-kl", "100",
              "--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix,
-             "--publish"], stdout=out, stderr=subprocess.STDOUT)
+             "--publish", "--device", "cpu", *FAST], stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60  # idle first: it looked and found nothing to train on
         while "no new offered batch of t-0000" not in log.read_text():

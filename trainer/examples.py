@@ -28,8 +28,9 @@ class BatchExamples:
     checkpoint_id: str
     examples: list[Example]
     skipped: Counter[str]
-    """Rows left out, by reason: no_rollout, no_reward, bad_rollout, other_interaction (the
-    rollout names another interaction), other_checkpoint (it was served by another one)."""
+    """Rows left out, by reason: no_rollout, no_reward, bad_rollout, old_rollout_version,
+    other_interaction (the rollout names another interaction), other_checkpoint (it was served
+    by another one)."""
 
 
 def read_examples(path: str | Path) -> BatchExamples:
@@ -53,8 +54,8 @@ def read_examples(path: str | Path) -> BatchExamples:
             continue
         try:
             rollout = Rollout.from_json(raw)
-        except RolloutError:
-            skipped["bad_rollout"] += 1
+        except RolloutError as exc:
+            skipped[exc.reason] += 1
             continue
         if rollout.interaction_id != interaction_id:
             skipped["other_interaction"] += 1

@@ -19,7 +19,7 @@ import orjson
 
 from infra.compacted import read_latest
 from rewards.monitors import Alarm, MonitorThresholds, checkpoint_rates, compare, load_thresholds
-from trainer.registry import CheckpointInfo, CheckpointRegistry
+from trainer.registry import PROMOTED, CheckpointInfo, CheckpointRegistry
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,20 @@ def offered_batches(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list
 
 def untrained(batches: list[OfferedBatch], registry: CheckpointRegistry, checkpoint_id: str,
               warehouse: Path) -> list[tuple[str, list[Path]]]:  # fmt: skip
-    """``(batch_id, data files)`` of ``checkpoint_id``'s batches no checkpoint was trained on."""
-    used = {batch for info in registry.list() for batch in info.batches}
-    return [(b.batch_id, [warehouse / f for f in b.files]) for b in batches
-            if b.checkpoint_id == checkpoint_id and b.batch_id not in used]
+    """``(batch_id, data files)`` of ``checkpoint_id``'s batches that no promoted checkpoint
+    was trained on, when at least one of them is new (no candidate tried it yet).
+
+    A rejected candidate's batch stays available: it is still on-policy for its parent, and is
+    trained on again together with the parent's next batch. Batches that only rejected
+    candidates tried, with nothing new beside them, would only reproduce the same rejection.
+    """
+    infos = registry.list()
+    promoted = {batch for info in infos if info.status == PROMOTED for batch in info.batches}
+    tried = {batch for info in infos for batch in info.batches}
+    own = [b for b in batches if b.checkpoint_id == checkpoint_id and b.batch_id not in promoted]
+    if not any(b.batch_id not in tried for b in own):
+        return []
+    return [(b.batch_id, [warehouse / f for f in b.files]) for b in own]
 
 
 def alarms_of(catalog: Path, registry: CheckpointRegistry, checkpoint_id: str,

@@ -1,255 +1,406 @@
 """The on-policy update: PPO-clip over one batch of scored rollouts of the serving checkpoint.
 
-The rollouts were sampled by the serving checkpoint (the *behaviour* policy) and the update takes
-several epochs over them, so the policy drifts away from the one that sampled them while it
-learns: the importance ratio ``exp(logp_new - logp_behaviour)`` of each completion token corrects
-for that drift, and clipping the ratio to ``1 ± clip`` keeps a few lucky rollouts from moving the
-policy far. The reward is one number per interaction; its batch-normalised value (the advantage)
-is shared by every token of the completion.
+Per completion token ``t`` the update weighs three log-probabilities: the *behaviour* one the
+serving side recorded (``mu``), the *old* one of the checkpoint being trained as it was when the
+round began (``pi_old``, computed here once), and the *new* one of the weights as they move
+(``pi``). The surrogate is PPO's clipped ratio ``pi / pi_old`` times the advantage, multiplied by
+a truncated importance weight ``min(pi_old / mu, tis_cap)`` (detached). When the serving engine
+computed exactly what the trainer computes, ``pi_old == mu`` and the weight is 1: this is PPO
+against the behaviour log-probabilities. When they differ (another engine, other kernels,
+bf16), the truncated weight corrects for it without letting one token's ratio explode.
+``behaviour_ratio_dev`` reports how far apart they were.
 
-Rollouts whose prompt or completion length differs are trained in separate *shape groups* (one
-tensor each, minibatches never mix them) rather than refused: prompts of different lengths are
-normal, and padding would change what a recurrent policy sees.
+Advantages: completions that share a prompt are normalised within their group (GRPO); a
+completion alone with its prompt is compared with a running baseline of earlier rewards (its
+mean and spread carried from round to round in the checkpoint). An optional KL penalty to a fixed
+reference (the lineage's first checkpoint) and an early stop once the mean KL from ``pi_old``
+passes ``target_kl`` keep the update inside what the gate accepts.
 
-The update runs through ``accelerate``: on a CPU by default, on whatever device the given
-``Accelerator`` has otherwise, with the same code.
+Runs through ``accelerate``: CPU or GPU (bf16 autocast when the accelerator has it), and under
+``accelerate launch --num_processes N`` each rank trains on its shard with gradients averaged.
+Minibatches are padded batches of prompts and completions of any lengths; ``micro_batch`` rows
+go through the model at once and their gradients accumulate up to ``minibatch`` rows a step.
 """
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import cast
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 from accelerate import Accelerator
 
 from trainer.examples import Example
-from trainer.policy import Policy, check_tokens, token_logprobs
+from trainer.policy import CausalLMPolicy
 
-ADVANTAGE_EPS = 1e-8  # added to the rewards' std, so that a tiny spread does not explode
+ADVANTAGE_EPS = 1e-6  # added to a spread, so that a tiny one does not explode
+
+
+def _positive_int(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"LearnerConfig.{name} must be an integer >= 1, got {value!r}")
+
+
+def _finite(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
 
 
 @dataclass(frozen=True)
 class LearnerConfig:
     """How one update trains; stored with the checkpoint it produced."""
 
-    lr: float = 0.005  # Adam's learning rate
-    epochs: int = 4  # passes over the batch
-    minibatch: int = 64  # examples per gradient step (fewer in a shape group's last one)
-    clip: float = 0.2  # PPO keeps the ratio in [1 - clip, 1 + clip]
+    lr: float = 1e-5  # AdamW learning rate (LoRA adapters take ~10x more)
+    epochs: int = 2  # passes over the round's examples
+    minibatch: int = 32  # examples per optimizer step
+    micro_batch: int = 8  # examples per forward/backward; gradients accumulate to a minibatch
+    clip: float = 0.2  # PPO keeps pi / pi_old in [1 - clip, 1 + clip]
+    tis_cap: float = 2.0  # truncated importance weight min(pi_old / mu, cap)
+    kl_coef: float = 0.0  # penalty on KL(pi || reference) per token; 0: no reference needed
+    target_kl: float = 0.0  # stop the update once KL(pi_old || pi) passes it; 0: never
     max_grad_norm: float = 1.0  # gradients are clipped to this global norm
+    weight_decay: float = 0.0
+    baseline_decay: float = 0.9  # how much of the running baseline a new batch keeps
     seed: int = 0  # orders the minibatches; same seed and inputs, same weights
+    save_every: int = 10  # optimizer steps between saved round states (0: never)
 
     def __post_init__(self) -> None:
-        if not _finite_number(self.lr) or self.lr <= 0:
+        if not _finite(self.lr) or self.lr <= 0:
             raise ValueError(f"LearnerConfig.lr must be a finite number > 0, got {self.lr!r}")
-        for name in ("epochs", "minibatch"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"LearnerConfig.{name} must be an integer >= 1, got {value!r}")
-        if not _finite_number(self.clip) or not 0 < self.clip < 1:
+        for name in ("epochs", "minibatch", "micro_batch"):
+            _positive_int(name, getattr(self, name))
+        if not _finite(self.clip) or not 0 < self.clip < 1:
             raise ValueError(f"LearnerConfig.clip must be in (0, 1), got {self.clip!r}")
-        if not _finite_number(self.max_grad_norm) or self.max_grad_norm <= 0:
+        if not _finite(self.tis_cap) or self.tis_cap < 1:
+            raise ValueError(f"LearnerConfig.tis_cap must be >= 1, got {self.tis_cap!r}")
+        for name in ("kl_coef", "target_kl", "weight_decay"):
+            value = getattr(self, name)
+            if not _finite(value) or value < 0:
+                raise ValueError(f"LearnerConfig.{name} must be a finite number >= 0, "
+                                 f"got {value!r}")
+        if not _finite(self.max_grad_norm) or self.max_grad_norm <= 0:
             raise ValueError("LearnerConfig.max_grad_norm must be a finite number > 0, "
                              f"got {self.max_grad_norm!r}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise ValueError(f"LearnerConfig.seed must be an integer >= 0, got {self.seed!r}")
+        if not _finite(self.baseline_decay) or not 0 <= self.baseline_decay < 1:
+            raise ValueError(f"LearnerConfig.baseline_decay must be in [0, 1), "
+                             f"got {self.baseline_decay!r}")
+        for name in ("seed", "save_every"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"LearnerConfig.{name} must be an integer >= 0, got {value!r}")
 
 
 @dataclass(frozen=True)
 class UpdateStats:
-    """What one update did; ``has_signal`` is False when all rewards were equal (nothing
-    to learn: the weights come back unchanged and no gradient step was taken)."""
+    """What one update did; ``has_signal`` is False when every advantage was 0 (nothing to
+    learn: the weights come back unchanged and no gradient step was taken)."""
 
     n_examples: int
-    epochs: int
-    mean_reward: float
-    loss_first: float  # mean minibatch loss of the first epoch
-    loss_last: float  # mean minibatch loss of the last epoch
-    clip_fraction: float  # share of tokens of the last epoch whose ratio was clipped
-    approx_kl: float  # mean over tokens of logp_behaviour - logp_new, after the update
+    tokens: int  # completion tokens trained on, per epoch
+    epochs_run: int
     grad_steps: int
+    mean_reward: float
+    loss_first: float  # mean step loss of the first epoch
+    loss_last: float  # mean step loss of the last epoch run
+    clip_fraction: float  # share of tokens of the last epoch whose ratio was clipped
+    approx_kl: float  # mean per token of KL(pi_old || pi) after the update (k3 estimate)
+    ref_kl: float  # mean per token of KL(pi || reference) at the last step; 0 without one
+    behaviour_ratio_dev: float  # max over tokens of |pi_old / mu - 1| before any step
+    early_stopped: bool  # target_kl was passed
     has_signal: bool
+    seconds: float
+    tokens_per_s: float  # completion tokens through forward + backward per second
+
+
+@dataclass
+class Progress:
+    """Where an update stands after a step: enough to resume it exactly after a crash."""
+
+    step: int = 0  # optimizer steps taken
+    losses: list[list[float]] = field(default_factory=list)  # per epoch
+    clipped: list[float] = field(default_factory=lambda: [0.0, 0.0])  # last epoch: sum, tokens
+    early_stopped: bool = False
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> Progress:
+        return cls(**data)
 
 
 @dataclass(frozen=True)
-class ShapeGroup:
-    """Examples of one prompt length and one completion length, as tensors."""
-
-    indices: torch.Tensor  # [B] positions in the examples given
-    prompts: torch.Tensor  # [B, P]
-    completions: torch.Tensor  # [B, T]
-    behaviour_logprobs: torch.Tensor  # [B, T]
-    rewards: torch.Tensor  # [B]
+class UpdateResult:
+    stats: UpdateStats
+    optimizer_state: dict[str, Any]
+    baseline: dict[str, float]  # the running baseline after this batch
 
 
-def shape_groups(examples: Sequence[Example], vocab_size: int,
-                 device: torch.device | str = "cpu") -> list[ShapeGroup]:
-    """The examples as tensors, one group per (prompt length, completion length), in the order
-    each shape first appears; token ids outside the vocabulary are a ValueError.
+def advantages(prompts: Sequence[tuple[int, ...]], rewards: Sequence[float],
+               baseline: dict[str, float]) -> tuple[list[float], dict[str, float], float]:
+    """Per example: group-normalised when it shares its prompt with others (GRPO), else its
+    reward against the running ``baseline`` (``{"mean", "var"}``; empty before the first
+    batch). Returns the advantages, the baseline to use next (decay applied by the caller) and
+    this batch's singleton mean.
 
-    >>> from trainer.rollout import Rollout
-    >>> def ex(prompt, completion, reward):
-    ...     logprobs = (-1.0,) * len(completion)
-    ...     return Example(Rollout("i", "c", prompt, completion, logprobs, "2026-11-30T10:00:00Z"),
-    ...                    reward)
-    >>> examples = [ex((1, 2), (3,), 1.0), ex((1,), (3,), 0.0), ex((2, 2), (1,), 0.5)]
-    >>> groups = shape_groups(examples, vocab_size=4)
-    >>> [(g.indices.tolist(), tuple(g.prompts.shape)) for g in groups]
-    [([0, 2], (2, 2)), ([1], (1, 1))]
+    >>> adv, _, _ = advantages([(1,), (1,), (2,)], [1.0, 0.0, 0.5], {"mean": 0.25, "var": 0.0625})
+    >>> [round(a, 3) for a in adv]
+    [1.0, -1.0, 1.0]
     """
-    by_shape: dict[tuple[int, int], list[int]] = {}
-    for index, example in enumerate(examples):
-        rollout = example.rollout
-        check_tokens(rollout.prompt_ids, vocab_size, f"example {index}: prompt_ids")
-        check_tokens(rollout.completion_ids, vocab_size, f"example {index}: completion_ids")
-        if not _finite_number(example.reward):
-            raise ValueError(f"example {index}: reward must be a finite number, "
-                             f"got {example.reward!r}")
-        shape = (len(rollout.prompt_ids), len(rollout.completion_ids))
-        by_shape.setdefault(shape, []).append(index)
-    groups = []
-    for indices in by_shape.values():
-        rollouts = [examples[i].rollout for i in indices]
-        groups.append(ShapeGroup(
-            indices=torch.tensor(indices, device=device),
-            prompts=torch.tensor([r.prompt_ids for r in rollouts], device=device),
-            completions=torch.tensor([r.completion_ids for r in rollouts], device=device),
-            behaviour_logprobs=torch.tensor([r.logprobs for r in rollouts],
-                                            dtype=torch.float32, device=device),
-            rewards=torch.tensor([examples[i].reward for i in indices],
-                                 dtype=torch.float32, device=device),
-        ))  # fmt: skip
-    return groups
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for index, prompt in enumerate(prompts):
+        groups.setdefault(tuple(prompt), []).append(index)
+    out = [0.0] * len(rewards)
+    singles = [members[0] for members in groups.values() if len(members) == 1]
+    for members in groups.values():
+        if len(members) > 1:
+            values = torch.tensor([rewards[i] for i in members], dtype=torch.float64)
+            spread = float(values.std(unbiased=False))
+            for i in members:
+                out[i] = (rewards[i] - float(values.mean())) / (spread + ADVANTAGE_EPS)
+    single_rewards = torch.tensor([rewards[i] for i in singles], dtype=torch.float64)
+    if singles:
+        mean = baseline.get("mean", float(single_rewards.mean()))
+        var = baseline.get("var", float(single_rewards.var(unbiased=False)))
+        for i in singles:
+            out[i] = (rewards[i] - mean) / (math.sqrt(var) + ADVANTAGE_EPS)
+    batch = ({"mean": float(single_rewards.mean()), "var": float(single_rewards.var(
+        unbiased=False))} if singles else {})  # fmt: skip
+    return out, batch, float(single_rewards.mean()) if singles else 0.0
 
 
-def advantages(rewards: torch.Tensor) -> torch.Tensor:
-    """Rewards minus their mean over their std (+1e-8): the batch's own baseline and scale.
+def next_baseline(old: dict[str, float], batch: dict[str, float],
+                  decay: float) -> dict[str, float]:
+    if not batch:
+        return dict(old)
+    if not old:
+        return dict(batch)
+    return {k: decay * old[k] + (1 - decay) * batch[k] for k in ("mean", "var")}
 
-    >>> advantages(torch.tensor([1.0, 0.0, 0.5, 0.5])).tolist()  # doctest: +ELLIPSIS
-    [1.41421..., -1.41421..., 0.0, 0.0]
+
+def ppo_token_loss(new: torch.Tensor, old: torch.Tensor, behaviour: torch.Tensor,
+                   advantage: torch.Tensor, clip: float, tis_cap: float
+                   ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Per token: the clipped surrogate's loss times the truncated importance weight, and
+    whether the ratio was clipped.
+
+    >>> lp = torch.log(torch.tensor([0.5, 0.5]))
+    >>> loss, clipped = ppo_token_loss(lp, lp, lp, torch.tensor([2.0, 2.0]), 0.2, 2.0)
+    >>> loss.tolist(), clipped.tolist()
+    ([-2.0, -2.0], [False, False])
+    >>> loss, clipped = ppo_token_loss(lp + 1.0, lp, lp, torch.tensor([1.0, 1.0]), 0.2, 2.0)
+    >>> [round(v, 6) for v in loss.tolist()], clipped.tolist()  # ratio e, capped at 1.2
+    ([-1.2, -1.2], [True, True])
     """
-    centred = rewards - rewards.mean()
-    return centred / (rewards.std(unbiased=False) + ADVANTAGE_EPS)
+    ratio = torch.exp(new - old)
+    weight = torch.exp(old - behaviour).clamp(max=tis_cap).detach()
+    surrogate = torch.minimum(ratio * advantage,
+                              ratio.clamp(1.0 - clip, 1.0 + clip) * advantage)
+    return -surrogate * weight, (ratio - 1.0).abs() > clip
 
 
-def ppo_loss(new_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor,
-             advantage: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The clipped surrogate loss (a scalar) and the share of tokens whose ratio was clipped.
-
-    ``advantage`` is one per sequence ``[B]``, shared by its tokens ``[B, T]``.
-
-    >>> lp = torch.log(torch.tensor([[0.5, 0.5]]))
-    >>> loss, clipped = ppo_loss(lp, lp, torch.tensor([2.0]), clip=0.2)
-    >>> float(loss), float(clipped)
-    (-2.0, 0.0)
-    >>> loss, clipped = ppo_loss(lp + 1.0, lp, torch.tensor([1.0]), clip=0.2)  # ratio e: capped
-    >>> round(float(loss), 6), float(clipped)
-    (-1.2, 1.0)
-    """
-    ratio = torch.exp(new_logprobs - behaviour_logprobs)
-    per_token_advantage = advantage.unsqueeze(-1).expand_as(ratio)
-    unclipped = ratio * per_token_advantage
-    clipped = torch.clamp(ratio, 1.0 - clip, 1.0 + clip) * per_token_advantage
-    loss = -torch.minimum(unclipped, clipped).mean()
-    clip_share = ((ratio - 1.0).abs() > clip).float().mean()
-    return loss, clip_share
+def k3_kl(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
+    """Per token sampled from ``p``, an unbiased and non-negative estimate of KL(p || q):
+    ``exp(log q - log p) - (log q - log p) - 1`` (Schulman's k3)."""
+    diff = logq - logp
+    return torch.exp(diff) - diff - 1.0
 
 
-def update(policy: Policy, examples: Sequence[Example], config: LearnerConfig,
-           accelerator: Accelerator | None = None) -> tuple[Policy, UpdateStats]:
-    """A copy of ``policy`` trained on ``examples`` with PPO-clip, and what the update did.
+def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerConfig,
+           accelerator: Accelerator | None = None, *, baseline: dict[str, float] | None = None,
+           reference: Sequence[torch.Tensor] | None = None,
+           optimizer_state: dict[str, Any] | None = None,
+           resume: Callable[[], tuple[Progress, dict[str, Any]] | None] | None = None,
+           on_step: Callable[[Progress, dict[str, Any]], None] | None = None
+           ) -> UpdateResult:  # fmt: skip
+    """Train ``policy`` in place on ``examples`` with PPO-clip; what the update did.
 
-    ``policy`` itself is never changed, nor torch's global random state. The trained copy comes
-    back on the device of ``policy``, in its train/eval mode. ``accelerator`` defaults to
-    ``Accelerator(cpu=True)``; pass ``Accelerator()`` to train on a GPU (it keeps a reference to
-    the prepared model until its ``free_memory()``).
+    ``reference`` holds each example's per-token log-probabilities under the fixed reference
+    (needed when ``kl_coef > 0``). ``optimizer_state`` continues the optimizer's moments of an
+    earlier round. ``resume`` is called once ``pi_old`` is known (from the weights as given):
+    it may load an interrupted run's weights into the policy and return its progress and
+    optimizer state; the update then skips the steps already taken and ends where an
+    uninterrupted one would. ``on_step`` is called after each optimizer step with the progress
+    and the optimizer's state (to save them).
     """
     if not examples:
         raise ValueError("update needs at least one example")
-    own_accelerator = accelerator is None
+    if config.kl_coef > 0 and (reference is None or len(reference) != len(examples)):
+        raise ValueError("kl_coef > 0 needs the reference log-probabilities of every example")
     accelerator = accelerator or Accelerator(cpu=True)
-    home = next(policy.parameters()).device
-    trained = copy.deepcopy(policy)
-    groups = shape_groups(examples, policy.config.vocab_size, accelerator.device)
-    rewards = torch.tensor([e.reward for e in examples], dtype=torch.float64)
-    mean_reward = float(rewards.mean())
-    has_signal = bool(rewards.max() > rewards.min())
+    started = time.perf_counter()
+    rollouts = [e.rollout for e in examples]
+    for i, r in enumerate(rollouts):
+        policy.check_tokens(r.prompt_ids, f"example {i}: prompt_ids")
+        policy.check_tokens(r.completion_ids, f"example {i}: completion_ids")
+        if not _finite(examples[i].reward):
+            raise ValueError(f"example {i}: reward must be a finite number, "
+                             f"got {examples[i].reward!r}")
+    rewards = [float(e.reward) for e in examples]
+    adv, batch_baseline, _ = advantages([r.prompt_ids for r in rollouts], rewards,
+                                        baseline or {})
+    new_baseline = next_baseline(baseline or {}, batch_baseline, config.baseline_decay)
+    has_signal = any(abs(a) > 0 for a in adv)
+    rank, world = accelerator.process_index, accelerator.num_processes
+    shard = _shard(len(examples), rank, world)
+    old = _score_all(policy, examples, shard, config.micro_batch)
+    behaviour = {i: torch.tensor(rollouts[i].logprobs, device=policy.device) for i in shard}
+    deviation = max(float((torch.exp(old[i] - behaviour[i]) - 1).abs().max()) for i in shard)
+    tokens = sum(len(rollouts[i].completion_ids) for i in shard)
 
-    losses_first: list[float] = []
-    losses_last: list[float] = []
-    clipped_last: list[tuple[float, int]] = []  # (clipped share, tokens) per minibatch
-    grad_steps = 0
+    resumed = resume() if resume is not None else None
+    progress = resumed[0] if resumed else Progress()
+    optimizer_state = resumed[1] if resumed else optimizer_state
+    trainable = [p for p in policy.model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
+    if optimizer_state is not None:
+        optimizer.load_state_dict(optimizer_state)
+    ref_kl = 0.0
     if has_signal:
-        optimizer = torch.optim.Adam(trained.parameters(), lr=config.lr)
-        model, optimizer = accelerator.prepare(trained, optimizer)
-        model.train()
-        advantage = advantages(rewards).to(torch.float32).to(accelerator.device)
-        generator = torch.Generator().manual_seed(config.seed)
+        scorer, optimizer = accelerator.prepare(policy.scorer, optimizer)
+        policy.model.train()
+        steps_per_epoch = math.ceil(len(shard) / config.minibatch)
+        step = 0
         for epoch in range(config.epochs):
-            for group, rows in _minibatches(groups, config.minibatch, generator):
-                new_logprobs = token_logprobs(cast(Policy, model), group.prompts[rows],
-                                              group.completions[rows])
-                loss, clip_share = ppo_loss(new_logprobs, group.behaviour_logprobs[rows],
-                                            advantage[group.indices[rows]], config.clip)
-                optimizer.zero_grad()
-                accelerator.backward(loss)
-                accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-                optimizer.step()
-                grad_steps += 1
-                if epoch == 0:
-                    losses_first.append(loss.item())
-                if epoch == config.epochs - 1:
-                    losses_last.append(loss.item())
-                    clipped_last.append((float(clip_share), new_logprobs.numel()))
-        trained = cast(Policy, accelerator.unwrap_model(model))
-        if own_accelerator:
-            accelerator.free_memory()
-    trained = trained.to(home).train(policy.training)
-    tokens_last = sum(n for _, n in clipped_last)
-    return trained, UpdateStats(
-        n_examples=len(examples),
-        epochs=config.epochs,
-        mean_reward=mean_reward,
-        loss_first=_mean(losses_first),
-        loss_last=_mean(losses_last),
-        clip_fraction=sum(s * n for s, n in clipped_last) / tokens_last if tokens_last else 0.0,
-        approx_kl=_approx_kl(trained, groups),
-        grad_steps=grad_steps,
-        has_signal=has_signal,
-    )
+            if progress.early_stopped:
+                break
+            if len(progress.losses) <= epoch:
+                progress.losses.append([])
+                progress.clipped = [0.0, 0.0]
+            order = torch.randperm(len(shard), generator=torch.Generator().manual_seed(
+                config.seed * 100_003 + epoch)).tolist()  # fmt: skip
+            for start in range(0, len(shard), config.minibatch):
+                step += 1
+                if step <= progress.step:  # taken before an interruption
+                    continue
+                rows = [shard[k] for k in order[start:start + config.minibatch]]
+                loss, clipped, kl_old, kl_ref = _step(
+                    policy, scorer, optimizer, accelerator, examples, rows, old, behaviour,
+                    adv, reference, config)  # fmt: skip
+                ref_kl = kl_ref
+                progress.step = step
+                progress.losses[epoch].append(loss)
+                progress.clipped = [progress.clipped[0] + clipped[0],
+                                    progress.clipped[1] + clipped[1]]
+                if config.target_kl > 0 and kl_old > config.target_kl:
+                    progress.early_stopped = True
+                if on_step is not None:
+                    on_step(progress, optimizer.state_dict())
+                if progress.early_stopped:
+                    break
+            assert step <= (epoch + 1) * steps_per_epoch
+        policy.model.eval()
+    final = _score_all(policy, examples, shard, config.micro_batch)
+    approx_kl = sum(float(k3_kl(old[i], final[i]).sum()) for i in shard) / max(tokens, 1)
+    seconds = time.perf_counter() - started
+    epochs_run = len(progress.losses)
+    unwrapped = optimizer.optimizer if hasattr(optimizer, "optimizer") else optimizer
+    return UpdateResult(UpdateStats(
+        n_examples=len(examples), tokens=tokens, epochs_run=epochs_run,
+        grad_steps=progress.step, mean_reward=sum(rewards) / len(rewards),
+        loss_first=_mean(progress.losses[0]) if progress.losses else 0.0,
+        loss_last=_mean(progress.losses[-1]) if progress.losses else 0.0,
+        clip_fraction=progress.clipped[0] / progress.clipped[1] if progress.clipped[1] else 0.0,
+        approx_kl=approx_kl, ref_kl=ref_kl, behaviour_ratio_dev=deviation,
+        early_stopped=progress.early_stopped, has_signal=has_signal, seconds=seconds,
+        tokens_per_s=tokens * epochs_run / seconds if seconds > 0 else 0.0,
+    ), unwrapped.state_dict(), new_baseline)  # fmt: skip
 
 
-def _minibatches(groups: list[ShapeGroup], size: int, generator: torch.Generator
-                 ) -> list[tuple[ShapeGroup, torch.Tensor]]:
-    """One epoch's minibatches: each group shuffled and cut into ``size`` rows, the pieces of
-    all groups in shuffled order; all randomness from ``generator``."""
-    pieces: list[tuple[ShapeGroup, torch.Tensor]] = []
-    for group in groups:
-        order = torch.randperm(len(group.indices), generator=generator)
-        pieces.extend((group, rows.to(group.indices.device)) for rows in order.split(size))
-    return [pieces[i] for i in torch.randperm(len(pieces), generator=generator).tolist()]
+def _step(policy: CausalLMPolicy, scorer: Any, optimizer: Any, accelerator: Accelerator,
+          examples: Sequence[Example], rows: list[int], old: dict[int, torch.Tensor],
+          behaviour: dict[int, torch.Tensor], adv: list[float],
+          reference: Sequence[torch.Tensor] | None, config: LearnerConfig
+          ) -> tuple[float, tuple[float, float], float, float]:  # fmt: skip
+    """One optimizer step over ``rows``, in micro-batches; loss, (clipped, tokens), KL to old,
+    KL to reference."""
+    device = policy.device
+    step_tokens = sum(len(examples[i].rollout.completion_ids) for i in rows)
+    total_loss = clipped = kl_old = kl_ref = 0.0
+    micro = [rows[k:k + config.micro_batch] for k in range(0, len(rows), config.micro_batch)]
+    optimizer.zero_grad()
+    for n, part in enumerate(micro):
+        rollouts = [examples[i].rollout for i in part]
+        sync = n == len(micro) - 1
+        with accelerator.no_sync(scorer) if not sync else _null():
+            new = policy.score([r.prompt_ids for r in rollouts],
+                               [r.completion_ids for r in rollouts],
+                               [r.sampling.temperature for r in rollouts],
+                               [r.sampling.top_p for r in rollouts], scorer=scorer)
+            new_flat = torch.cat(new)
+            old_flat = torch.cat([old[i] for i in part])
+            mu_flat = torch.cat([behaviour[i] for i in part])
+            adv_flat = torch.cat([torch.full((len(old[i]),), adv[i], device=device)
+                                  for i in part])  # fmt: skip
+            token_loss, was_clipped = ppo_token_loss(new_flat, old_flat, mu_flat, adv_flat,
+                                                     config.clip, config.tis_cap)
+            if config.kl_coef > 0:
+                assert reference is not None
+                ref_flat = torch.cat([reference[i].to(device) for i in part])
+                penalty = k3_kl(new_flat, ref_flat)
+                token_loss = token_loss + config.kl_coef * penalty
+                kl_ref += float(penalty.detach().sum())
+            loss = token_loss.sum() / step_tokens
+            accelerator.backward(loss)
+        total_loss += float(loss.detach())
+        clipped += float(was_clipped.sum())
+        kl_old += float(k3_kl(old_flat, new_flat.detach()).sum())
+    accelerator.clip_grad_norm_(scorer.parameters(), config.max_grad_norm)
+    optimizer.step()
+    optimizer.zero_grad()
+    kl = torch.tensor(kl_old / step_tokens, device=accelerator.device)
+    kl = accelerator.reduce(kl, "mean") if accelerator.num_processes > 1 else kl
+    return total_loss, (clipped, float(step_tokens)), float(kl), kl_ref / step_tokens
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 @torch.no_grad()
-def _approx_kl(policy: Policy, groups: list[ShapeGroup]) -> float:
-    """Mean over all completion tokens of logp_behaviour - logp_new (k1 estimate per token)."""
-    device = next(policy.parameters()).device
-    total, tokens = 0.0, 0
-    for group in groups:
-        new = token_logprobs(policy, group.prompts.to(device), group.completions.to(device))
-        total += float((group.behaviour_logprobs.to(device) - new).sum())
-        tokens += new.numel()
-    return total / tokens
+def _score_all(policy: CausalLMPolicy, examples: Sequence[Example], rows: Sequence[int],
+               micro_batch: int) -> dict[int, torch.Tensor]:
+    """Per example (by index), its completion's log-probabilities under the policy now."""
+    out: dict[int, torch.Tensor] = {}
+    unique = list(dict.fromkeys(rows))
+    for start in range(0, len(unique), micro_batch):
+        part = unique[start:start + micro_batch]
+        rollouts = [examples[i].rollout for i in part]
+        scores = policy.score([r.prompt_ids for r in rollouts],
+                              [r.completion_ids for r in rollouts],
+                              [r.sampling.temperature for r in rollouts],
+                              [r.sampling.top_p for r in rollouts])
+        out.update(zip(part, scores, strict=True))
+    return out
+
+
+def score_examples(policy: CausalLMPolicy, examples: Sequence[Example],
+                   micro_batch: int = 8) -> list[torch.Tensor]:
+    """Every example's per-token log-probabilities under ``policy`` (no gradients)."""
+    scored = _score_all(policy, examples, range(len(examples)), micro_batch)
+    return [scored[i].cpu() for i in range(len(examples))]
+
+
+def _shard(n: int, rank: int, world: int) -> list[int]:
+    """This rank's example indices; every rank gets the same count (the shortest shards repeat
+    their first examples) so that all ranks take the same optimizer steps.
+
+    >>> _shard(5, 0, 2), _shard(5, 1, 2)
+    ([0, 2, 4], [1, 3, 1])
+    """
+    own = list(range(rank, n, world))
+    size = math.ceil(n / world)
+    while len(own) < size:
+        own.append(own[len(own) % max(len(own), 1)] if own else rank % n)
+    return own
 
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
-
-
-def _finite_number(value: object) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))

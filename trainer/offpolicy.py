@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import torch
 
 from trainer.examples import Example
-from trainer.learner import shape_groups
-from trainer.policy import Policy, token_logprobs
+from trainer.learner import score_examples
+from trainer.policy import CausalLMPolicy
 
 
 @dataclass(frozen=True)
@@ -41,33 +41,17 @@ class Estimate:
 
 
 @torch.no_grad()
-def estimate(policy: Policy, examples: Sequence[Example]) -> Estimate:
+def estimate(policy: CausalLMPolicy, examples: Sequence[Example]) -> Estimate:
     """The expected reward of ``policy`` estimated from ``examples`` (rollouts of another policy
-    with their behaviour log-probabilities), without gradients.
-
-    >>> from trainer.policy import PolicyConfig, new_policy, sample
-    >>> from trainer.rollout import Rollout
-    >>> policy = new_policy(PolicyConfig(vocab_size=8, hidden=16, max_new_tokens=4), seed=0)
-    >>> generator = torch.Generator().manual_seed(0)
-    >>> examples = []
-    >>> for i in range(20):
-    ...     ids, logprobs = sample(policy, [1, 2], generator)
-    ...     rollout = Rollout(f"i{i}", "c0", (1, 2), tuple(ids), tuple(logprobs),
-    ...                       "2026-11-30T10:00:00Z")
-    ...     examples.append(Example(rollout, float(ids[0] < 2)))
-    >>> same = estimate(policy, examples)  # the serving policy judged on its own rollouts
-    >>> round(same.value - same.behaviour_mean, 6) == 0, round(same.ess, 3), round(same.kl, 5) == 0
-    (True, 20.0, True)
-    """
+    with their behaviour log-probabilities), without gradients. The candidate is scored under
+    each rollout's own sampling transformation (temperature, nucleus), like the behaviour."""
     if not examples:
         raise ValueError("estimate needs at least one example")
-    device = next(policy.parameters()).device
-    log_weights = torch.empty(len(examples), dtype=torch.float64)
     rewards = torch.tensor([e.reward for e in examples], dtype=torch.float64)
-    for group in shape_groups(examples, policy.config.vocab_size, device):
-        new = token_logprobs(policy, group.prompts, group.completions)
-        difference = (new - group.behaviour_logprobs).to(torch.float64).sum(dim=1)
-        log_weights[group.indices.cpu()] = difference.cpu()
+    scores = score_examples(policy, examples)
+    log_weights = torch.tensor(
+        [float((new.double() - torch.tensor(e.rollout.logprobs, dtype=torch.float64)).sum())
+         for new, e in zip(scores, examples, strict=True)], dtype=torch.float64)
     weights = torch.softmax(log_weights, dim=0)  # normalised: sum w = 1
     return Estimate(
         value=float((weights * rewards).sum()),

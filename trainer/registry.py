@@ -1,9 +1,12 @@
 """The checkpoint registry: every checkpoint the trainer produced, promoted or not, on disk.
 
-One directory per checkpoint, ``<root>/<checkpoint_id>/`` with ``weights.safetensors`` and
-``checkpoint.json`` (a :class:`CheckpointInfo`). A checkpoint id names one set of weights forever:
-the serving side tags every rollout with it and the warehouse builds batches by it, so an id is
-never reused and the weights carry their sha256, checked before every load.
+One directory per checkpoint, ``<root>/<checkpoint_id>/`` with ``checkpoint.json`` (a
+:class:`CheckpointInfo`) and what the checkpoint stores: nothing for a root that *is* its base
+model (named by content hash), ``model.safetensors`` for full weights, ``adapter.safetensors``
+for a LoRA adapter over the base, and ``trainer_state.pt`` (optimizer moments, random generator
+states) once it was trained. A checkpoint id names one set of weights forever: the serving side
+tags every rollout with it and the warehouse builds batches by it, so an id is never reused and
+every file carries its sha256, checked before every load.
 
 A checkpoint appears whole or not at all: it is written into ``<root>/.tmp-<id>-<hex>/``, synced
 to disk, and renamed into place. A crash leaves only such a hidden directory, which listing
@@ -14,23 +17,25 @@ candidate failed the eval gate is worth as much as what passed it.
 from __future__ import annotations
 
 import builtins
-import hashlib
 import math
 import os
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
-from safetensors.torch import load as load_tensors
-from safetensors.torch import save as save_tensors
+from pydantic import BaseModel as PydModel
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from infra.durable import fsync_dir
 from ingest.contract import ContractError, normalize_ts, now_ts
-from trainer.policy import Policy, PolicyConfig
+from trainer.loading import LoraSettings
+from trainer.models import file_sha256
+from trainer.rollout import ModelIdentity
 
 PROMOTED = "promoted"
 REJECTED = "rejected"
@@ -88,15 +93,61 @@ def _check_strings(value: object, what: str) -> None:
         raise ValueError(f"{what}: a sequence of non-empty strings, got {value!r}")
 
 
+class ModelRef(PydModel):
+    """The base a checkpoint is built on, named by content."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    family: str  # the config's model_type (llama, qwen2, ...)
+    base_path: str  # absolute path of the base (a model directory or a .gguf file)
+    base_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    tokenizer_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+    def identity(self) -> ModelIdentity:
+        return ModelIdentity(self.family, self.base_sha256, self.tokenizer_sha256)
+
+
+class WeightsRef(PydModel):
+    """What the checkpoint stores: nothing (``base``: the base itself), every weight
+    (``full``), or a LoRA adapter over the base (``lora``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["base", "full", "lora"]
+    file: str | None = None  # in the checkpoint's directory
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    lora: LoraSettings | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WeightsRef:
+        if (self.kind == "base") != (self.file is None) or (self.file is None) != (
+                self.sha256 is None):  # fmt: skip
+            raise ValueError("a base checkpoint names no file; full and lora name one with "
+                             "its sha256")
+        if (self.kind == "lora") != (self.lora is not None):
+            raise ValueError("lora settings come with a lora checkpoint, and only with one")
+        return self
+
+
+class TrainingRef(PydModel):
+    """Where training stood: optimizer step, the learner's running state, the file with the
+    optimizer's moments and the random generators (absent before any training)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    step: int = Field(0, ge=0)
+    state: dict[str, float] = Field(default_factory=dict)  # e.g. the running reward baseline
+    file: str | None = None
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+
+
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What the registry and the ``checkpoints`` topic say about one checkpoint."""
 
     checkpoint_id: str
-    parent: str | None  # the checkpoint it was trained from; None for a fresh initialisation
-    weights: str  # absolute path of the weights file
-    sha256: str  # of the weights file, lower-case hex
-    policy: dict[str, int]  # PolicyConfig.to_json_dict(): enough to rebuild the model
+    parent: str | None  # the checkpoint it was trained from; None for a root
+    directory: str  # absolute path of its directory in the registry
+    model: ModelRef
+    weights: WeightsRef
+    training: TrainingRef
     created_at: str  # canonical UTC
     evals: dict[str, Any]  # the eval gate's figures, as JSON values (NaN becomes None)
     batches: tuple[str, ...]  # ids of the batches it was trained on
@@ -107,18 +158,19 @@ class CheckpointInfo:
         check_checkpoint_id(self.checkpoint_id)
         if self.parent is not None:
             check_checkpoint_id(self.parent, "parent")
-        if not isinstance(self.weights, str) or not os.path.isabs(self.weights):
-            raise ValueError(f"weights: an absolute path, got {self.weights!r}")
-        if not isinstance(self.sha256, str) or _SHA256.fullmatch(self.sha256) is None:
-            raise ValueError(f"sha256: 64 lower-case hex digits, got {self.sha256!r}")
-        if not isinstance(self.policy, dict):
-            raise ValueError(f"policy: an object, got {self.policy!r}")
+        if not isinstance(self.directory, str) or not os.path.isabs(self.directory):
+            raise ValueError(f"directory: an absolute path, got {self.directory!r}")
         try:
-            complete = PolicyConfig.from_json_dict(self.policy).to_json_dict() == self.policy
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"policy: {exc}") from None
-        if not complete:
-            raise ValueError(f"policy: every PolicyConfig field is required, got {self.policy!r}")
+            for name, kind in (("model", ModelRef), ("weights", WeightsRef),
+                               ("training", TrainingRef)):  # fmt: skip
+                value = getattr(self, name)
+                if isinstance(value, dict):
+                    object.__setattr__(self, name, kind.model_validate(value))
+                elif not isinstance(value, kind):
+                    raise ValueError(f"{name}: a {kind.__name__}, got {value!r}")
+        except ValidationError as exc:
+            raise ValueError(f"{exc.title}: {exc.errors()[0]['msg']} at "
+                             f"{exc.errors()[0]['loc']}") from None
         try:
             object.__setattr__(self, "created_at", normalize_ts(self.created_at, "created_at"))
         except ContractError as exc:
@@ -137,7 +189,9 @@ class CheckpointInfo:
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"checkpoint_id": self.checkpoint_id, "parent": self.parent,
-                "weights": self.weights, "sha256": self.sha256, "policy": dict(self.policy),
+                "directory": self.directory, "model": self.model.model_dump(mode="json"),
+                "weights": self.weights.model_dump(mode="json"),
+                "training": self.training.model_dump(mode="json"),
                 "created_at": self.created_at, "evals": self.evals,
                 "batches": list(self.batches), "status": self.status,
                 "reasons": list(self.reasons)}
@@ -146,7 +200,9 @@ class CheckpointInfo:
     def from_json_dict(cls, data: Any) -> CheckpointInfo:
         """Parse strictly: every field, nothing else.
 
-        >>> info = CheckpointInfo("c2", "c1", "/w", "0" * 64, PolicyConfig().to_json_dict(),
+        >>> ref = {"family": "llama", "base_path": "/m", "base_sha256": "0" * 64,
+        ...        "tokenizer_sha256": "1" * 64}
+        >>> info = CheckpointInfo("c2", "c1", "/r/c2", ref, {"kind": "base"}, {},
         ...                       "2026-11-30T10:00:00Z", {"reward": 0.5}, ("b1",), "promoted", ())
         >>> CheckpointInfo.from_json_dict(info.to_json_dict()) == info
         True
@@ -157,6 +213,10 @@ class CheckpointInfo:
         """
         if not isinstance(data, dict):
             raise ValueError(f"CheckpointInfo: a JSON object, got {type(data).__name__}")
+        if "policy" in data and "model" not in data:
+            raise ValueError("written by an older rtrl whose registry held the GRU token "
+                             "policy, which no longer exists: start a new registry with "
+                             "`rtrl checkpoints init --model ...`")
         names = {f.name for f in fields(cls)}
         if set(data) != names:
             missing, unknown = sorted(names - set(data)), sorted(set(data) - names)
@@ -166,6 +226,15 @@ class CheckpointInfo:
                 raise ValueError(f"{name}: a list, got {data[name]!r}")
         return cls(**{**data, "batches": tuple(data["batches"]),
                       "reasons": tuple(data["reasons"])})
+
+    def file(self, name: str) -> Path:
+        return Path(self.directory) / name
+
+
+def _sync_and_hash(path: Path) -> str:
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+    return file_sha256(path)
 
 
 def _write_synced(path: Path, data: bytes) -> None:
@@ -184,27 +253,40 @@ class CheckpointRegistry:
     def _dir(self, checkpoint_id: str) -> Path:
         return self.root / check_checkpoint_id(checkpoint_id)
 
-    def register(self, policy: Policy, *, checkpoint_id: str, parent: str | None,
-                 evals: dict[str, Any], batches: tuple[str, ...] | list[str], status: str,
-                 reasons: tuple[str, ...] | list[str] = ()) -> CheckpointInfo:
-        """Store the policy's weights under a new id, atomically; returns what was recorded."""
+    def register(self, *, checkpoint_id: str, parent: str | None, model: ModelRef,
+                 weights: WeightsRef, training: TrainingRef,
+                 files: dict[str, Callable[[Path], None]], evals: dict[str, Any],
+                 batches: tuple[str, ...] | list[str], status: str,
+                 reasons: tuple[str, ...] | list[str] = ()) -> CheckpointInfo:  # fmt: skip
+        """Store a checkpoint under a new id, atomically; returns what was recorded.
+
+        ``files`` writes each named file into the (temporary) checkpoint directory; the files
+        that ``weights.file`` and ``training.file`` name get their sha256 recorded.
+        """
         final = self._dir(checkpoint_id)
         if final.exists():
             raise ValueError(f"checkpoint {checkpoint_id!r} is registered already: an id names "
                              "one set of weights forever, register under a new id")
         if parent is not None and not (self._dir(parent) / INFO_FILE).is_file():
             raise ValueError(f"parent {parent!r} of {checkpoint_id!r} is not registered")
-        tensors = {k: v.detach().cpu().contiguous() for k, v in policy.state_dict().items()}
-        data = save_tensors(tensors)
-        info = CheckpointInfo(checkpoint_id, parent, str(final / WEIGHTS_FILE),
-                              hashlib.sha256(data).hexdigest(), policy.config.to_json_dict(),
-                              now_ts(), evals, tuple(batches), status, tuple(reasons))
+        for name in (weights.file, training.file):
+            if name is not None and name not in files:
+                raise ValueError(f"{name} is named but not written")
         self.root.mkdir(parents=True, exist_ok=True)
         self._remove_leftovers(checkpoint_id)
         tmp = self.root / f"{_TMP_PREFIX}{checkpoint_id}-{uuid.uuid4().hex}"
         tmp.mkdir()
         try:
-            _write_synced(tmp / WEIGHTS_FILE, data)
+            digests = {}
+            for name, write in files.items():
+                write(tmp / name)
+                digests[name] = _sync_and_hash(tmp / name)
+            if weights.file is not None:
+                weights = weights.model_copy(update={"sha256": digests[weights.file]})
+            if training.file is not None:
+                training = training.model_copy(update={"sha256": digests[training.file]})
+            info = CheckpointInfo(checkpoint_id, parent, str(final), model, weights, training,
+                                  now_ts(), evals, tuple(batches), status, tuple(reasons))
             info_json = orjson.dumps(info.to_json_dict(), option=orjson.OPT_INDENT_2)
             _write_synced(tmp / INFO_FILE, info_json)
             fsync_dir(tmp)
@@ -218,6 +300,15 @@ class CheckpointRegistry:
             if tmp.exists():
                 shutil.rmtree(tmp)
         return info
+
+    def checked_file(self, info: CheckpointInfo, name: str, sha256: str | None) -> Path:
+        """A file of a checkpoint, after checking its sha256 against the registered one."""
+        path = info.file(name)
+        digest = file_sha256(path)
+        if digest != sha256:
+            raise ValueError(f"{path}: sha256 {digest} differs from the registered {sha256}: "
+                             "the file was changed or damaged")
+        return path
 
     def _remove_leftovers(self, checkpoint_id: str) -> None:
         """Temp directories of this id that a crashed ``register`` left behind."""
@@ -240,19 +331,6 @@ class CheckpointRegistry:
         if info.checkpoint_id != checkpoint_id:
             raise ValueError(f"{path} describes {info.checkpoint_id!r}, not {checkpoint_id!r}")
         return info
-
-    def load(self, checkpoint_id: str) -> Policy:
-        """The policy as registered; the weights' sha256 is checked before they are used."""
-        info = self.get(checkpoint_id)
-        path = self._dir(checkpoint_id) / WEIGHTS_FILE
-        data = path.read_bytes()
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != info.sha256:
-            raise ValueError(f"{path}: sha256 {digest} differs from the registered "
-                             f"{info.sha256}: the weights file was changed or damaged")
-        policy = Policy(PolicyConfig.from_json_dict(info.policy))
-        policy.load_state_dict(load_tensors(data), strict=True)
-        return policy
 
     def list(self) -> list[CheckpointInfo]:
         """Every registered checkpoint, oldest first (by ``created_at``, then id)."""
@@ -277,3 +355,7 @@ class CheckpointRegistry:
             chain.append(parent)
             parent = self.get(parent).parent
         return chain
+
+    def root_of(self, checkpoint_id: str) -> str:
+        """The first checkpoint of the lineage: the fixed reference of the KL penalty."""
+        return self.lineage(checkpoint_id)[-1]

@@ -21,10 +21,12 @@ from confluent_kafka import KafkaException
 
 from infra.periodic import run_every
 from infra.topics import TopicNames
+from trainer.devices import make_accelerator
 from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
 from trainer.gate import GateConfig
 from trainer.inputs import alarms_of, next_id, offered_batches, untrained
 from trainer.learner import LearnerConfig
+from trainer.loading import LoraSettings
 from trainer.publish import announce_missing
 from trainer.registry import PROMOTED, CheckpointRegistry
 from trainer.train import train_round
@@ -45,6 +47,9 @@ class RoundOptions:
     candidate_id: str | None = None  # default: the next number
     thresholds: Path | None = None
     publish: bool = False
+    device: str = "auto"  # auto | cpu | cuda
+    bf16: bool = True  # autocast on a GPU that has it
+    lora: LoraSettings | None = None  # train an adapter instead of every weight
 
 
 def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
@@ -69,11 +74,21 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
     alarms = alarms_of(catalog, registry, parent.checkpoint_id, options.thresholds)
     log.info("training %s on %d batch(es), %d monitor alarm(s) of it against its parent",
              parent.checkpoint_id, len(batches), len(alarms))
+    accelerator = make_accelerator(options.device, options.bf16)
+    log.info("training on %s (%d process(es), mixed precision %s)", accelerator.device,
+             accelerator.num_processes, accelerator.mixed_precision)
     result = train_round(registry, parent.checkpoint_id, batches,
                          options.candidate_id or next_id(registry, parent),
                          learner=options.learner, gate=options.gate, alarms=alarms,
-                         held_out_fraction=options.held_out)
+                         held_out_fraction=options.held_out, lora=options.lora,
+                         accelerator=accelerator)
+    if result is None:  # not the main process: the main one registers and announces
+        return 0
     info, est = result.candidate, result.estimate
+    stats = result.stats
+    print(f"  update: {stats.grad_steps} steps over {stats.epochs_run} epoch(s), "
+          f"{stats.tokens_per_s:.0f} tokens/s, KL from parent {stats.approx_kl:.4f}"
+          f"{' (stopped early at the target KL)' if stats.early_stopped else ''}", flush=True)
     print(f"{info.checkpoint_id} from {parent.checkpoint_id}: {info.status.upper()}; "
           f"{result.n_train} examples trained, {result.n_held_out} held out; reward "
           f"{est.behaviour_mean:+.3f} served, {est.value:+.3f} estimated for the candidate "

@@ -23,10 +23,12 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from infra.settings import reliable_producer
 from infra.topics import TopicNames
 from ingest.contract import now_ts
-from trainer.policy import Policy, sample
+from trainer.checkpoint_io import load_policy
+from trainer.policy import CausalLMPolicy, Completion
 from trainer.publish import decode_announcement
 from trainer.registry import PROMOTED, CheckpointInfo, CheckpointRegistry
 from trainer.rollout import Rollout
+from trainer.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,8 @@ class PolicyServer:
         self._topics = topics
         self._generator = torch.Generator().manual_seed(seed)
         self._lock = threading.Lock()
-        self._serving: tuple[CheckpointInfo, Policy] = self._load(registry.get(checkpoint_id))
+        self._serving: tuple[CheckpointInfo, CausalLMPolicy] = self._load(
+            registry.get(checkpoint_id))
         self._producer = Producer(reliable_producer(bootstrap))
         self._errors: list[str] = []
         self._stop = threading.Event()
@@ -49,15 +52,35 @@ class PolicyServer:
     def checkpoint_id(self) -> str:
         return self._serving[0].checkpoint_id
 
-    def complete(self, interaction_id: str, prompt_ids: list[int]) -> Rollout:
+    @property
+    def policy(self) -> CausalLMPolicy:
+        return self._serving[1]
+
+    def complete(self, interaction_id: str, prompt_ids: list[int],
+                 params: SamplingParams) -> tuple[Rollout, Completion]:
         """Sample a completion with the current checkpoint and publish it as a rollout."""
+        return self.complete_many([(interaction_id, prompt_ids)], params)[0]
+
+    def complete_many(self, requests: list[tuple[str, list[int]]],
+                      params: SamplingParams) -> list[tuple[Rollout, Completion]]:
+        """Sample completions for several ``(interaction_id, prompt_ids)`` in one batch, each
+        published as its rollout, with the log-probabilities of the distribution sampled from
+        (``params``' temperature and nucleus), as the learner expects."""
         with self._lock:
             info, policy = self._serving
-            # at temperature 1: the published log-probabilities are the policy's own, which the
-            # learner's ratios and the off-policy estimate assume
-            ids, logprobs = sample(policy, prompt_ids, self._generator)
-        rollout = Rollout(interaction_id, info.checkpoint_id, tuple(prompt_ids), tuple(ids),
-                          tuple(logprobs), now_ts())
+            completions = policy.sample([p for _, p in requests], params, self._generator)
+        out = []
+        for (interaction_id, prompt_ids), completion in zip(requests, completions, strict=True):
+            rollout = Rollout(interaction_id, info.checkpoint_id, info.model.identity(), params,
+                              tuple(prompt_ids), completion.token_ids, completion.logprobs,
+                              completion.finish_reason, now_ts())
+            self._publish(rollout)
+            out.append((rollout, completion))
+        self._producer.poll(0)
+        return out
+
+    def _publish(self, rollout: Rollout) -> None:
+        interaction_id = rollout.interaction_id
         while True:
             try:
                 self._producer.produce(self._topics.rollouts, rollout.to_json(),
@@ -65,8 +88,6 @@ class PolicyServer:
                 break
             except BufferError:  # the producer's queue is full: let it drain, then go on
                 self._producer.poll(0.05)
-        self._producer.poll(0)
-        return rollout
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait for every rollout published so far; raise if one was not acknowledged."""
@@ -95,10 +116,11 @@ class PolicyServer:
         self._producer.flush(10)
 
     # --- internals --------------------------------------------------------------------------
-    def _load(self, info: CheckpointInfo) -> tuple[CheckpointInfo, Policy]:
-        policy = self._registry.load(info.checkpoint_id)  # checks the weights' sha256
-        policy.eval()
-        log.info("serving: loaded %s (weights sha256 %s)", info.checkpoint_id, info.sha256[:12])
+    def _load(self, info: CheckpointInfo) -> tuple[CheckpointInfo, CausalLMPolicy]:
+        policy = load_policy(self._registry, info)  # checks every file's sha256
+        policy.model.eval()
+        log.info("serving: loaded %s (%s weights over base %s)", info.checkpoint_id,
+                 info.weights.kind, info.model.base_sha256[:12])
         return info, policy
 
     def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:

@@ -3,7 +3,9 @@
 1. Read the examples of the batches offered for the served checkpoint (its own rollouts and the
    rewards they earned: on-policy data).
 2. Hold out a fixed share of interactions (chosen by a hash of the id, so a rerun holds out the
-   same ones) and update a copy of the checkpoint on the rest (``learner``).
+   same ones) and update a copy of the checkpoint on the rest (``learner``): all its weights,
+   or a LoRA adapter. The round's state is saved every few steps (``round_state``), so a round
+   killed midway resumes where it stood.
 3. Estimate the candidate's reward on the held-out interactions from the served checkpoint's own
    rollouts (``offpolicy``: no new traffic needed), and read the monitors' alarms of the served
    checkpoint against its parent (reward hacking shows there before it shows in the reward).
@@ -16,17 +18,32 @@ Publishing the decision on the ``checkpoints`` topic is the caller's step, after
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+from accelerate import Accelerator
 
 from rewards.monitors import Alarm
+from trainer.checkpoint_io import STATE_FILE, load_policy, load_trainer_state, weight_writers
 from trainer.examples import Example, read_examples
 from trainer.gate import GateConfig, GateDecision, decide
-from trainer.learner import LearnerConfig, UpdateStats, update
+from trainer.learner import LearnerConfig, Progress, UpdateStats, score_examples, update
+from trainer.loading import LoraSettings
 from trainer.offpolicy import Estimate, estimate
-from trainer.registry import PROMOTED, REJECTED, CheckpointInfo, CheckpointRegistry
+from trainer.registry import (
+    PROMOTED,
+    REJECTED,
+    CheckpointInfo,
+    CheckpointRegistry,
+    TrainingRef,
+)
+from trainer.round_state import RoundStateFile, round_key
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,10 +78,18 @@ def split(examples: Sequence[Example], fraction: float) -> tuple[list[Example], 
 def train_round(registry: CheckpointRegistry, parent_id: str,
                 batches: Sequence[tuple[str, Sequence[str | Path]]], candidate_id: str, *,
                 learner: LearnerConfig, gate: GateConfig, alarms: Sequence[Alarm],
-                held_out_fraction: float = 0.3) -> TrainResult:  # fmt: skip
-    """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, data files)``)."""
+                held_out_fraction: float = 0.3, lora: LoraSettings | None = None,
+                accelerator: Accelerator | None = None) -> TrainResult | None:  # fmt: skip
+    """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, data files)``).
+
+    Under several processes every rank trains its shard; only the main one evaluates and
+    registers (the others return None). A saved state of this very round (killed before it
+    registered) is resumed from.
+    """
     if not 0 < held_out_fraction < 1:
         raise ValueError("held_out_fraction must be between 0 and 1")
+    accelerator = accelerator or Accelerator(cpu=True)
+    parent_info = registry.get(parent_id)
     examples: list[Example] = []
     skipped: Counter[str] = Counter()
     for batch, paths in batches:
@@ -73,20 +98,66 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
             if read.checkpoint_id != parent_id:
                 raise ValueError(f"batch {batch} holds {read.checkpoint_id}'s interactions, not "
                                  f"{parent_id}'s: on-policy training reads its own checkpoint's")
-            examples += read.examples
+            for example in read.examples:
+                if example.rollout.model.tokenizer_sha256 != parent_info.model.tokenizer_sha256:
+                    skipped["other_tokenizer"] += 1
+                else:
+                    examples.append(example)
             skipped.update(read.skipped)
     if not examples:
         raise ValueError(f"no examples with a rollout of {parent_id} in {len(batches)} batch(es)")
     train, held = split(examples, held_out_fraction)
-    parent = registry.load(parent_id)
-    candidate, stats = update(parent, train, learner)
-    figures = estimate(candidate, held)
+    if not train or not held:
+        raise ValueError(f"{len(examples)} examples: too few to both train and hold out")
+    adapter = parent_info.weights.lora or lora
+    policy = load_policy(registry, parent_info,
+                         new_lora=lora if parent_info.weights.kind != "lora" else None)
+    policy.to(accelerator.device)
+    same_params = (parent_info.weights.kind == "lora") == (adapter is not None)
+    parent_state = load_trainer_state(registry, parent_info) if same_params else None
+    reference = None
+    if learner.kl_coef > 0:
+        reference_policy = load_policy(registry, registry.get(registry.root_of(parent_id)))
+        reference = score_examples(reference_policy.to(accelerator.device), train)
+        del reference_policy
+    key = round_key(parent=parent_id, batches=[b for b, _ in batches], candidate=candidate_id,
+                    learner=asdict(learner), lora=adapter.model_dump() if adapter else None)
+    state_file = RoundStateFile(registry.root, candidate_id, key)
+
+    def resume() -> tuple[Progress, dict[str, Any]] | None:
+        saved = state_file.load_into(policy)
+        if saved is None:
+            return None
+        log.info("resuming round %s from its saved state at step %d", candidate_id,
+                 saved.progress.step)
+        return saved.progress, saved.optimizer_state
+
+    def save_state(progress: Progress, optimizer_state: dict[str, Any]) -> None:
+        if accelerator.is_main_process and learner.save_every and (
+                progress.step % learner.save_every == 0):  # fmt: skip
+            state_file.save(policy, progress, optimizer_state)
+
+    result = update(policy, train, learner, accelerator,
+                    baseline=parent_info.training.state, reference=reference,
+                    optimizer_state=parent_state["optimizer"] if parent_state else None,
+                    resume=resume, on_step=save_state)
+    if not accelerator.is_main_process:
+        return None
+    figures = estimate(policy, held)
     decision = decide(figures, alarms, gate)
-    evals = {"offpolicy": asdict(figures), "gate": decision.figures, "update": asdict(stats),
+    evals = {"offpolicy": asdict(figures), "gate": decision.figures,
+             "update": asdict(result.stats), "learner": asdict(learner),
              "n_train": len(train), "n_held_out": len(held), "skipped": dict(skipped),
-             "alarms": [a.message for a in alarms]}
-    info = registry.register(candidate, checkpoint_id=candidate_id, parent=parent_id,
-                             evals=evals, batches=tuple(b for b, _ in batches),
+             "alarms": [a.message for a in alarms],
+             "device": str(accelerator.device), "processes": accelerator.num_processes}
+    weights, files = weight_writers(policy, adapter, result.optimizer_state)
+    training = TrainingRef(step=parent_info.training.step + result.stats.grad_steps,
+                           state=result.baseline, file=STATE_FILE, sha256="0" * 64)
+    info = registry.register(checkpoint_id=candidate_id, parent=parent_id,
+                             model=parent_info.model, weights=weights, training=training,
+                             files=files, evals=evals, batches=tuple(b for b, _ in batches),
                              status=PROMOTED if decision.passed else REJECTED,
                              reasons=decision.reasons)
-    return TrainResult(info, decision, stats, figures, len(train), len(held), dict(skipped))
+    state_file.remove()
+    return TrainResult(info, decision, result.stats, figures, len(train), len(held),
+                       dict(skipped))

@@ -7,7 +7,8 @@ rows follow each stage's own Kafka calls:
 * collector (``ingest.collector.kafka_sink``): writes ``telemetry.events`` and ``telemetry.dlq``.
 * stream worker (``streams``): reads ``telemetry.events`` in its consumer group; writes
   ``rewards``, ``telemetry.late`` and ``telemetry.dlq``; Faust creates, reads and writes its own
-  topics (the table's changelog, its leader topic), all named after its app id.
+  topics (the table's changelog, its leader topic), all named after its app id, which is also
+  the group's.
 * sink (``warehouse.sink``): reads ``rewards``, ``telemetry.events`` and ``rollouts`` in its group.
 * batch builder (``warehouse.batches``): reads and writes ``batches``.
 * trainer (``trainer.inputs``, ``trainer.publish``): reads ``batches``; reads and writes
@@ -50,7 +51,9 @@ class ServiceAccess:
     grants: tuple[Grant, ...]
 
 
-STREAM_GROUP = "rtrl-stream"  # streams.settings.WorkerSettings.group_id
+STREAM_GROUP = "rtrl-stream"
+"""The stream worker's group and Faust app id start so (``rtrl-stream-<topic prefix>``, see
+``streams.cli``), and so do the topics Faust makes for it."""
 SINK_GROUP = "rtrl-warehouse-sink"  # warehouse.sink.SinkConfig.group_id
 SERVING_GROUP = "rtrl-serving"  # trainer.serving.PolicyServer
 
@@ -81,8 +84,8 @@ def service_access(names: TopicNames) -> tuple[ServiceAccess, ...]:
     return (
         ServiceAccess("collector", _writes(t.events, t.dlq)),
         ServiceAccess("stream", _reads(t.events) + _writes(t.rewards, t.late, t.dlq)
-                      + _group(STREAM_GROUP)
-                      + (Grant("TOPIC", f"{STREAM_GROUP}-", "ALL", "PREFIXED"),)),
+                      + _group(STREAM_GROUP, "PREFIXED")
+                      + (Grant("TOPIC", STREAM_GROUP, "ALL", "PREFIXED"),)),
         ServiceAccess("sink", _reads(t.rewards, t.events, t.rollouts) + _group(SINK_GROUP)),
         ServiceAccess("batches", _reads(t.batches) + _writes(t.batches) + readers),
         ServiceAccess("trainer", _reads(t.batches, t.checkpoints) + _writes(t.checkpoints)

@@ -163,7 +163,8 @@ def secure_properties(layout: ClusterLayout, node: int, secrets: ListenerSecrets
         "ssl.key.password": secrets.keystore_password,
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(secrets.truststore),
-        "ssl.client.auth": "required",
+        # Mutual TLS on a SASL_SSL listener only counts with the listener's prefix (KIP-684).
+        "listener.name.sasl_ssl.ssl.client.auth": "required",
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin;User:controller",
         "allow.everyone.if.no.acl.found": "false",

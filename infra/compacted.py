@@ -14,6 +14,7 @@ import uuid
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from infra.kafka_security import KafkaSecurity
 from infra.settings import manual_commit_consumer
 
 READER_GROUP_PREFIX = "rtrl-read-"
@@ -23,14 +24,17 @@ READER_GROUP_PREFIX = "rtrl-read-"
 _LEADER_MOVING = {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION}
 
 
-def read_latest(bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[bytes, bytes]:
-    """The latest value per key of ``topic`` (keyless messages are skipped).
+def read_latest(bootstrap: str, topic: str, timeout_s: float = 30.0,
+                security: KafkaSecurity | None = None) -> dict[bytes, bytes]:
+    """The latest value per key of ``topic`` (keyless messages are skipped), read as the
+    process's Kafka identity or ``security``'s.
 
     Raises KafkaException when it cannot be read to its end within ``timeout_s`` (unreachable
-    cluster, unknown topic).
+    cluster, unknown topic, an ACL refusing it).
     """
     deadline = time.monotonic() + timeout_s
-    consumer = Consumer(manual_commit_consumer(bootstrap, f"{READER_GROUP_PREFIX}{uuid.uuid4()}"))
+    consumer = Consumer(manual_commit_consumer(bootstrap, f"{READER_GROUP_PREFIX}{uuid.uuid4()}",
+                                               security))
     try:
         ends = _offsets(consumer, topic, deadline)
         pending = {p for p, (low, high) in ends.items() if high > low}

@@ -145,9 +145,15 @@ def _sink(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"rtrl warehouse sink: {exc}", file=sys.stderr)
         return 2
+    from infra.kafka_errors import KafkaRefused
+
     stopping: list[int] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
-    stats = Sink(config, store).run(should_stop=lambda: bool(stopping))
+    try:
+        stats = Sink(config, store).run(should_stop=lambda: bool(stopping))
+    except KafkaRefused as exc:
+        print(f"rtrl warehouse sink: {exc}", file=sys.stderr)
+        return 1
     print(f"{stats.messages} messages, {stats.files} files, {stats.flushes} flushes")
     return 0
 

@@ -28,11 +28,20 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from confluent_kafka import OFFSET_INVALID, Consumer, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from infra.settings import admin, manual_commit_consumer
+from infra.kafka_errors import KafkaRefused, is_refusal, refusal_sentence
+from infra.settings import admin, manual_commit_consumer, process_security
 from infra.topics import TopicNames
 from warehouse.compact import compact
 from warehouse.encode import Batch, encode
@@ -148,6 +157,7 @@ class Sink:
         if any(m.error() is not None for m in batch):
             for m in batch:
                 if m.error() is not None:
+                    self._refused(m)
                     log.warning("consume error: %s", m.error())
             batch = [m for m in batch if m.error() is None]
         self._pending.extend(batch)
@@ -157,6 +167,18 @@ class Sink:
             self._oldest = time.monotonic()
             if self.stats.first_message_at is None:
                 self.stats.first_message_at = self._oldest
+
+    def _refused(self, message: Any) -> None:
+        """Raise KafkaRefused when Kafka refuses this sink's identity (ACLs, credentials): no
+        retry can cure that, and the operator needs to hear who was refused what."""
+        code = message.error().code()
+        if not is_refusal(code):
+            return
+        if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            what = self.config.group_id
+        else:
+            what = message.topic() or ", ".join(self.datasets)
+        raise KafkaRefused(refusal_sentence(code, process_security(), "read", what))
 
     def _due(self) -> bool:
         if len(self._pending) >= self.config.max_rows:

@@ -19,10 +19,12 @@ import asyncio
 import logging
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from infra.settings import reliable_producer
+from infra.kafka_errors import is_refusal, refusal_sentence
+from infra.settings import process_security, reliable_producer
 from ingest.collector.batch import OutRecord
 
 log = logging.getLogger(__name__)
@@ -45,16 +47,21 @@ class _Acks:
     from ``flush`` once the loop is gone, when nobody waits any more.
     """
 
-    __slots__ = ("future", "remaining", "error")
+    __slots__ = ("future", "remaining", "error", "refused")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, expected: int) -> None:
         self.future: asyncio.Future[str | None] = loop.create_future()
         self.remaining = expected
         self.error: str | None = None
+        self.refused: str | None = None
+        """The sentence of an ACL or credential refusal, when one was the first error."""
 
-    def report(self, err: KafkaError | None, _msg: object = None) -> None:
+    def report(self, err: KafkaError | None, msg: Any = None) -> None:
         if err is not None and self.error is None:
             self.error = err.str()
+            if is_refusal(err.code()):
+                topic = msg.topic() if msg is not None else "?"
+                self.refused = refusal_sentence(err.code(), process_security(), "write", topic)
         self.remaining -= 1
         if self.remaining == 0 and not self.future.done():
             try:
@@ -121,6 +128,9 @@ class KafkaSink:
             raise SinkUnavailable("Kafka did not acknowledge in time") from None
         finally:
             self._waiting -= 1
+        if acks.refused is not None:
+            log.error("%s", acks.refused)
+            raise SinkUnavailable(acks.refused)
         if error is not None:
             raise SinkUnavailable(f"Kafka refused a record: {error}")
         self.reachable = True
@@ -128,6 +138,11 @@ class KafkaSink:
     def _on_error(self, err: KafkaError) -> None:
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
             self.reachable = False
+        if is_refusal(err.code()):  # wrong credentials: nothing gets through
+            self.reachable = False
+            log.error("%s", refusal_sentence(err.code(), process_security(), "connect to",
+                                             "the cluster"))
+            return
         log.warning("kafka: %s", err.str())
 
     def _probe_loop(self) -> None:

@@ -60,7 +60,8 @@ class KafkaSecurity(BaseModel):
       Value error, SASL_SSL needs a username and a password ...
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # A validation error must not quote its input: the input holds the password.
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     protocol: Protocol = "PLAINTEXT"
     sasl_mechanism: Mechanism = "SCRAM-SHA-512"

@@ -8,7 +8,8 @@ Version 2 carries what a correct learner needs besides the tokens:
      "model": {"family": "llama", "base_sha256": ..., "tokenizer_sha256": ...},
      "sampling": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 64, "stop": []},
      "prompt_ids": [...], "completion_ids": [...], "logprobs": [...],
-     "finish_reason": "stop" | "length", "created_at": "...Z"}
+     "finish_reason": "stop" | "length", "experiment": {"name": ..., "arm": ...} | null,
+     "created_at": "...Z"}
 
 ``logprobs[i]`` is the log-probability of ``completion_ids[i]`` under the distribution it was
 drawn from (the checkpoint's at that temperature and nucleus, ``trainer.sampling``); the learner
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -33,7 +34,8 @@ from trainer.sampling import SamplingParams
 ROLLOUT_VERSION = 2
 FINISH_REASONS = ("stop", "length")
 _FIELDS = ("rollout_version", "interaction_id", "checkpoint_id", "model", "sampling",
-           "prompt_ids", "completion_ids", "logprobs", "finish_reason", "created_at")  # fmt: skip
+           "prompt_ids", "completion_ids", "logprobs", "finish_reason", "experiment",
+           "created_at")  # fmt: skip
 _MODEL_FIELDS = ("family", "base_sha256", "tokenizer_sha256")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -69,6 +71,20 @@ class ModelIdentity:
 
 
 @dataclass(frozen=True)
+class Experiment:
+    """The A/B assignment of the interaction, the same object as the events' ``experiment``."""
+
+    name: str
+    arm: str
+
+    def __post_init__(self) -> None:
+        for key in ("name", "arm"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or not 1 <= len(value) <= 64:
+                raise RolloutError(f"experiment.{key}: 1 to 64 characters, got {value!r}")
+
+
+@dataclass(frozen=True)
 class Rollout:
     interaction_id: str
     checkpoint_id: str
@@ -78,7 +94,8 @@ class Rollout:
     completion_ids: tuple[int, ...]
     logprobs: tuple[float, ...]
     finish_reason: str
-    created_at: str = field()  # canonical UTC timestamp
+    created_at: str  # canonical UTC timestamp
+    experiment: Experiment | None = None  # the A/B arm that served it, as in events-v1
 
     def __post_init__(self) -> None:
         for name in ("interaction_id", "checkpoint_id"):
@@ -111,7 +128,10 @@ class Rollout:
                 "checkpoint_id": self.checkpoint_id, "model": self.model.to_json_dict(),
                 "sampling": self.sampling.to_json_dict(), "prompt_ids": self.prompt_ids,
                 "completion_ids": self.completion_ids, "logprobs": self.logprobs,
-                "finish_reason": self.finish_reason, "created_at": self.created_at}
+                "finish_reason": self.finish_reason,
+                "experiment": None if self.experiment is None else {
+                    "name": self.experiment.name, "arm": self.experiment.arm},
+                "created_at": self.created_at}
 
     def to_json(self) -> bytes:
         return orjson.dumps(self.to_json_dict())
@@ -161,6 +181,11 @@ class Rollout:
             sampling = SamplingParams.model_validate(data["sampling"])
         except ValueError as exc:
             raise RolloutError(f"sampling: {exc}".splitlines()[0]) from None
+        experiment = data["experiment"]
+        if experiment is not None and (not isinstance(experiment, dict)
+                                       or set(experiment) != {"name", "arm"}):  # fmt: skip
+            raise RolloutError("experiment: null or an object with exactly name and arm")
         return cls(data["interaction_id"], data["checkpoint_id"], ModelIdentity(**model),
                    sampling, tuple(data["prompt_ids"]), tuple(data["completion_ids"]),
-                   tuple(data["logprobs"]), data["finish_reason"], data["created_at"])
+                   tuple(data["logprobs"]), data["finish_reason"], data["created_at"],
+                   None if experiment is None else Experiment(**experiment))

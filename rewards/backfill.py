@@ -7,7 +7,6 @@ computed from the same events in one pass (:func:`rewards.replay.replay_many`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,24 +95,6 @@ def backfill_files(
 ) -> Backfill:
     """:func:`run_backfill` over event files (JSON lines, Parquet); the warehouse passes its own."""
     return run_backfill(read_events(paths), old_config, new_config, progress)
-
-
-def write_report(result: Backfill, out_dir: str | Path) -> list[Path]:
-    """The comparison as ``backfill.csv`` and ``backfill.json`` (with both versions named), and
-    the distributions as ``backfill.svg`` (:mod:`rewards.backfill_plot`)."""
-    from rewards.backfill_plot import plot_backfill  # matplotlib only when a report is written
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path, json_path = out / "backfill.csv", out / "backfill.json"
-    result.comparison.write_csv(csv_path)
-    document = {
-        "old_version": result.old_version,
-        "new_version": result.new_version,
-        "checkpoints": result.comparison.to_dicts(),
-    }
-    json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    return [csv_path, json_path, plot_backfill(result, out / "backfill.svg")]
 
 
 def format_table(result: Backfill) -> str:

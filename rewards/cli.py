@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from infra.cli import positive_int
-from rewards.backfill import backfill_files, format_table, write_report
+from rewards.backfill import backfill_files, format_table
 from rewards.config import RewardConfig, load_config
 from rewards.eventio import read_events, write_jsonl, write_parquet
 from rewards.monitors import (
@@ -110,6 +110,8 @@ def _backfill(args: argparse.Namespace) -> int:
     result = backfill_files(args.events, old, new, _stderr_progress())
     print(format_table(result))
     if args.out:
+        from rewards.backfill_report import write_report  # matplotlib only for a report
+
         for path in write_report(result, args.out):
             print(f"wrote {path}", file=sys.stderr)
     return 0

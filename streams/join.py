@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from streams.clean_stop import CLEAN_MARKER
 from streams.exit_codes import EXIT_FAILED_CHUNK, EXIT_OFFSET_HOLE
 from streams.intake import Rejected, read_message
 from streams.metrics import WorkerMetrics
@@ -34,7 +35,6 @@ from streams.processor import Incoming, PartitionProcessor, StepOutput
 from streams.seek_start import ResumeOffsets
 from streams.settings import WorkerSettings
 from streams.tablestore import TableStore, partition_context
-from streams.worker import CLEAN_MARKER
 
 log = logging.getLogger("streams.worker")
 HOLE_LOG = "offset-holes.json"

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import shutil
 
+from streams.clean_stop import CLEAN_MARKER
 from streams.settings import WorkerSettings
 
 log = logging.getLogger("streams.worker")
-CLEAN_MARKER = "clean-shutdown"
 
 
 def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:

@@ -9,7 +9,8 @@ from xml.etree import ElementTree
 import pytest
 
 from rewards import cli
-from rewards.backfill import ALL_CHECKPOINTS, backfill_files, format_table, write_report
+from rewards.backfill import ALL_CHECKPOINTS, backfill_files, format_table
+from rewards.backfill_report import write_report
 from rewards.config import RewardConfig
 from rewards.eventio import read_events
 from rewards.workload import generate_workload, write_jsonl, write_parquet

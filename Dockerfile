@@ -1,13 +1,20 @@
-# The platform's Python services (collector, stream worker, warehouse sink, CLI) in one image.
+# The platform's Python services in one image, built once and run by every service of
+# docker-compose.yml: the collector, the stream worker, the warehouse sink, the batch builder and
+# the CLI (target `services`, the default, without torch). The trainer and the serving side load
+# models: target `model` adds torch (a CPU build) and the model libraries on top of it.
 # Kafka itself runs from the official apache/kafka image; see docker-compose.yml.
-FROM python:3.11-slim
+FROM python:3.11-slim AS services
 
 ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# Dependencies first, from pyproject.toml's pins alone: a code change rebuilds only the layers below.
+COPY pyproject.toml README.md LICENSE ./
+COPY docker/requirements.py docker/
+RUN python docker/requirements.py services > /tmp/services.txt \
+    && pip install -r /tmp/services.txt
 COPY infra/ infra/
 COPY ingest/ ingest/
 COPY rewards/ rewards/
@@ -15,10 +22,20 @@ COPY streams/ streams/
 COPY warehouse/ warehouse/
 COPY trainer/ trainer/
 COPY rtrl/ rtrl/
-RUN pip install . && useradd --create-home --uid 10001 rtrl \
+# --no-deps: the model libraries stay out of this image (they are target `model`'s).
+RUN pip install . --no-deps && useradd --create-home --uid 10001 rtrl \
     && mkdir -p /data && chown rtrl /data
 
 # State (Faust's table store, the warehouse) lives under /data: mount a volume there.
 USER rtrl
 WORKDIR /data
 CMD ["rtrl", "--help"]
+
+FROM services AS model
+USER root
+# torch from its CPU index (the default wheel carries CUDA: gigabytes no CPU host uses), then
+# the rest of the model libraries at the project's pins; torch==X matches the CPU build X+cpu.
+RUN python /src/docker/requirements.py model > /tmp/model.txt \
+    && pip install --index-url https://download.pytorch.org/whl/cpu "$(grep '^torch==' /tmp/model.txt)" \
+    && pip install -r /tmp/model.txt
+USER rtrl

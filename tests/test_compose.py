@@ -8,6 +8,7 @@ shows up as such in the test summary) rather than failed.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import re
 import tomllib
 from pathlib import Path
@@ -22,6 +23,17 @@ REPO = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict] = COMPOSE["services"]
 PLATFORM = ("topics", "collector", "stream", "sink", "batches")
+LONG_RUNNING = ("collector", "stream", "sink", "batches", "trainer")
+DOCKERFILE = (REPO / "Dockerfile").read_text()
+
+
+def _requirements_module():
+    spec = importlib.util.spec_from_file_location("image_requirements",
+                                                  REPO / "docker" / "requirements.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_every_service_has_an_image_or_a_build():
@@ -63,10 +75,46 @@ def test_platform_services_reach_kafka_and_wait_for_topics(name):
     assert svc["environment"][BOOTSTRAP_ENV] == "kafka:9092"
     if name != "topics":
         assert svc["depends_on"]["topics"]["condition"] == "service_completed_successfully"
-        assert svc["build"] == "."
+    # one image, built from one definition, for every platform service
+    assert svc["build"] == {"context": ".", "target": "services"}
+    assert svc["image"] == "rtrl:services"
 
 
-@pytest.mark.parametrize("name", PLATFORM)
+def test_the_services_image_has_no_torch_and_the_model_image_a_cpu_one():
+    requirements = _requirements_module()
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    services, model = requirements.split(dependencies)
+    assert sorted(services + model) == sorted(dependencies)  # each in exactly one image
+    assert "torch" not in {requirements.name_of(d) for d in services}
+    assert "torch" in {requirements.name_of(d) for d in model}
+    stages = {name: base for base, name in re.findall(r"^FROM (\S+) AS (\S+)$", DOCKERFILE, re.M)}
+    assert stages == {"services": "python:3.11-slim", "model": "services"}
+    services_stage, model_stage = DOCKERFILE.split("FROM services AS model")
+    assert "requirements.py services" in services_stage and "pip install . --no-deps" in \
+        services_stage
+    assert "requirements.py model" in model_stage
+    assert f"--index-url {requirements.CPU_TORCH_INDEX}" in model_stage
+    trainer = SERVICES["trainer"]
+    assert trainer["build"]["target"] == "model" and trainer["profiles"] == ["model"]
+
+
+@pytest.mark.parametrize("name", LONG_RUNNING)
+def test_services_get_time_to_stop_cleanly(name):
+    grace = SERVICES[name]["stop_grace_period"]
+    assert re.fullmatch(r"\d+s", grace) and int(grace[:-1]) >= 30, grace
+
+
+def test_the_collector_is_healthy_when_ready_and_serves_metrics_apart():
+    svc = SERVICES["collector"]
+    command = svc["command"]
+    port = command[command.index("--port") + 1]
+    probe = " ".join(svc["healthcheck"]["test"])
+    assert f"http://127.0.0.1:{port}/readyz" in probe
+    metrics = command[command.index("--metrics-port") + 1]
+    assert metrics != port and f"{metrics}:{metrics}" in svc["ports"]
+
+
+@pytest.mark.parametrize("name", PLATFORM + ("trainer",))
 def test_platform_service_command_is_a_real_rtrl_subcommand(name):
     command = SERVICES[name]["command"]
     assert command[0] == "rtrl"
@@ -95,8 +143,8 @@ def test_named_volumes_are_declared():
 
 
 def test_dockerfile_installs_every_package_the_project_declares():
-    dockerfile = (REPO / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.11-slim$", dockerfile, re.M)
+    dockerfile = DOCKERFILE
+    assert re.search(r"^FROM python:3\.11-slim AS services$", dockerfile, re.M)
     assert re.search(r"pip install \.", dockerfile)
     copied = set(re.findall(r"^COPY (\S+?)/? ", dockerfile, re.M))
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]

@@ -41,6 +41,8 @@ def refusal_sentence(code: int, security: KafkaSecurity, action: str, resource: 
     >>> s = KafkaSecurity(protocol="SASL_PLAINTEXT", username="collector", password="p")
     >>> refusal_sentence(KafkaError.TOPIC_AUTHORIZATION_FAILED, s, "read", "rewards")
     "Kafka refuses user 'collector' to read topic rewards: no ACL allows it."
+    >>> refusal_sentence(KafkaError.CLUSTER_AUTHORIZATION_FAILED, s, "produce to", "")
+    "Kafka refuses user 'collector' to produce to the cluster: no ACL allows it."
     >>> refusal_sentence(KafkaError.SASL_AUTHENTICATION_FAILED, s, "read", "rewards")
     "Kafka refuses the credentials of user 'collector' (SASL_PLAINTEXT): check its password."
     """
@@ -48,4 +50,6 @@ def refusal_sentence(code: int, security: KafkaSecurity, action: str, resource: 
         return (f"Kafka refuses the credentials of {security.principal} ({security.protocol}): "
                 "check its password.")
     kind = REFUSED_BY_ACL.get(code, "resource")
+    if kind == "cluster":  # the cluster has no name worth saying
+        return f"Kafka refuses {security.principal} to {action} the cluster: no ACL allows it."
     return f"Kafka refuses {security.principal} to {action} {kind} {resource}: no ACL allows it."

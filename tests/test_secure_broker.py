@@ -124,6 +124,19 @@ def test_a_client_without_credentials_is_refused(secured: Secured) -> None:
     assert AdminClient(admin(secured.bootstrap, sink)).list_topics(timeout=10).brokers
 
 
+def _post_when_up(url: str, key: str, events: list) -> httpx.Response:
+    """POST once the collector at ``url`` answers at all (``/livez``)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/livez", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    return httpx.post(f"{url}/v1/events", json={"events": events},
+                      headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+
 def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path: Path) -> None:
     keys = KeyStore(tmp_path / "keys.sqlite")
     key = keys.create(ORG)
@@ -249,6 +262,22 @@ def test_the_collector_can_neither_read_rewards_nor_write_checkpoints(secured: S
     assert [e.code() for e in refused] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     assert refusal_sentence(refused[0].code(), collector, "write", NAMES.checkpoints) == (
         "Kafka refuses user 'collector' to write topic checkpoints: no ACL allows it.")
+    # a collector run with another service's identity (one that may write other topics)
+    # answers 503 with the refusal's sentence
+    keys = KeyStore(tmp_path / "keys.sqlite")
+    key = keys.create(ORG)
+    keys.close()
+    port = free_port_block(1)
+    wrong_collector = rtrl(secured, "stream", "collector", "--port", str(port), "--db",
+                           str(tmp_path / "keys.sqlite"), "--delivery-timeout", "5")
+    try:
+        answer = _post_when_up(f"http://127.0.0.1:{port}", key, [valid_event()])
+    finally:
+        wrong_collector.terminate()
+        finish(wrong_collector, 30)
+    assert answer.status_code == 503
+    assert answer.json()["detail"] == (
+        "Kafka refuses user 'stream' to write topic telemetry.events: no ACL allows it.")
     # a service run with the collector's identity says so in one sentence and stops
     code, _, err = finish(rtrl(secured, "collector", "warehouse", "sink", "--root",
                                str(tmp_path / "wh"), "--once"), 60)

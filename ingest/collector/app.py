@@ -58,6 +58,10 @@ log = logging.getLogger(__name__)
 class Sink(Protocol):
     reachable: bool
 
+    @property
+    def unavailable_detail(self) -> str:
+        """Why Kafka cannot take events while ``reachable`` is false, in one sentence."""
+
     def deliver(self, records: Sequence[OutRecord]) -> Awaitable[None]: ...
 
     async def serve_reports(self) -> None:
@@ -159,7 +163,7 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
             return refuse(request, 429, BatchReason.rate_limited,
                           f"more than {config.rate_per_key:g} requests/s for this key", wait_s)
         if not sink.reachable:
-            return refuse(request, 503, BatchReason.unavailable, "Kafka is unreachable",
+            return refuse(request, 503, BatchReason.unavailable, sink.unavailable_detail,
                           config.retry_after_s)
         try:
             body = await _read_body(request, config.max_body_bytes)
@@ -188,7 +192,7 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
     async def ready(request: Request) -> Response:
         if sink.reachable:
             return _json({"status": "ready", "kafka": "reachable"})
-        return error_response(503, "unavailable", "Kafka is unreachable",
+        return error_response(503, "unavailable", sink.unavailable_detail,
                               scope_request_id(request.scope), {"Retry-After": "1"})
 
     unready: dict[int | str, dict[str, Any]] = {

@@ -10,7 +10,10 @@ so every record gets a definite report (delivered or failed) before it.
 
 When no broker answers, ``reachable`` turns false (``error_cb``) and requests are refused at once
 with 503 instead of queueing what cannot be delivered; a small thread probes the cluster's
-metadata (a blocking call) until it answers again.
+metadata (a blocking call) until it answers again. When Kafka refuses the collector's identity
+(its credentials, or the ACL an idempotent producer needs), the producer is done for good:
+``reachable`` stays false and every 503 says so in one sentence (``infra.kafka_errors``), so
+the operator can fix the credential or the ACL and restart it.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ class KafkaSink:
                "queue.buffering.max.messages": queue_max,
                "error_cb": self._on_error, "logger": log}))
         self.reachable = True
+        self._refused: str | None = None  # Kafka refused this identity: no recovery
         self._waiting = 0  # requests awaiting their reports
         self._wake = asyncio.Event()
         self._stop = threading.Event()
@@ -91,10 +95,17 @@ class KafkaSink:
                                         daemon=True)
         self._thread.start()
 
+    @property
+    def unavailable_detail(self) -> str:
+        return self._refused or "Kafka is unreachable"
+
     async def serve_reports(self) -> None:
         """Serve delivery reports and errors, on this loop's thread, until cancelled."""
         while True:
-            self._producer.poll(0)
+            try:
+                self._producer.poll(0)
+            except KafkaException as exc:  # a fatal error, raised once more by every poll
+                self._refuse(exc.args[0])
             if self._waiting:
                 await asyncio.sleep(BUSY_POLL_S)
                 continue
@@ -109,7 +120,7 @@ class KafkaSink:
         if not records:
             return
         if not self.reachable:
-            raise SinkUnavailable("Kafka is unreachable")
+            raise SinkUnavailable(self.unavailable_detail)
         acks = _Acks(asyncio.get_running_loop(), len(records))
         for i, record in enumerate(records):
             try:
@@ -138,16 +149,23 @@ class KafkaSink:
     def _on_error(self, err: KafkaError) -> None:
         if err.code() == KafkaError._ALL_BROKERS_DOWN:
             self.reachable = False
-        if is_refusal(err.code()):  # wrong credentials: nothing gets through
-            self.reachable = False
-            log.error("%s", refusal_sentence(err.code(), process_security(), "connect to",
-                                             "the cluster"))
+        if is_refusal(err.code()) or err.fatal():
+            self._refuse(err)
             return
         log.warning("kafka: %s", err.str())
 
+    def _refuse(self, err: KafkaError) -> None:
+        """The producer cannot go on (refused credentials, a missing ACL, a fatal error)."""
+        self.reachable = False
+        if self._refused is None:
+            self._refused = (refusal_sentence(err.code(), process_security(), "produce to",
+                                              "the cluster")
+                             if is_refusal(err.code()) else f"Kafka: {err.str()}")
+            log.error("%s", self._refused)
+
     def _probe_loop(self) -> None:
         while not self._stop.wait(IDLE_POLL_S):
-            if not self.reachable:
+            if not self.reachable and self._refused is None:
                 self._probe()
 
     def _probe(self) -> None:

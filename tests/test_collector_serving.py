@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import orjson
+from confluent_kafka import KafkaError
 from fastapi import FastAPI, Response
 from starlette.requests import Request
 
@@ -13,12 +14,8 @@ from ingest.collector.app import EVENTS_PATH, EventsFirst
 from ingest.collector.kafka_sink import _Acks
 
 
-class _KafkaError:
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def str(self) -> str:
-        return self.text
+def _kafka_error(text: str, code: int = KafkaError._MSG_TIMED_OUT) -> KafkaError:
+    return KafkaError(code, text)
 
 
 async def _call(app: Any, method: str, path: str) -> tuple[int, bytes]:
@@ -70,12 +67,24 @@ def test_a_request_resolves_on_its_last_report_with_the_first_error() -> None:
     async def scenario() -> tuple[bool, str | None]:
         acks = _Acks(asyncio.get_running_loop(), 3)
         acks.report(None)
-        acks.report(_KafkaError("first"))  # type: ignore[arg-type]
+        acks.report(_kafka_error("first"))
         done_before_last = acks.future.done()
-        acks.report(_KafkaError("second"))  # type: ignore[arg-type]
+        acks.report(_kafka_error("second"))
         return done_before_last, await acks.future
 
     assert asyncio.run(scenario()) == (False, "first")
+
+
+def test_a_refused_record_is_said_in_one_sentence() -> None:
+    async def scenario() -> str | None:
+        acks = _Acks(asyncio.get_running_loop(), 1)
+        acks.report(_kafka_error("Broker: Topic authorization failed",
+                                 KafkaError.TOPIC_AUTHORIZATION_FAILED))
+        await acks.future
+        return acks.refused
+
+    assert asyncio.run(scenario()) == (
+        "Kafka refuses an anonymous client to write topic ?: no ACL allows it.")
 
 
 def test_records_never_produced_count_as_reported() -> None:

@@ -23,7 +23,8 @@ _USER_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirec
                 ValidationError)
 
 # The packages whose subcommands make up `rtrl`, in the order `--help` lists them.
-STAGES = ("infra", "ingest", "rewards", "streams", "warehouse", "trainer", "rtrl.loop")
+STAGES = ("infra", "ingest", "rewards", "streams", "warehouse", "trainer", "trainer.gateway",
+          "rtrl.loop")
 
 
 def build_parser() -> argparse.ArgumentParser:

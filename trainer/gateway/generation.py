@@ -1,0 +1,209 @@
+"""One completion as every backend gives it, and the pure steps from it to what leaves the
+gateway: the OpenAI response (whole or as stream chunks) and the rollout.
+
+A backend answers with a :class:`Generation`: the checkpoint that produced it, the prompt and
+completion token ids and the behaviour log-probabilities exactly as the model gave them (an
+upstream may leave some out: then they are ``None``, never guessed), the text, the finish
+reason. The response shows the same ids and log-probabilities to the client; the rollout
+carries them to Kafka. Nothing here re-tokenises text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from trainer.gateway.protocol import (
+    AssistantMessage,
+    ChatChoice,
+    ChatChunkChoice,
+    ChatCompletionChunk,
+    ChatCompletionResponse,
+    ChatDelta,
+    ChatLogprobs,
+    CompletionChoice,
+    CompletionLogprobs,
+    CompletionResponse,
+    TokenLogprob,
+    Usage,
+)
+from trainer.rollout import Experiment, ModelIdentity, Rollout, RolloutError
+from trainer.sampling import SamplingParams
+
+
+@dataclass(frozen=True)
+class Generation:
+    checkpoint_id: str
+    model: ModelIdentity | None  # of the checkpoint; None when the gateway cannot know it
+    prompt_ids: tuple[int, ...] | None
+    token_ids: tuple[int, ...] | None
+    logprobs: tuple[float, ...] | None  # of each token, under the sampling distribution
+    text: str
+    finish_reason: str
+    pieces: tuple[str, ...] | None = None  # text of each token; joined, exactly ``text``
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the client asked to see besides the text."""
+
+    logprobs: bool
+    token_ids: bool
+
+
+# --- rollouts ------------------------------------------------------------------------------
+def rollout_of(gen: Generation, interaction_id: str, params: SamplingParams,
+               experiment: Experiment | None, created_at: str) -> Rollout | str:
+    """The generation's rollout, or the reason (a code for counting) why it cannot be one.
+
+    >>> ident = ModelIdentity("llama", "a" * 64, "b" * 64)
+    >>> gen = Generation("c1", ident, (1, 2), (3,), None, "x", "stop")
+    >>> rollout_of(gen, "i1", SamplingParams(), None, "2026-11-30T10:00:00Z")
+    'missing_logprobs'
+    >>> r = rollout_of(gen.__class__(**{**gen.__dict__, "logprobs": (-0.1,)}), "i1",
+    ...                SamplingParams(), None, "2026-11-30T10:00:00Z")
+    >>> r.completion_ids, r.logprobs
+    ((3,), (-0.1,))
+    """
+    if gen.model is None:
+        return "unknown_model"
+    if not gen.prompt_ids:
+        return "missing_prompt_token_ids"
+    if not gen.token_ids:
+        return "missing_token_ids"
+    if gen.logprobs is None:
+        return "missing_logprobs"
+    if len(gen.logprobs) != len(gen.token_ids):
+        return "logprobs_mismatch"
+    try:
+        return Rollout(interaction_id, gen.checkpoint_id, gen.model, params, gen.prompt_ids,
+                       gen.token_ids, gen.logprobs, gen.finish_reason, created_at, experiment)
+    except RolloutError as exc:
+        return exc.reason
+
+
+# --- responses -----------------------------------------------------------------------------
+def usage(gen: Generation) -> Usage:
+    prompt = len(gen.prompt_ids or ())
+    completion = len(gen.token_ids or ())
+    return Usage(prompt_tokens=prompt, completion_tokens=completion,
+                 total_tokens=prompt + completion)
+
+
+def _chat_logprobs(gen: Generation, start: int = 0,
+                   stop: int | None = None) -> ChatLogprobs | None:
+    if gen.logprobs is None:
+        return None
+    pieces = gen.pieces or tuple("" for _ in gen.logprobs)
+    return ChatLogprobs(content=[
+        TokenLogprob(token=piece, logprob=lp, bytes=list(piece.encode()))
+        for piece, lp in zip(pieces[start:stop], gen.logprobs[start:stop], strict=True)])
+
+
+def chat_response(gen: Generation, request_id: str, created: int, model: str,
+                  shown: Shown) -> ChatCompletionResponse:
+    ids = shown.token_ids and gen.token_ids is not None
+    return ChatCompletionResponse(
+        id=request_id, created=created, model=model,
+        choices=[ChatChoice(message=AssistantMessage(content=gen.text),
+                            logprobs=_chat_logprobs(gen) if shown.logprobs else None,
+                            finish_reason=gen.finish_reason,
+                            token_ids=list(gen.token_ids or ()) if ids else None)],
+        usage=usage(gen),
+        prompt_token_ids=list(gen.prompt_ids or ()) if shown.token_ids and gen.prompt_ids
+        else None)
+
+
+def _steps(gen: Generation) -> list[tuple[int, int, str]]:
+    """``(first token, end token, text)`` of each stream chunk: one per token when the text of
+    each is known, else one chunk for all."""
+    if gen.pieces is not None and gen.token_ids is not None and len(gen.pieces) == len(
+            gen.token_ids):  # fmt: skip
+        return [(i, i + 1, piece) for i, piece in enumerate(gen.pieces)]
+    return [(0, len(gen.token_ids or ()), gen.text)]
+
+
+def chat_chunks(gen: Generation, request_id: str, created: int, model: str,
+                shown: Shown) -> Iterator[ChatCompletionChunk]:
+    """The streamed form: a role chunk (with the prompt's ids when asked), a chunk per token,
+    then the finish reason; the contents joined are the text."""
+    def chunk(choice: ChatChunkChoice, prompt: list[int] | None = None) -> ChatCompletionChunk:
+        return ChatCompletionChunk(id=request_id, created=created, model=model,
+                                   choices=[choice], prompt_token_ids=prompt)
+
+    first_prompt = (list(gen.prompt_ids) if shown.token_ids and gen.prompt_ids else None)
+    yield chunk(ChatChunkChoice(delta=ChatDelta(role="assistant", content="")), first_prompt)
+    for start, end, text in _steps(gen):
+        yield chunk(ChatChunkChoice(
+            delta=ChatDelta(content=text),
+            logprobs=_chat_logprobs(gen, start, end) if shown.logprobs else None,
+            token_ids=list((gen.token_ids or ())[start:end]) if shown.token_ids else None))
+    yield chunk(ChatChunkChoice(delta=ChatDelta(), finish_reason=gen.finish_reason))
+
+
+def _completion_logprobs(gen: Generation, start: int = 0,
+                         stop: int | None = None) -> CompletionLogprobs | None:
+    if gen.logprobs is None:
+        return None
+    pieces = list(gen.pieces or tuple("" for _ in gen.logprobs))[start:stop]
+    offsets, at = [], sum(len(p) for p in (gen.pieces or ())[:start])
+    for piece in pieces:
+        offsets.append(at)
+        at += len(piece)
+    return CompletionLogprobs(tokens=pieces, token_logprobs=list(gen.logprobs[start:stop]),
+                              top_logprobs=None, text_offset=offsets)
+
+
+def completion_response(gen: Generation, request_id: str, created: int, model: str,
+                        shown: Shown) -> CompletionResponse:
+    return CompletionResponse(
+        id=request_id, created=created, model=model, usage=usage(gen),
+        choices=[CompletionChoice(
+            text=gen.text, finish_reason=gen.finish_reason,
+            logprobs=_completion_logprobs(gen) if shown.logprobs else None,
+            prompt_token_ids=list(gen.prompt_ids or ()) if shown.token_ids and gen.prompt_ids
+            else None,
+            token_ids=list(gen.token_ids or ()) if shown.token_ids and gen.token_ids else None)])
+
+
+def completion_chunks(gen: Generation, request_id: str, created: int, model: str,
+                      shown: Shown) -> Iterator[CompletionResponse]:
+    steps = _steps(gen)
+    for k, (start, end, text) in enumerate(steps):
+        last = k == len(steps) - 1
+        yield CompletionResponse(
+            id=request_id, created=created, model=model, usage=usage(gen) if last else None,
+            choices=[CompletionChoice(
+                text=text, finish_reason=gen.finish_reason if last else None,
+                logprobs=_completion_logprobs(gen, start, end) if shown.logprobs else None,
+                prompt_token_ids=list(gen.prompt_ids or ()) if k == 0 and shown.token_ids
+                and gen.prompt_ids else None,
+                token_ids=list((gen.token_ids or ())[start:end]) if shown.token_ids
+                else None)])
+
+
+def text_pieces(decode, token_ids: tuple[int, ...], text: str) -> tuple[str, ...]:  # noqa: ANN001
+    """The text each token adds, so that a stream shows text as it would appear: a token that
+    ends inside a multi-byte character adds nothing until the character is whole, and the pieces
+    joined are exactly ``text`` (which a stop string may have cut short).
+
+    >>> text_pieces(lambda ids: "".join("ab"[i] for i in ids), (0, 1, 1), "ab")
+    ('a', 'b', '')
+    """
+    pieces: list[str] = []
+    sent = 0
+    for i in range(len(token_ids)):
+        if i == len(token_ids) - 1:
+            pieces.append(text[sent:])
+            break
+        prefix = decode(token_ids[:i + 1])
+        common = sent  # what was sent is a prefix of both already
+        limit = min(len(prefix), len(text))
+        while common < limit and prefix[common] == text[common]:
+            common += 1
+        if prefix.endswith("\ufffd"):  # an unfinished character decodes to the replacement
+            common = min(common, len(prefix) - 1)
+        end = max(sent, common)
+        pieces.append(text[sent:end])
+        sent = end
+    return tuple(pieces)

@@ -48,6 +48,7 @@ import orjson  # noqa: E402
 import psutil  # noqa: E402
 from confluent_kafka import KafkaError, Message, Producer  # noqa: E402
 
+from infra.kafka_security import KafkaSecurity  # noqa: E402
 from infra.settings import reliable_producer  # noqa: E402
 from infra.topics import TopicNames  # noqa: E402
 from infra.topics_apply import apply_topics  # noqa: E402
@@ -71,8 +72,9 @@ def client_events(n: int) -> list[dict]:
     return events[:n]
 
 
-def raw_producer(bootstrap: str, topic: str, events: list[dict]) -> dict:
-    producer = Producer(reliable_producer(bootstrap))
+def raw_producer(bootstrap: str, topic: str, events: list[dict],
+                 security: KafkaSecurity | None = None) -> dict:
+    producer = Producer(reliable_producer(bootstrap, security))
     records = [(orjson.dumps({**e, "received_at": "2026-11-30T00:00:00.000000Z"}),
                 e["interaction_id"].encode()) for e in events]
     failed: list[KafkaError] = []
@@ -112,13 +114,14 @@ def cpu_seconds(proc: subprocess.Popen) -> float:
     return total
 
 
-def start_collector(bootstrap: str, prefix: str, key_db: Path,
-                    workers: int) -> tuple[subprocess.Popen, str]:  # fmt: skip
+def start_collector(bootstrap: str, prefix: str, key_db: Path, workers: int,
+                    env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """``rtrl collector`` in its own process, with ``env`` (its Kafka identity) when given."""
     port = quiet_port_block(1)
     proc = subprocess.Popen([sys.executable, "-m", "rtrl.cli", "collector", "--port", str(port),
                              "--bootstrap", bootstrap, "--topic-prefix", prefix, "--db",
                              str(key_db), "--rate", "1000000", "--burst", "1000000",
-                             "--workers", str(workers)], cwd=REPO)
+                             "--workers", str(workers)], cwd=REPO, env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

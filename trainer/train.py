@@ -105,7 +105,8 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                     examples.append(example)
             skipped.update(read.skipped)
     if not examples:
-        raise ValueError(f"no examples with a rollout of {parent_id} in {len(batches)} batch(es)")
+        raise ValueError(f"no examples with a rollout of {parent_id} in {len(batches)} batch(es)"
+                         f" (rows left out, by reason: {dict(skipped) or 'none'})")
     train, held = split(examples, held_out_fraction)
     if not train or not held:
         raise ValueError(f"{len(examples)} examples: too few to both train and hold out")

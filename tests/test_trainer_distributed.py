@@ -1,0 +1,40 @@
+"""Training under several processes (``torchrun``/``accelerate launch``; gloo on CPUs here,
+NCCL on GPUs): every rank trains its shard with gradients averaged, so all ranks end with the
+same weights in half the steps, and only rank 0 registers the candidate."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+
+from tests import trainer_fixtures
+from tests.kafka_helpers import free_port_block
+from tests.trainer_fixtures import serve, write_batch
+from trainer.checkpoint_io import load_policy
+
+tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
+pytestmark = pytest.mark.slow
+
+
+def test_two_processes_train_their_shards_to_the_same_weights_and_register_once(registry,
+                                                                               tmp_path):
+    root = registry.get("t-0000")
+    examples = serve(load_policy(registry, root), root, 40, seed=0)
+    batch = write_batch(tmp_path / "b.parquet", examples)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+         "--master_port", str(free_port_block(1)), "-m", "tests.distributed_probe",
+         str(registry.root), str(batch), str(tmp_path)],
+        capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [(tmp_path / f"rank{r}.txt").read_text().split() for r in (0, 1)]
+    assert [r[0] for r in ranks] == ["2", "2"]  # each saw a world of two
+    steps = 2 * math.ceil(20 / 8)  # 40 examples, 20 a rank, minibatches of 8, 2 epochs
+    assert [int(r[1]) for r in ranks] == [steps, steps]
+    assert ranks[0][2] == ranks[1][2]  # gradients were averaged: the same weights everywhere
+    infos = registry.list()
+    assert [i.checkpoint_id for i in infos] == ["t-0000", "t-0001"]
+    assert infos[1].evals["processes"] == 2

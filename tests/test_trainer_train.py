@@ -271,3 +271,19 @@ def test_a_round_refuses_another_checkpoints_batch_and_a_batch_without_rollouts(
     with pytest.raises(ValueError, match="no examples"):
         train_round(registry, "t-0000", [("b", [mine])], "t-0001", **options)
     assert [i.checkpoint_id for i in registry.list()] == ["t-0000"]  # nothing registered
+
+
+def test_a_rejected_rounds_batch_stays_available_to_its_parent(registry, tmp_path):
+    from trainer.inputs import OfferedBatch, untrained
+
+    offered = [OfferedBatch("b1", "t-0000", ("f1",))]
+    assert [b for b, _ in untrained(offered, registry, "t-0000", tmp_path)] == ["b1"]
+    register_variant(registry, "t-0001", "t-0000", seed=1, status="rejected",
+                     reasons=("no gain",), batches=("b1",))
+    # tried and rejected, nothing new: another round would only repeat the rejection
+    assert untrained(offered, registry, "t-0000", tmp_path) == []
+    # a new batch arrives: the rejected one is still on-policy for t-0000 and trains with it
+    offered.append(OfferedBatch("b2", "t-0000", ("f2",)))
+    assert [b for b, _ in untrained(offered, registry, "t-0000", tmp_path)] == ["b1", "b2"]
+    register_variant(registry, "t-0002", "t-0000", seed=2, batches=("b1", "b2"))
+    assert untrained(offered, registry, "t-0000", tmp_path) == []  # a promoted one used both

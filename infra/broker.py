@@ -110,8 +110,9 @@ def _format(java: str, libs: Path, layout: ClusterLayout,
         ndir = layout.node_dir(node)
         ndir.mkdir(parents=True, exist_ok=True)
         props = ndir / "server.properties"
+        props.touch(mode=0o600)  # a secure node's holds the brokers' passwords: private first
+        props.chmod(0o600)
         props.write_text(server_properties(layout, node, secrets))
-        props.chmod(0o600)  # a secure node's holds the brokers' passwords
         (ndir / "log4j2.properties").write_text(log4j2_properties(ndir / "kafka.log"))
         if (ndir / "data" / "meta.properties").exists():
             continue

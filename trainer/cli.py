@@ -86,8 +86,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("train", help="one on-policy round: a checkpoint's new batches, an update, "
                        "the eval gate, a new checkpoint (promoted or rejected)",
                        description="Reads the batches the warehouse offered for --checkpoint "
-                       "that no registered checkpoint was trained on, updates a copy of it "
-                       "(PPO-clip on its own rollouts), estimates the candidate's reward on "
+                       "that no promoted checkpoint was trained on, trains it on them (PPO-clip "
+                       "on its own rollouts and their behaviour log-probabilities; every weight, "
+                       "or a LoRA adapter with --lora-r; a round killed midway resumes from its "
+                       "last saved step), estimates the candidate's reward on "
                        "held-out interactions, reads the monitors' alarms of --checkpoint "
                        "against its parent, and registers the candidate with the gate's "
                        f"decision. Exit 0 promoted, {EXIT_REJECTED} rejected, 1 when there is "
@@ -148,7 +150,7 @@ def _add_learner_args(p: argparse.ArgumentParser) -> None:
     for f in fields(LearnerConfig):
         default = getattr(defaults, f.name)
         p.add_argument(f"--{f.name.replace('_', '-')}", dest=f"learn_{f.name}",
-                       type=type(default), default=default,
+                       metavar=f.name.upper(), type=type(default), default=default,
                        help=f"{helps[f.name]} (default {default})")
 
 

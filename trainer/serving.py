@@ -18,15 +18,14 @@ import threading
 import time
 
 import torch
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from infra.settings import reliable_producer
 from infra.topics import TopicNames
 from ingest.contract import now_ts
 from trainer.checkpoint_io import load_policy
+from trainer.gateway.follower import CheckpointFollower, moves_forward
+from trainer.gateway.recorder import RolloutRecorder
 from trainer.policy import CausalLMPolicy, Completion
-from trainer.publish import decode_announcement
-from trainer.registry import PROMOTED, CheckpointInfo, CheckpointRegistry
+from trainer.registry import CheckpointInfo, CheckpointRegistry
 from trainer.rollout import Rollout
 from trainer.sampling import SamplingParams
 
@@ -34,6 +33,11 @@ log = logging.getLogger(__name__)
 
 
 class PolicyServer:
+    """The serving side in-process (``rtrl run``); ``rtrl serve`` (``trainer.gateway``) is the
+    same over HTTP. Both follow checkpoints with ``gateway.follower`` and record with
+    ``gateway.recorder``; this one waits for room in a full spool rather than drop a rollout,
+    since a simulated round must not lose one."""
+
     def __init__(self, registry: CheckpointRegistry, bootstrap: str, topics: TopicNames,
                  checkpoint_id: str, seed: int = 0) -> None:  # fmt: skip
         self._registry = registry
@@ -43,10 +47,9 @@ class PolicyServer:
         self._lock = threading.Lock()
         self._serving: tuple[CheckpointInfo, CausalLMPolicy] = self._load(
             registry.get(checkpoint_id))
-        self._producer = Producer(reliable_producer(bootstrap))
-        self._errors: list[str] = []
+        self._recorder = RolloutRecorder(bootstrap, topics.rollouts, when_full="wait")
         self._stop = threading.Event()
-        self._follower: threading.Thread | None = None
+        self._follower: CheckpointFollower | None = None
 
     @property
     def checkpoint_id(self) -> str:
@@ -74,31 +77,21 @@ class PolicyServer:
             rollout = Rollout(interaction_id, info.checkpoint_id, info.model.identity(), params,
                               tuple(prompt_ids), completion.token_ids, completion.logprobs,
                               completion.finish_reason, now_ts())
-            self._publish(rollout)
+            self._recorder.record(rollout)  # waits for room when the spool is full
             out.append((rollout, completion))
-        self._producer.poll(0)
         return out
-
-    def _publish(self, rollout: Rollout) -> None:
-        interaction_id = rollout.interaction_id
-        while True:
-            try:
-                self._producer.produce(self._topics.rollouts, rollout.to_json(),
-                                       interaction_id.encode(), on_delivery=self._on_delivery)
-                break
-            except BufferError:  # the producer's queue is full: let it drain, then go on
-                self._producer.poll(0.05)
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait for every rollout published so far; raise if one was not acknowledged."""
-        left = self._producer.flush(timeout_s)
-        if left or self._errors:
-            raise RuntimeError(f"rollouts not acknowledged: {left} pending, {self._errors[:3]}")
+        left = self._recorder.flush(timeout_s)
+        if left or self._recorder.errors:
+            raise RuntimeError(f"rollouts not acknowledged: {left} pending, "
+                               f"{self._recorder.errors[:3]}")
 
     def follow(self) -> None:
         """Start following the checkpoints topic (a daemon thread, stopped by :meth:`close`)."""
-        self._follower = threading.Thread(target=self._follow, name="rtrl-serving-follow",
-                                          daemon=True)
+        self._follower = CheckpointFollower(self._bootstrap, self._topics.checkpoints,
+                                            self._consider)
         self._follower.start()
 
     def wait_for(self, checkpoint_id: str, timeout_s: float) -> bool:
@@ -112,8 +105,8 @@ class PolicyServer:
     def close(self) -> None:
         self._stop.set()
         if self._follower is not None:
-            self._follower.join(10)
-        self._producer.flush(10)
+            self._follower.close()
+        self._recorder.close(10)
 
     # --- internals --------------------------------------------------------------------------
     def _load(self, info: CheckpointInfo) -> tuple[CheckpointInfo, CausalLMPolicy]:
@@ -123,36 +116,9 @@ class PolicyServer:
                  info.weights.kind, info.model.base_sha256[:12])
         return info, policy
 
-    def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
-        if err is not None:
-            self._errors.append(err.str())
-
-    def _follow(self) -> None:
-        consumer = Consumer({"bootstrap.servers": self._bootstrap, "group.id": "rtrl-serving",
-                             "enable.auto.commit": False, "enable.partition.eof": False})
-        topic = self._topics.checkpoints
-        try:
-            partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-            consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-            while not self._stop.is_set():
-                message = consumer.poll(0.2)
-                if message is None or message.error() is not None:
-                    continue
-                value = message.value()
-                if value is None:  # a tombstone withdraws an announcement: nothing to load
-                    continue
-                info = decode_announcement(message.key(), value, topic)
-                if info is not None:
-                    self._consider(info)
-        except Exception:  # a follower that dies must say so; serving goes on with what it has
-            log.exception("serving: stopped following %s", topic)
-        finally:
-            consumer.close()
-
     def _consider(self, info: CheckpointInfo) -> None:
         current = self._serving[0]
-        if info.status != PROMOTED or (info.created_at, info.checkpoint_id) <= (
-                current.created_at, current.checkpoint_id):  # fmt: skip
+        if not moves_forward(info, current):
             return
         loaded = self._load(info)
         with self._lock:

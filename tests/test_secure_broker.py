@@ -3,11 +3,12 @@ and a client certificate per service, ACLs.
 
 Every service runs as its own process with its own settings file (``RTRL_KAFKA_CONFIG``): the
 collector takes events in, the stream worker joins them into rewards, the sink lands them, the
-batch builder reads and announces batches; the trainer's and the serving side's Kafka calls (the
-compacted-topic reader and the reliable producer they use) run under their own users. A client
-without credentials is refused, and so is the collector's identity where it has no business: it
-can neither read ``rewards`` nor write ``checkpoints``, and the sink run with it says so in one
-sentence.
+batch builder reads and announces batches, the trainer registers and announces a checkpoint and
+reads the batches, and the serving gateway follows checkpoints and records a completion on
+``rollouts``. A client without credentials is refused, and so is the collector's identity where
+it has no business: it can neither read ``rewards`` nor write ``checkpoints``, and the sink run
+with it says so in one sentence (as does a collector run with an identity that may not write
+``telemetry.events``).
 """
 
 from __future__ import annotations
@@ -184,51 +185,42 @@ def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path:
     code, out, err = finish(rtrl(secured, "batches", "batches", "build", "--root", str(root)))
     assert code == 0, err[-2000:]
 
-    # the trainer's and serving's Kafka calls, each under its own user in its own process
-    for user, script in (("trainer", TRAINER_CALLS), ("serving", SERVING_CALLS)):
-        done = subprocess.run([sys.executable, "-c", script, secured.bootstrap], cwd=REPO,
-                              env=secured.env(user), capture_output=True, text=True,
-                              timeout=120)
-        assert done.returncode == 0, f"{user}: {done.stderr[-2000:]}"
-    held = _read_latest_as(secured, "admin", NAMES.checkpoints)
-    assert held == {b"ckpt-secure": b'{"checkpoint_id": "ckpt-secure"}'}
-    assert len(read_all(secured, NAMES.rollouts, expected=1)) == 1
-
-
-# What trainer.inputs and trainer.publish do on Kafka: read batches and checkpoints as tables
-# (infra.compacted), announce a checkpoint (infra.settings.reliable_producer).
-TRAINER_CALLS = """
-import sys
-from confluent_kafka import Producer
-from infra.compacted import read_latest
-from infra.settings import reliable_producer
-bootstrap = sys.argv[1]
-read_latest(bootstrap, "batches")
-read_latest(bootstrap, "checkpoints")
-p = Producer(reliable_producer(bootstrap))
-p.produce("checkpoints", key=b"ckpt-secure", value=b'{"checkpoint_id": "ckpt-secure"}')
-assert p.flush(30) == 0
-"""
-
-# What trainer.serving does: follow checkpoints in its group, publish rollouts.
-SERVING_CALLS = """
-import sys
-from confluent_kafka import Consumer, Producer, TopicPartition
-from infra.compacted import read_latest
-from infra.settings import manual_commit_consumer, reliable_producer
-bootstrap = sys.argv[1]
-assert b"ckpt-secure" in read_latest(bootstrap, "checkpoints")
-c = Consumer(manual_commit_consumer(bootstrap, "rtrl-serving"))
-parts = c.list_topics("checkpoints", timeout=30).topics["checkpoints"].partitions
-c.assign([TopicPartition("checkpoints", q, 0) for q in parts])
-got = [m for m in c.consume(10, timeout=10) if m.error() is None]
-c.close()
-assert got, "no announcement read"
-errors = []
-p = Producer(reliable_producer(bootstrap))
-p.produce("rollouts", key=b"i-1", value=b"{}", on_delivery=lambda e, m: e and errors.append(e))
-assert p.flush(30) == 0 and not errors, errors
-"""
+    # the trainer registers the first checkpoint and announces it, with its own user
+    registry = tmp_path / "checkpoints"
+    code, out, err = finish(rtrl(secured, "trainer", "checkpoints", "init", "--registry",
+                                 str(registry), "--id", "tiny-secure", "--model", "tiny",
+                                 "--publish"), 300)
+    assert code == 0, err[-2000:]
+    assert set(_read_latest_as(secured, "admin", NAMES.checkpoints)) == {b"tiny-secure"}
+    # ... and reads the offered batches as trainer.inputs does
+    done = subprocess.run([sys.executable, "-c", "import sys; from infra.compacted import "
+                           "read_latest; read_latest(sys.argv[1], 'batches')", secured.bootstrap],
+                          cwd=REPO, env=secured.env("trainer"), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # the serving side follows checkpoints and records a completion on rollouts, with its own
+    port = free_port_block(1)
+    serving = rtrl(secured, "serving", "serve", "--port", str(port), "--registry",
+                   str(registry), "--db", str(tmp_path / "keys.sqlite"))
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        chat = httpx.post(f"{url}/v1/chat/completions", timeout=60,
+                          headers={"Authorization": f"Bearer {key}"},
+                          json={"model": "tiny-secure", "max_tokens": 4,
+                                "messages": [{"role": "user", "content": "hi"}]})
+        assert chat.status_code == 200, chat.text
+        assert len(read_all(secured, NAMES.rollouts, expected=1)) == 1
+    finally:
+        serving.terminate()
+        finish(serving, 60)
 
 
 def _read_latest_as(secured: Secured, user: str, topic: str) -> dict[bytes, bytes]:
@@ -259,6 +251,7 @@ def test_the_collector_can_neither_read_rewards_nor_write_checkpoints(secured: S
                                           **{"message.timeout.ms": 10_000}))
     producer.produce(NAMES.checkpoints, key=b"ckpt-evil", value=b"{}", on_delivery=note)
     producer.flush(15)
+    del producer  # closed now, not after the module's broker is gone
     assert [e.code() for e in refused] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     assert refusal_sentence(refused[0].code(), collector, "write", NAMES.checkpoints) == (
         "Kafka refuses user 'collector' to write topic checkpoints: no ACL allows it.")

@@ -103,8 +103,14 @@ def invalid_options(args: argparse.Namespace) -> str | None:
 def _partitions(bootstrap: str, topic: str) -> int:
     from confluent_kafka.admin import AdminClient
 
+    from infra.kafka_errors import is_refusal, refusal_sentence
+    from infra.settings import process_security
+
     md = AdminClient(admin(bootstrap)).list_topics(topic, timeout=30)
     found = md.topics.get(topic)
+    if found is not None and found.error is not None and is_refusal(found.error.code()):
+        raise SystemExit("rtrl stream worker: " + refusal_sentence(
+            found.error.code(), process_security(), "read", topic))
     if found is None or found.error is not None or not found.partitions:
         raise SystemExit(f"rtrl stream worker: topic {topic} does not exist; "
                          "run `rtrl topics apply` first")

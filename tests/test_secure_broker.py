@@ -278,3 +278,11 @@ def test_the_collector_can_neither_read_rewards_nor_write_checkpoints(secured: S
     assert code == 1
     assert last.startswith("rtrl warehouse sink: Kafka refuses user 'collector' to read "), err
     assert last.endswith(": no ACL allows it."), err
+
+
+def test_a_stream_worker_without_its_rights_says_so(secured: Secured, tmp_path: Path) -> None:
+    code, _, err = finish(rtrl(secured, "batches", "stream", "worker", "--no-supervisor",
+                               "--store", "memory", "--data-dir", str(tmp_path / "s")), 90)
+    assert code == 1
+    assert err.strip().splitlines()[-1] == ("rtrl stream worker: Kafka refuses user 'batches' "
+                                            "to read topic telemetry.events: no ACL allows it.")

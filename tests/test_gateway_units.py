@@ -1,0 +1,47 @@
+"""The gateway's parts without a server: concurrent requests to the local backend are sampled in
+one batch, each with its own prompt's completion; requests bound to different checkpoints never
+share a batch; a stream's text pieces join to the text, multi-byte characters whole."""
+
+from __future__ import annotations
+
+import torch
+
+from tests import trainer_fixtures
+from tests.trainer_fixtures import register_variant
+from trainer.checkpoint_io import load_policy
+from trainer.gateway.batcher import Batcher
+from trainer.gateway.generation import text_pieces
+from trainer.sampling import SamplingParams
+
+tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
+PARAMS = SamplingParams(max_tokens=5)
+
+
+def test_concurrent_requests_are_one_batch_and_checkpoints_never_mix(registry):
+    old = load_policy(registry, registry.get("t-0000"))
+    new = load_policy(registry, register_variant(registry, "t-0001", "t-0000", seed=5))
+    prompts = [old.chat_prompt([{"role": "user", "content": f"Write `f{n}(x)`"}])
+               for n in range(6)]
+    batcher = Batcher(seed=1, max_batch=16, max_wait_s=0.3)
+    try:
+        futures = [batcher.submit(old if n % 2 else new, prompts[n], PARAMS) for n in range(6)]
+        done = [f.result(60) for f in futures]
+    finally:
+        batcher.close()
+    assert batcher.sampled == 6 and batcher.batches == 2  # one per checkpoint
+    for n, completion in enumerate(done):
+        policy = old if n % 2 else new
+        with torch.no_grad():
+            scored = policy.score([prompts[n]], [list(completion.token_ids)])[0]
+        assert torch.allclose(scored, torch.tensor(completion.logprobs), atol=1e-4)
+
+
+def test_text_pieces_join_to_the_text_with_multibyte_characters_whole(tiny_model):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model))
+    text = "def é(x): return 'ü→ß' 🙂"
+    ids = tuple(tokenizer(text, add_special_tokens=False).input_ids)
+    pieces = text_pieces(lambda t: tokenizer.decode(list(t)), ids, text)
+    assert len(pieces) == len(ids) and "".join(pieces) == text
+    assert all("\ufffd" not in p for p in pieces)

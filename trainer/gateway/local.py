@@ -4,7 +4,9 @@ It holds the followed checkpoint and the ones an experiment pins, loaded from th
 (every file checked against its sha256), and samples through the :class:`Batcher`. A request is
 bound to one loaded checkpoint when it is admitted (:meth:`LocalBackend.target`), so a switch
 while it waits or runs never changes what serves it. A newly promoted checkpoint is loaded on
-the follower's thread, beside the one serving, and swapped in only once whole.
+the follower's thread, beside the one serving, and swapped in only once whole. ``sample`` draws
+a whole batch at once, so a streamed answer is sent as a chunk per token once it is sampled, not
+token by token as they are drawn.
 
 It also answers vLLM's ``/v1/load_lora_adapter``: a peft adapter directory loaded over the
 followed checkpoint's base and served under its name, so that one ``rtrl serve`` can stand as the

@@ -74,6 +74,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
+        "--users",
+        choices=("default", "indifferent"),
+        default="default",
+        help="the training rounds' simulated users: default (they like edits low in the "
+        "vocabulary) or indifferent (reactions that ignore what was served: every checkpoint is "
+        "truly equal, the gate's calibration population)",
+    )
+    p.add_argument(
         "--model",
         default="tiny",
         help="the model the rounds serve and train: tiny (built here, trains in seconds), "
@@ -187,7 +195,7 @@ def _loop(
     log.info("editor: emitting %d interactions through the SDK", args.interactions)
     emit_workload(sdk, args.interactions, args.seed, pace_s=10)
     rounds = TrainingRounds(root, bootstrap, prefix, replace(sdk, spool_path=root / "rl.db"),
-                            args.round_users, args.seed, args.model)
+                            args.round_users, args.seed, args.model, args.users)
     try:
         if args.rounds:
             rounds.start()
@@ -273,6 +281,6 @@ def _healthy(port: int) -> bool:
     import httpx
 
     try:
-        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
+        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False

@@ -4,7 +4,10 @@ same weights in half the steps, and only rank 0 registers the candidate."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import signal
 import subprocess
 import sys
 
@@ -24,12 +27,18 @@ def test_two_processes_train_their_shards_to_the_same_weights_and_register_once(
     root = registry.get("t-0000")
     examples = serve(load_policy(registry, root), root, 40, seed=0)
     batch = write_batch(tmp_path / "b.parquet", examples)
-    done = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
          "--master_port", str(free_port_block(1)), "-m", "tests.distributed_probe",
          str(registry.root), str(batch), str(tmp_path)],
-        capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)  # fmt: skip
+    try:
+        _, stderr = proc.communicate(timeout=300)
+    finally:  # the launcher's workers too, whatever happened
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, stderr[-3000:]
     ranks = [(tmp_path / f"rank{r}.txt").read_text().split() for r in (0, 1)]
     assert [r[0] for r in ranks] == ["2", "2"]  # each saw a world of two
     steps = 2 * math.ceil(20 / 8)  # 40 examples, 20 a rank, minibatches of 8, 2 epochs

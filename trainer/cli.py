@@ -118,7 +118,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--held-out", type=float, default=0.3,
                    help="share of interactions kept for the eval (default 0.3)")
     t.add_argument("--min-gain", type=float, default=0.0,
-                   help="estimated reward gain the candidate must reach (default 0)")
+                   help="margin the one-sided lower confidence bound of the candidate's "
+                   "estimated reward gain must exceed (default 0)")
+    t.add_argument("--level", type=float, default=0.95,
+                   help="confidence level of that bound (default 0.95)")
     t.add_argument("--max-kl", type=float, default=1.0,
                    help="largest KL from the served checkpoint (default 1.0)")
     t.add_argument("--thresholds", type=Path, default=None,
@@ -132,7 +135,7 @@ def _add_learner_args(p: argparse.ArgumentParser) -> None:
     """One option per LearnerConfig field, its default and help from the config itself."""
     from dataclasses import fields
 
-    from trainer.learner import LearnerConfig
+    from trainer.learner_config import LearnerConfig
 
     helps = {
         "lr": "AdamW learning rate", "epochs": "passes over the round's examples",
@@ -157,7 +160,7 @@ def _add_learner_args(p: argparse.ArgumentParser) -> None:
 def _learner_from(args: argparse.Namespace) -> Any:
     from dataclasses import fields
 
-    from trainer.learner import LearnerConfig
+    from trainer.learner_config import LearnerConfig
 
     return LearnerConfig(**{f.name: getattr(args, f"learn_{f.name}")
                             for f in fields(LearnerConfig)})
@@ -253,13 +256,14 @@ def _list(args: argparse.Namespace) -> int:
             records = con.sql("SELECT checkpoint_id, status, reward FROM rewards").pl()
         log.info("drew %s", plot_lineage(infos, measured_rewards(records), args.plot))
     print(f"{'checkpoint':<16} {'parent':<16} {'status':<9} {'weights':<7} {'step':>5} "
-          f"{'est. gain':>9} {'KL':>6}  batches")
+          f"{'est. gain':>9} {'lower':>7} {'ESS':>6} {'KL':>6}  batches")
     for info in infos:
         gate = info.evals.get("gate", {})
-        gain, kl = gate.get("gain"), gate.get("kl")
+        gain, kl, lower, ess = gate.get("gain"), gate.get("kl"), gate.get("lower"), gate.get("ess")
         print(f"{info.checkpoint_id:<16} {info.parent or '-':<16} {info.status:<9} "
               f"{info.weights.kind:<7} {info.training.step:>5} "
-              f"{_num(gain, '+.3f'):>9} {_num(kl, '.3f'):>6}  {len(info.batches)}"
+              f"{_num(gain, '+.3f'):>9} {_num(lower, '+.3f'):>7} {_num(ess, '.0f'):>6} "
+              f"{_num(kl, '.3f'):>6}  {len(info.batches)}"
               + (f"  ({'; '.join(info.reasons)})" if info.reasons else ""))
     return 0
 
@@ -289,7 +293,7 @@ def _train(args: argparse.Namespace) -> int:
             lora=None if args.lora_r is None else LoraSettings(
                 r=args.lora_r, alpha=args.lora_alpha,
                 targets=tuple(t for t in args.lora_targets.split(",") if t)),
-            gate=GateConfig(min_gain=args.min_gain, max_kl=args.max_kl),
+            gate=GateConfig(min_gain=args.min_gain, max_kl=args.max_kl, level=args.level),
             held_out=args.held_out, catalog=args.catalog, checkpoint=args.checkpoint,
             candidate_id=args.id, thresholds=args.thresholds, publish=args.publish)
     except ValueError as exc:  # an option out of range (pydantic's errors are ValueErrors)

@@ -7,13 +7,17 @@ call gives each rank its device.
 
 from __future__ import annotations
 
-from accelerate import Accelerator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # accelerate loads torch: imported when an accelerator is made, not for --help
+    from accelerate import Accelerator
 
 DEVICES = ("auto", "cpu", "cuda")
 
 
 def make_accelerator(device: str, bf16: bool = True) -> Accelerator:
     import torch
+    from accelerate import Accelerator
 
     if device not in DEVICES:
         raise ValueError(f"device: one of {list(DEVICES)}, got {device!r}")

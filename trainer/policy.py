@@ -45,7 +45,7 @@ class TokenScorer(nn.Module):
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
-        self.model = model
+        self.model: Any = model  # a transformers (or peft) model
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 positions: torch.Tensor, targets: torch.Tensor, temperature: torch.Tensor,
@@ -123,7 +123,7 @@ class CausalLMPolicy:
     """A causal LM and its tokenizer. ``model`` may be a peft model (LoRA)."""
 
     def __init__(self, model: nn.Module, tokenizer: Any) -> None:
-        self.model = model
+        self.model: Any = model  # a transformers (or peft) model
         self.tokenizer = tokenizer
         self.scorer = TokenScorer(model)
         vocab = tokenizer.get_vocab()

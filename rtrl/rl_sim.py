@@ -18,12 +18,24 @@ from dataclasses import dataclass
 
 from ingest.contract import uuid7
 from ingest.sdk import Client
+from trainer.candidate_evals import SimulatedBehaviour
 from trainer.sampling import SamplingParams
 from trainer.serving import PolicyServer
 
 
 @dataclass(frozen=True)
+class Reaction:
+    accept_probability: float
+    invalid_tool_call: bool
+    lines_added: int
+    latency_ms: int
+
+
+@dataclass(frozen=True)
 class Taste:
+    """The default users: they like edits low in the vocabulary, and the last tokens make an
+    invalid tool call."""
+
     vocab_size: int
 
     def accept_probability(self, completion: Sequence[int]) -> float:
@@ -34,7 +46,34 @@ class Taste:
         return sum(token < self.vocab_size // 4 for token in completion) / len(completion)
 
     def invalid_tool_call(self, completion: Sequence[int]) -> bool:
-        return any(token >= self.vocab_size - 8 for token in completion)
+        # the same reading as the trainer's candidate evals: one mapping of text to actions
+        return SimulatedBehaviour(self.vocab_size).invalid(completion)
+
+    def react(self, completion: Sequence[int], rng: random.Random) -> Reaction:
+        return Reaction(self.accept_probability(completion), self.invalid_tool_call(completion),
+                        len(completion), 40 * len(completion))
+
+
+@dataclass(frozen=True)
+class Indifferent:
+    """Users whose reactions do not depend on what they were served: the gate's calibration
+    population. Their acceptance and invalid-call rates are the default users' at the start of
+    a run, and every event field is drawn without looking at the completion, so every
+    checkpoint has exactly the same true reward."""
+
+    vocab_size: int
+    accept: float = 0.26
+    invalid: float = 0.14
+
+    def accept_probability(self, completion: Sequence[int]) -> float:
+        return self.accept
+
+    def react(self, completion: Sequence[int], rng: random.Random) -> Reaction:
+        return Reaction(self.accept, rng.random() < self.invalid, rng.randint(4, 8),
+                        rng.randint(160, 320))
+
+
+POPULATIONS = {"default": Taste, "indifferent": Indifferent}
 
 
 @dataclass(frozen=True)
@@ -51,7 +90,8 @@ TASKS = ("slugify(s)", "reverse(xs)", "count_words(text)", "is_prime(n)", "flatt
          "dedupe(xs)", "clamp(value, lo, hi)", "mean(xs)")  # fmt: skip
 
 
-def play_round(server: PolicyServer, client: Client, taste: Taste, interactions: int,
+def play_round(server: PolicyServer, client: Client, taste: Taste | Indifferent,
+               interactions: int,
                seed: int, params: SamplingParams, batch: int = 32) -> RoundFigures:  # fmt: skip
     """``interactions`` users each ask for one edit and react; rollouts are acknowledged by
     Kafka before this returns, events are handed to the SDK (flushed by the caller)."""
@@ -72,10 +112,10 @@ def play_round(server: PolicyServer, client: Client, taste: Taste, interactions:
         if rollout.checkpoint_id != checkpoint:
             raise RuntimeError("the served checkpoint changed within a round")
         completion = rollout.completion_ids
-        probability = taste.accept_probability(completion)
-        taste_sum += probability
-        is_invalid = taste.invalid_tool_call(completion)
-        is_accepted = rng.random() < probability
+        reaction = taste.react(completion, rng)
+        taste_sum += reaction.accept_probability
+        is_invalid = reaction.invalid_tool_call
+        is_accepted = rng.random() < reaction.accept_probability
         accepted += is_accepted
         invalid += is_invalid
         edit_id = f"e{n}"
@@ -84,11 +124,11 @@ def play_round(server: PolicyServer, client: Client, taste: Taste, interactions:
         for event_type, payload in (
             ("interaction.started", {"mode": "agent"}),
             ("agent.tool_call", {"tool": "edit_file", "valid": not is_invalid}),
-            ("agent.edit_proposed", {"edit_id": edit_id, "lines_added": len(completion),
+            ("agent.edit_proposed", {"edit_id": edit_id, "lines_added": reaction.lines_added,
                                      "lines_removed": 0}),
             ("edit.accepted" if is_accepted else "edit.rejected", {"edit_id": edit_id}),
-            ("interaction.completed", {"latency_ms": 40 * len(completion),
-                                       "output_tokens": len(completion)}),
+            ("interaction.completed", {"latency_ms": reaction.latency_ms,
+                                       "output_tokens": reaction.lines_added}),
         ):
             client.emit(event_type, interaction_id, payload, **fields)
     server.flush()

@@ -3,10 +3,10 @@
 A causal language model (``--model``: the tiny one built here by default, or SmolLM2-135M) is
 registered as the first checkpoint and served in this process (`trainer.serving`, which
 publishes every completion on ``rollouts`` and follows the ``checkpoints`` topic). Simulated
-users (`rtrl.rl_sim`) react to its edits through the SDK. Once their windows closed, the warehouse lands rewards and rollouts and offers a batch per
-checkpoint; `rtrl train` (its own process) updates the served checkpoint on its batch, gates the
-candidate and announces it; the server switches to it when it is promoted, and the next round
-is served by it.
+users (`rtrl.rl_sim`, ``--users``) react to its edits through the SDK. Once their windows
+closed, the warehouse lands rewards and rollouts and offers a batch per checkpoint; `rtrl train`
+(its own process) updates the served checkpoint on its batch, gates the candidate and announces
+it; the server switches to it when it is promoted, and the next round is served by it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from infra.topics import TopicNames
 from ingest.sdk import Client, SdkConfig
 from rtrl.procs import run_stage
-from rtrl.rl_sim import RoundFigures, Taste, play_round
+from rtrl.rl_sim import POPULATIONS, RoundFigures, play_round
 from trainer.exit_codes import EXIT_REJECTED
 from trainer.registry import PROMOTED, CheckpointInfo, CheckpointRegistry
 from trainer.sampling import SamplingParams
@@ -41,6 +41,7 @@ class TrainingRounds:
     interactions: int
     seed: int
     model: str = "tiny"
+    users: str = "default"  # rtrl.rl_sim.POPULATIONS
     figures: list[RoundFigures] = field(default_factory=list)
     decisions: list[CheckpointInfo] = field(default_factory=list)
     server: PolicyServer | None = None
@@ -67,7 +68,8 @@ class TrainingRounds:
         """One round of simulated users against the served checkpoint."""
         assert self.server is not None
         with Client(self.sdk) as client:
-            figures = play_round(self.server, client, Taste(self.server.policy.vocab_size),
+            population = POPULATIONS[self.users](self.server.policy.vocab_size)
+            figures = play_round(self.server, client, population,
                                  self.interactions, seed=self.seed * 1000 + number,
                                  params=SAMPLING)
             left = client.flush(timeout=60)

@@ -15,7 +15,8 @@ from rewards.monitors import Alarm, MetricThreshold
 from trainer.gate import GateConfig, decide
 from trainer.offpolicy import Estimate
 
-GOOD = Estimate(value=0.55, behaviour_mean=0.50, ess=60.0, kl=0.2, n=100)
+GOOD = Estimate(value=0.55, behaviour_mean=0.50, ess=60.0, kl=0.2, n=100, lower=0.01,
+                resamples=2000)
 
 
 def alarm(metric: str = "edit_rate") -> Alarm:
@@ -29,10 +30,13 @@ def test_a_good_candidate_passes_with_its_figures() -> None:
     assert decision.figures["gain"] == pytest.approx(0.05)
     assert decision.figures["ess_fraction"] == pytest.approx(0.6)
     assert decision.figures["n"] == 100 and decision.figures["alarms"] == 0
+    assert decision.figures["lower"] == 0.01 and decision.figures["level"] == 0.95
+    assert decision.figures["method"] == "snis-tis-bootstrap"
 
 
 @pytest.mark.parametrize("change, reason", [
-    ({"value": 0.469}, "estimated reward gain -0.031 < 0.000"),
+    ({"lower": -0.001}, "gain 0.050, its 95% lower bound -0.001 not above 0.000"),
+    ({"lower": 0.0}, "gain 0.050, its 95% lower bound 0.000 not above 0.000"),
     ({"kl": 1.5}, "KL 1.500 above 1.000"),
     ({"ess": 12.0}, "ESS 12 of 100 below 20%"),
     ({"n": 30, "ess": 20.0}, "30 examples, fewer than the 50 needed"),
@@ -47,12 +51,12 @@ def test_each_rule_alone_rejects_with_its_reason(change: dict, reason: str) -> N
 
 
 def test_rules_hold_at_their_limits() -> None:
-    config = GateConfig(min_gain=0.05, max_kl=0.2, min_ess_fraction=0.6, min_examples=100)
-    assert decide(GOOD, [], config).passed  # every figure exactly at its limit
+    config = GateConfig(min_gain=0.0099, max_kl=0.2, min_ess_fraction=0.6, min_examples=100)
+    assert decide(GOOD, [], config).passed  # every other figure exactly at its limit
 
 
-def test_a_negative_min_gain_allows_a_small_loss() -> None:
-    worse = dataclasses.replace(GOOD, value=0.49)
+def test_a_negative_margin_allows_a_small_loss() -> None:
+    worse = dataclasses.replace(GOOD, value=0.49, lower=-0.015)
     assert not decide(worse, [], GateConfig()).passed
     assert decide(worse, [], GateConfig(min_gain=-0.02)).passed
 
@@ -79,7 +83,7 @@ def test_gate_config_refuses_bad_values(field: str, value: object) -> None:
 estimates = st.builds(
     Estimate,
     value=st.floats(0, 1), behaviour_mean=st.floats(0, 1), ess=st.floats(1, 200),
-    kl=st.floats(0, 3), n=st.integers(1, 200),
+    kl=st.floats(0, 3), n=st.integers(1, 200), lower=st.floats(-1, 1),
 )  # fmt: skip
 configs = st.builds(
     GateConfig,

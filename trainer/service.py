@@ -91,8 +91,9 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
           f"{' (stopped early at the target KL)' if stats.early_stopped else ''}", flush=True)
     print(f"{info.checkpoint_id} from {parent.checkpoint_id}: {info.status.upper()}; "
           f"{result.n_train} examples trained, {result.n_held_out} held out; reward "
-          f"{est.behaviour_mean:+.3f} served, {est.value:+.3f} estimated for the candidate "
-          f"(ESS {est.ess:.0f}, KL {est.kl:.3f})", flush=True)
+          f"{est.behaviour_mean:+.3f} served, {est.value:+.3f} estimated for the candidate, "
+          f"gain {est.gain:+.3f} with a {est.level:.0%} lower bound {est.lower:+.3f} "
+          f"(ESS {est.ess:.0f}, KL {est.kl:.3f}, {est.method}, n {est.n})", flush=True)
     for reason in info.reasons:
         print(f"  gate: {reason}", flush=True)
     if options.publish:

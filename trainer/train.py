@@ -28,12 +28,14 @@ from typing import Any
 from accelerate import Accelerator
 
 from rewards.monitors import Alarm
+from trainer.candidate_evals import RateTest, SimulatedBehaviour, compare_behaviour, eval_prompts
 from trainer.checkpoint_io import STATE_FILE, load_policy, load_trainer_state, weight_writers
 from trainer.examples import Example, read_examples
 from trainer.gate import GateConfig, GateDecision, decide
 from trainer.learner import LearnerConfig, Progress, UpdateStats, score_examples, update
 from trainer.loading import LoraSettings
 from trainer.offpolicy import Estimate, estimate
+from trainer.policy import CausalLMPolicy
 from trainer.registry import (
     PROMOTED,
     REJECTED,
@@ -144,12 +146,15 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                     resume=resume, on_step=save_state)
     if not accelerator.is_main_process:
         return None
-    figures = estimate(policy, held)
-    decision = decide(figures, alarms, gate)
+    figures = estimate(policy, held, tis_cap=gate.tis_cap, level=gate.level,
+                       resamples=gate.resamples, seed=learner.seed)
+    tests = _candidate_evals(registry, parent_info, policy, held, gate, learner.seed)
+    decision = decide(figures, alarms, gate, [t.message for t in tests if t.alarm])
     evals = {"offpolicy": asdict(figures), "gate": decision.figures,
              "update": asdict(result.stats), "learner": asdict(learner),
              "n_train": len(train), "n_held_out": len(held), "skipped": dict(skipped),
              "alarms": [a.message for a in alarms],
+             "candidate_evals": [asdict(t) for t in tests],
              "device": str(accelerator.device), "processes": accelerator.num_processes}
     weights, files = weight_writers(policy, adapter, result.optimizer_state)
     training = TrainingRef(step=parent_info.training.step + result.stats.grad_steps,
@@ -162,3 +167,20 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     state_file.remove()
     return TrainResult(info, decision, result.stats, figures, len(train), len(held),
                        dict(skipped))
+
+
+def _candidate_evals(registry: CheckpointRegistry, parent_info: CheckpointInfo,
+                     candidate: CausalLMPolicy, held: Sequence[Example], gate: GateConfig,
+                     seed: int) -> list[RateTest]:  # fmt: skip
+    """The candidate's behaviour against its parent's on the held-out prompts and the eval
+    tasks (none when ``gate.eval_prompts`` is 0)."""
+    if gate.eval_prompts == 0:
+        return []
+    parent = load_policy(registry, parent_info).to(candidate.device)
+    prompts = eval_prompts(candidate, [e.rollout.prompt_ids for e in held], gate.eval_prompts)
+    tests = compare_behaviour(parent, candidate, prompts, held[0].rollout.sampling,
+                              SimulatedBehaviour(candidate.vocab_size),
+                              samples=gate.eval_samples, alpha=gate.eval_alpha, seed=seed)
+    for test in tests:
+        log.info("%s%s", test.message, " ALARM" if test.alarm else "")
+    return tests

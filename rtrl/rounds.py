@@ -29,7 +29,7 @@ log = logging.getLogger("rtrl.run")
 SAMPLING = SamplingParams(max_tokens=8, temperature=1.0)
 # the run's learner: a few hundred examples a round, a fresh small model that must move
 LEARNER_ARGS = ["--lr", "0.002", "--epochs", "4", "--minibatch", "64", "--micro-batch", "64",
-                "--device", "cpu"]
+                "--device", "cpu", "--eval-prompts", "16"]
 
 
 @dataclass

@@ -122,6 +122,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "estimated reward gain must exceed (default 0)")
     t.add_argument("--level", type=float, default=0.95,
                    help="confidence level of that bound (default 0.95)")
+    t.add_argument("--eval-prompts", type=int, default=64,
+                   help="held-out prompts the candidate and its parent generate for before it "
+                   "may serve, beside the shipped eval tasks (default 64; 0: no candidate evals)")
     t.add_argument("--max-kl", type=float, default=1.0,
                    help="largest KL from the served checkpoint (default 1.0)")
     t.add_argument("--thresholds", type=Path, default=None,
@@ -293,7 +296,8 @@ def _train(args: argparse.Namespace) -> int:
             lora=None if args.lora_r is None else LoraSettings(
                 r=args.lora_r, alpha=args.lora_alpha,
                 targets=tuple(t for t in args.lora_targets.split(",") if t)),
-            gate=GateConfig(min_gain=args.min_gain, max_kl=args.max_kl, level=args.level),
+            gate=GateConfig(min_gain=args.min_gain, max_kl=args.max_kl, level=args.level,
+                            eval_prompts=args.eval_prompts),
             held_out=args.held_out, catalog=args.catalog, checkpoint=args.checkpoint,
             candidate_id=args.id, thresholds=args.thresholds, publish=args.publish)
     except ValueError as exc:  # an option out of range (pydantic's errors are ValueErrors)

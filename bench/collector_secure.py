@@ -51,9 +51,17 @@ from ingest.collector.keys import KeyStore  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 
 
-def measure(label: str, bootstrap: str, names: TopicNames, admin: KafkaSecurity,
-            collector_env: dict[str, str], events: list[dict], bodies: dict[str, list[bytes]],
-            concurrency: int, tmp: Path) -> list[dict]:
+def measure(
+    label: str,
+    bootstrap: str,
+    names: TopicNames,
+    admin: KafkaSecurity,
+    collector_env: dict[str, str],
+    events: list[dict],
+    bodies: dict[str, list[bytes]],
+    concurrency: int,
+    tmp: Path,
+) -> list[dict]:
     """The raw producer's row and the collector's (JSON, gzip) on one broker."""
     apply_topics(bootstrap, names, replication=1, security=admin)
     raw_producer(bootstrap, names.late, events[:20_000], admin)  # warm-up: leaders, PID
@@ -69,14 +77,20 @@ def measure(label: str, bootstrap: str, names: TopicNames, admin: KafkaSecurity,
         for encoding, batch in bodies.items():
             cpu_before = cpu_seconds(proc)
             seconds, latencies, accepted = asyncio.run(
-                post_all(url, key, batch, encoding == "gzip", concurrency))
+                post_all(url, key, batch, encoding == "gzip", concurrency)
+            )
             assert accepted == len(events), (accepted, len(events))
-            rows.append({
-                "row": f"{label}: collector, {encoding}, {concurrency} clients",
-                "events": accepted, "seconds": seconds, "events_per_s": accepted / seconds,
-                "cpu_us_per_event": (cpu_seconds(proc) - cpu_before) * 1e6 / accepted,
-                "latency_p50_ms": 1000 * quantile(latencies, 0.50),
-                "latency_p99_ms": 1000 * quantile(latencies, 0.99)})
+            rows.append(
+                {
+                    "row": f"{label}: collector, {encoding}, {concurrency} clients",
+                    "events": accepted,
+                    "seconds": seconds,
+                    "events_per_s": accepted / seconds,
+                    "cpu_us_per_event": (cpu_seconds(proc) - cpu_before) * 1e6 / accepted,
+                    "latency_p50_ms": 1000 * quantile(latencies, 0.50),
+                    "latency_p99_ms": 1000 * quantile(latencies, 0.99),
+                }
+            )
     finally:
         proc.terminate()
         proc.wait(30)
@@ -90,8 +104,10 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args()
     events = client_events(args.events)
-    plain = [orjson.dumps({"events": events[i:i + args.batch]})
-             for i in range(0, len(events), args.batch)]
+    plain = [
+        orjson.dumps({"events": events[i : i + args.batch]})
+        for i in range(0, len(events), args.batch)
+    ]
     bodies = {"json": plain, "gzip": [gzip.compress(b, 5) for b in plain]}
     base_env = {k: v for k, v in os.environ.items() if k not in ENV_FIELDS and k != CONFIG_ENV}
     rows: list[dict] = []
@@ -100,8 +116,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(dir=parent) as tmp_dir:
         tmp = Path(tmp_dir)
         for run, secure in (("plaintext", False), ("SASL_SSL", True), ("plaintext again", False)):
-            layout = ClusterLayout(tmp / f"kafka-{len(rows)}", port=quiet_port_block(2),
-                                   secure=secure)
+            layout = ClusterLayout(
+                tmp / f"kafka-{len(rows)}", port=quiet_port_block(2), secure=secure
+            )
             print(f"starting a {run} broker ...", file=sys.stderr, flush=True)
             names = TopicNames(prefix=f"bench{uuid.uuid4().hex[:8]}.")  # the ACLs name them
             bootstrap = broker.start(layout, default_cache_root(os.environ), names=names)
@@ -111,18 +128,38 @@ def main() -> int:
                     env = {**base_env, CONFIG_ENV: str(layout.secure_dir / "collector.toml")}
                 else:
                     admin, env = KafkaSecurity(), base_env
-                rows += measure(run, bootstrap, names, admin, env, events, bodies,
-                                args.concurrency, tmp)
+                rows += measure(
+                    run, bootstrap, names, admin, env, events, bodies, args.concurrency, tmp
+                )
             finally:
                 broker.stop(layout)
                 shutil.rmtree(layout.data_dir, ignore_errors=True)
-    print(format_table(["row", "events", "events/s", "CPU µs/event", "p50 ms", "p99 ms"],
-                       [[r["row"], r["events"], int(r["events_per_s"]), r["cpu_us_per_event"],
-                         r.get("latency_p50_ms", "-"), r.get("latency_p99_ms", "-")]
-                        for r in rows]))
-    path = write_results("collector_secure", {
-        "benchmark": "collector_secure", "machine": machine(), "batch": args.batch,
-        "concurrency": args.concurrency, "rows": rows})
+    print(
+        format_table(
+            ["row", "events", "events/s", "CPU µs/event", "p50 ms", "p99 ms"],
+            [
+                [
+                    r["row"],
+                    r["events"],
+                    int(r["events_per_s"]),
+                    r["cpu_us_per_event"],
+                    r.get("latency_p50_ms", "-"),
+                    r.get("latency_p99_ms", "-"),
+                ]
+                for r in rows
+            ],
+        )
+    )
+    path = write_results(
+        "collector_secure",
+        {
+            "benchmark": "collector_secure",
+            "machine": machine(),
+            "batch": args.batch,
+            "concurrency": args.concurrency,
+            "rows": rows,
+        },
+    )
     print(f"-> {path}")
     return 0
 

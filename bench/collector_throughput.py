@@ -72,11 +72,17 @@ def client_events(n: int) -> list[dict]:
     return events[:n]
 
 
-def raw_producer(bootstrap: str, topic: str, events: list[dict],
-                 security: KafkaSecurity | None = None) -> dict:
+def raw_producer(
+    bootstrap: str, topic: str, events: list[dict], security: KafkaSecurity | None = None
+) -> dict:
     producer = Producer(reliable_producer(bootstrap, security))
-    records = [(orjson.dumps({**e, "received_at": "2026-11-30T00:00:00.000000Z"}),
-                e["interaction_id"].encode()) for e in events]
+    records = [
+        (
+            orjson.dumps({**e, "received_at": "2026-11-30T00:00:00.000000Z"}),
+            e["interaction_id"].encode(),
+        )
+        for e in events
+    ]
     failed: list[KafkaError] = []
 
     def note_failure(err: KafkaError | None, _msg: Message) -> None:
@@ -97,8 +103,13 @@ def raw_producer(bootstrap: str, topic: str, events: list[dict],
     seconds = time.perf_counter() - started
     cpu_us = (time.process_time() - cpu_before) * 1e6 / len(events)
     assert left == 0 and not failed, (left, failed[:3])
-    return {"row": "raw confluent-kafka producer", "events": len(events), "seconds": seconds,
-            "events_per_s": len(events) / seconds, "cpu_us_per_event": cpu_us}
+    return {
+        "row": "raw confluent-kafka producer",
+        "events": len(events),
+        "seconds": seconds,
+        "events_per_s": len(events) / seconds,
+        "cpu_us_per_event": cpu_us,
+    }
 
 
 def cpu_seconds(proc: subprocess.Popen) -> float:
@@ -114,14 +125,35 @@ def cpu_seconds(proc: subprocess.Popen) -> float:
     return total
 
 
-def start_collector(bootstrap: str, prefix: str, key_db: Path, workers: int,
-                    env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+def start_collector(
+    bootstrap: str, prefix: str, key_db: Path, workers: int, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, str]:
     """``rtrl collector`` in its own process, with ``env`` (its Kafka identity) when given."""
     port = quiet_port_block(1)
-    proc = subprocess.Popen([sys.executable, "-m", "rtrl.cli", "collector", "--port", str(port),
-                             "--bootstrap", bootstrap, "--topic-prefix", prefix, "--db",
-                             str(key_db), "--rate", "1000000", "--burst", "1000000",
-                             "--workers", str(workers)], cwd=REPO, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rtrl.cli",
+            "collector",
+            "--port",
+            str(port),
+            "--bootstrap",
+            bootstrap,
+            "--topic-prefix",
+            prefix,
+            "--db",
+            str(key_db),
+            "--rate",
+            "1000000",
+            "--burst",
+            "1000000",
+            "--workers",
+            str(workers),
+        ],
+        cwd=REPO,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -134,14 +166,18 @@ def start_collector(bootstrap: str, prefix: str, key_db: Path, workers: int,
     raise RuntimeError("collector did not start")
 
 
-async def post_all(url: str, key: str, bodies: list[bytes], gzipped: bool,
-                   concurrency: int) -> tuple[float, list[float], int]:
+async def post_all(
+    url: str, key: str, bodies: list[bytes], gzipped: bool, concurrency: int
+) -> tuple[float, list[float], int]:
     """Send every body over ``concurrency`` keep-alive connections; HTTP/1.1 written by hand so
     the load generator costs little CPU next to the collector it measures."""
     host, port = url.removeprefix("http://").split(":")
-    head = (f"POST /v1/events HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
-            "Content-Type: application/json\r\n"
-            + ("Content-Encoding: gzip\r\n" if gzipped else "") + "Content-Length: ")
+    head = (
+        f"POST /v1/events HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+        "Content-Type: application/json\r\n"
+        + ("Content-Encoding: gzip\r\n" if gzipped else "")
+        + "Content-Length: "
+    )
     latencies: list[float] = []
     accepted = 0
     todo = iter(bodies)
@@ -169,8 +205,9 @@ async def post_all(url: str, key: str, bodies: list[bytes], gzipped: bool,
 async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     header = await reader.readuntil(b"\r\n\r\n")
     lines = header.decode("latin-1").split("\r\n")
-    length = next(int(line.split(":", 1)[1]) for line in lines
-                  if line.lower().startswith("content-length:"))
+    length = next(
+        int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:")
+    )
     return int(lines[0].split()[1]), await reader.readexactly(length)
 
 
@@ -188,7 +225,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1, help="collector processes")
     args = parser.parse_args()
     events = client_events(args.events)
-    batches = [events[i:i + args.batch] for i in range(0, len(events), args.batch)]
+    batches = [events[i : i + args.batch] for i in range(0, len(events), args.batch)]
     plain = [orjson.dumps({"events": b}) for b in batches]
     zipped = [gzip.compress(b, 5) for b in plain]
     rows = []
@@ -201,26 +238,33 @@ def main() -> int:
         store = KeyStore(Path(tmp) / "keys.sqlite")
         key = store.create(ORG)
         store.close()
-        proc, url = start_collector(bootstrap, names.prefix, Path(tmp) / "keys.sqlite",
-                                     args.workers)
+        proc, url = start_collector(
+            bootstrap, names.prefix, Path(tmp) / "keys.sqlite", args.workers
+        )
         try:
             asyncio.run(post_all(url, key, plain[:20], False, 2))  # warm-up: connections, PID
             for concurrency in (int(c) for c in args.concurrency.split(",")):
                 for gzipped, bodies in ((False, plain), (True, zipped)):
                     cpu_before = cpu_seconds(proc)
                     seconds, latencies, accepted = asyncio.run(
-                        post_all(url, key, bodies, gzipped, concurrency))
+                        post_all(url, key, bodies, gzipped, concurrency)
+                    )
                     cpu_us = (cpu_seconds(proc) - cpu_before) * 1e6 / max(1, accepted)
                     assert accepted == len(events), (accepted, len(events))
                     rate = accepted / seconds
-                    rows.append({
-                        "row": f"collector x{args.workers}, "
-                               f"{'gzip' if gzipped else 'json'}, {concurrency} client(s)",
-                        "events": accepted, "seconds": seconds, "events_per_s": rate,
-                        "cpu_us_per_event": cpu_us,
-                        "requests": len(latencies),
-                        "latency_p50_ms": 1000 * quantile(latencies, 0.50),
-                        "latency_p99_ms": 1000 * quantile(latencies, 0.99)})
+                    rows.append(
+                        {
+                            "row": f"collector x{args.workers}, "
+                            f"{'gzip' if gzipped else 'json'}, {concurrency} client(s)",
+                            "events": accepted,
+                            "seconds": seconds,
+                            "events_per_s": rate,
+                            "cpu_us_per_event": cpu_us,
+                            "requests": len(latencies),
+                            "latency_p50_ms": 1000 * quantile(latencies, 0.50),
+                            "latency_p99_ms": 1000 * quantile(latencies, 0.99),
+                        }
+                    )
         finally:
             proc.terminate()
             proc.wait(30)
@@ -231,14 +275,33 @@ def main() -> int:
         best = max(raw["events_per_s"], again["events_per_s"])
         for row in rows:
             row["ratio_to_raw"] = row["events_per_s"] / best
-    print(format_table(["row", "events", "events/s", "ratio to raw", "CPU µs/event", "p50 ms",
-                        "p99 ms"],
-                       [[r["row"], r["events"], int(r["events_per_s"]),
-                         r["ratio_to_raw"], r["cpu_us_per_event"], r.get("latency_p50_ms", "-"),
-                         r.get("latency_p99_ms", "-")] for r in rows]))
-    path = write_results("collector_throughput", {
-        "benchmark": "collector_throughput", "machine": machine(), "batch": args.batch,
-        "event_bytes_avg": sum(map(len, plain)) / len(events), "rows": rows})
+    print(
+        format_table(
+            ["row", "events", "events/s", "ratio to raw", "CPU µs/event", "p50 ms", "p99 ms"],
+            [
+                [
+                    r["row"],
+                    r["events"],
+                    int(r["events_per_s"]),
+                    r["ratio_to_raw"],
+                    r["cpu_us_per_event"],
+                    r.get("latency_p50_ms", "-"),
+                    r.get("latency_p99_ms", "-"),
+                ]
+                for r in rows
+            ],
+        )
+    )
+    path = write_results(
+        "collector_throughput",
+        {
+            "benchmark": "collector_throughput",
+            "machine": machine(),
+            "batch": args.batch,
+            "event_bytes_avg": sum(map(len, plain)) / len(events),
+            "rows": rows,
+        },
+    )
     print(f"-> {path}")
     return 0
 

@@ -109,8 +109,10 @@ def main() -> None:
         for name, parse in (("fast", parse_event), ("reference", parse_event_reference)):
             rounds = args.rounds if name == "fast" else max(1, args.rounds // 4)
             rates[name] = rate = events_per_second(parse, raws, origin, rounds, args.repeats)
-            print(f"{origin:>9} {name:>9}: {rate:>9,.0f} events/s ({1e6 / rate:.1f} us/event, "
-                  f"~{size} B); ratio to orjson.loads ({limit:,.0f}/s) {rate / limit:.3f}")
+            print(
+                f"{origin:>9} {name:>9}: {rate:>9,.0f} events/s ({1e6 / rate:.1f} us/event, "
+                f"~{size} B); ratio to orjson.loads ({limit:,.0f}/s) {rate / limit:.3f}"
+            )
         print(f"{origin:>9}   speedup: {rates['fast'] / rates['reference']:.1f}x")
 
 

@@ -48,8 +48,13 @@ def bench_decision(n: int, tokens: int) -> list:
     started = time.perf_counter()
     snis_with_bound(ratios, rewards, resamples=0)
     point = time.perf_counter() - started
-    return ["decision", f"{n} interactions", f"{bound:.3f} s", f"{point:.3f} s",
-            round(bound / point, 1)]
+    return [
+        "decision",
+        f"{n} interactions",
+        f"{bound:.3f} s",
+        f"{point:.3f} s",
+        round(bound / point, 1),
+    ]
 
 
 def bench_evals(name: str, prompts: int, samples: int, tokens: int) -> list:
@@ -61,24 +66,31 @@ def bench_evals(name: str, prompts: int, samples: int, tokens: int) -> list:
         asks = eval_prompts(parent, [], 0)
         asks = (asks * (prompts // len(asks) + 1))[:prompts]
         started = time.perf_counter()
-        compare_behaviour(parent, candidate, asks, params, SimulatedBehaviour(parent.vocab_size),
-                          samples=samples)
+        compare_behaviour(
+            parent, candidate, asks, params, SimulatedBehaviour(parent.vocab_size), samples=samples
+        )
         evals = time.perf_counter() - started
         batch = [p for p in asks for _ in range(samples)]
         generator = torch.Generator().manual_seed(0)
         started = time.perf_counter()
         for policy in (parent, candidate):
             for start in range(0, len(batch), 32):
-                policy.sample(batch[start:start + 32], params, generator)
+                policy.sample(batch[start : start + 32], params, generator)
         alone = time.perf_counter() - started
     per_100 = 100 / prompts
-    return [f"candidate evals, {name}", f"100 prompts x {samples} x {tokens} tokens",
-            f"{evals * per_100:.1f} s", f"{alone * per_100:.1f} s", round(evals / alone, 2)]
+    return [
+        f"candidate evals, {name}",
+        f"100 prompts x {samples} x {tokens} tokens",
+        f"{evals * per_100:.1f} s",
+        f"{alone * per_100:.1f} s",
+        round(evals / alone, 2),
+    ]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--interactions", type=int, default=10_000)
     parser.add_argument("--models", default="tiny")
     parser.add_argument("--prompts", type=int, default=100)

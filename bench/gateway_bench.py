@@ -55,9 +55,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def serve(args: list[str], port: int, log: Path, env: dict[str, str]) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "rtrl.cli", "serve", "--port", str(port),
-                             *args], cwd=REPO, stdout=open(log, "ab"),  # noqa: SIM115
-                            stderr=subprocess.STDOUT, env={**os.environ, **env})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rtrl.cli", "serve", "--port", str(port), *args],
+        cwd=REPO,
+        stdout=open(log, "ab"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **env},
+    )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
         try:
@@ -74,14 +78,16 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def load(url: str, key: str, requests: int, concurrency: int, max_tokens: int,
-               latencies: list[float]) -> float:
+async def load(
+    url: str, key: str, requests: int, concurrency: int, max_tokens: int, latencies: list[float]
+) -> float:
     """Send ``requests`` completions from ``concurrency`` clients; returns the seconds taken
     and appends each request's latency."""
     body = {"model": "m", "prompt": "def mean(xs):", "max_tokens": max_tokens}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60,
-                                 headers={"Authorization": f"Bearer {key}"}) as client:
+    async with httpx.AsyncClient(
+        base_url=url, limits=limits, timeout=60, headers={"Authorization": f"Bearer {key}"}
+    ) as client:
         for _ in range(concurrency):  # connections opened before the clock starts
             (await client.post("/v1/completions", json=body)).raise_for_status()
         left = requests
@@ -91,8 +97,11 @@ async def load(url: str, key: str, requests: int, concurrency: int, max_tokens: 
             while left > 0:
                 left -= 1
                 started = time.perf_counter()
-                answer = await client.post("/v1/completions", json=body, headers={
-                    "X-Rtrl-Interaction-Id": str(uuid.uuid4())})
+                answer = await client.post(
+                    "/v1/completions",
+                    json=body,
+                    headers={"X-Rtrl-Interaction-Id": str(uuid.uuid4())},
+                )
                 latencies.append(time.perf_counter() - started)
                 answer.raise_for_status()
 
@@ -119,14 +128,28 @@ def main() -> int:
         store = KeyStore(tmp / "keys.sqlite")
         key = store.create("bench")
         store.close()
-        common = ["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"),
-                  "--bootstrap", bootstrap, "--topic-prefix", names.prefix, "--no-follow",
-                  "--max-tokens", str(args.max_tokens)]
+        common = [
+            "--registry",
+            str(registry.root),
+            "--db",
+            str(tmp / "keys.sqlite"),
+            "--bootstrap",
+            bootstrap,
+            "--topic-prefix",
+            names.prefix,
+            "--no-follow",
+            "--max-tokens",
+            str(args.max_tokens),
+        ]
         ports = quiet_port_block(2)
         backend = serve([*common, "--no-record"], ports, tmp / "backend.log", {})
         direct = f"http://127.0.0.1:{ports}"
-        gateway = serve([*common, "--upstream", direct, "--upstream-model", "base"],
-                        ports + 1, tmp / "gateway.log", {"RTRL_UPSTREAM_API_KEY": key})
+        gateway = serve(
+            [*common, "--upstream", direct, "--upstream-model", "base"],
+            ports + 1,
+            tmp / "gateway.log",
+            {"RTRL_UPSTREAM_API_KEY": key},
+        )
         via = f"http://127.0.0.1:{ports + 1}"
         try:
             for concurrency in [int(c) for c in args.concurrency.split(",")]:
@@ -134,35 +157,82 @@ def main() -> int:
                 seconds = {"direct": 0.0, "gateway": 0.0}
                 for _ in range(args.rounds):
                     for name, url in (("direct", direct), ("gateway", via)):
-                        seconds[name] += asyncio.run(load(
-                            url, key, args.requests // args.rounds, concurrency,
-                            args.max_tokens, latencies[name]))
-                figures = {name: {"requests": len(latencies[name]),
-                                  "rps": len(latencies[name]) / seconds[name],
-                                  "p50_ms": 1000 * quantile(latencies[name], 0.5),
-                                  "p99_ms": 1000 * quantile(latencies[name], 0.99)}
-                           for name in latencies}
-                rows.append({"row": f"direct, {concurrency} client(s)",
-                             "concurrency": concurrency, **figures["direct"]})
-                rows.append({"row": f"gateway, {concurrency} client(s)",
-                             "concurrency": concurrency, **figures["gateway"],
-                             "added_p50_ms": figures["gateway"]["p50_ms"]
-                             - figures["direct"]["p50_ms"],
-                             "added_p99_ms": figures["gateway"]["p99_ms"]
-                             - figures["direct"]["p99_ms"],
-                             "throughput_ratio": figures["gateway"]["rps"]
-                             / figures["direct"]["rps"]})
+                        seconds[name] += asyncio.run(
+                            load(
+                                url,
+                                key,
+                                args.requests // args.rounds,
+                                concurrency,
+                                args.max_tokens,
+                                latencies[name],
+                            )
+                        )
+                figures = {
+                    name: {
+                        "requests": len(latencies[name]),
+                        "rps": len(latencies[name]) / seconds[name],
+                        "p50_ms": 1000 * quantile(latencies[name], 0.5),
+                        "p99_ms": 1000 * quantile(latencies[name], 0.99),
+                    }
+                    for name in latencies
+                }
+                rows.append(
+                    {
+                        "row": f"direct, {concurrency} client(s)",
+                        "concurrency": concurrency,
+                        **figures["direct"],
+                    }
+                )
+                rows.append(
+                    {
+                        "row": f"gateway, {concurrency} client(s)",
+                        "concurrency": concurrency,
+                        **figures["gateway"],
+                        "added_p50_ms": figures["gateway"]["p50_ms"] - figures["direct"]["p50_ms"],
+                        "added_p99_ms": figures["gateway"]["p99_ms"] - figures["direct"]["p99_ms"],
+                        "throughput_ratio": figures["gateway"]["rps"] / figures["direct"]["rps"],
+                    }
+                )
         finally:
             for proc in (gateway, backend):
                 proc.terminate()
                 proc.wait(60)
-    print(format_table(["row", "requests", "req/s", "p50 ms", "p99 ms", "added p50 ms",
-                        "added p99 ms", "ratio"],
-                       [[r["row"], r["requests"], r["rps"], r["p50_ms"], r["p99_ms"],
-                         r.get("added_p50_ms", "-"), r.get("added_p99_ms", "-"),
-                         r.get("throughput_ratio", "-")] for r in rows]))
-    path = write_results("gateway_bench", {"benchmark": "gateway_bench", "machine": machine(),
-                                           "max_tokens": args.max_tokens, "rows": rows})
+    print(
+        format_table(
+            [
+                "row",
+                "requests",
+                "req/s",
+                "p50 ms",
+                "p99 ms",
+                "added p50 ms",
+                "added p99 ms",
+                "ratio",
+            ],
+            [
+                [
+                    r["row"],
+                    r["requests"],
+                    r["rps"],
+                    r["p50_ms"],
+                    r["p99_ms"],
+                    r.get("added_p50_ms", "-"),
+                    r.get("added_p99_ms", "-"),
+                    r.get("throughput_ratio", "-"),
+                ]
+                for r in rows
+            ],
+        )
+    )
+    path = write_results(
+        "gateway_bench",
+        {
+            "benchmark": "gateway_bench",
+            "machine": machine(),
+            "max_tokens": args.max_tokens,
+            "rows": rows,
+        },
+    )
     print(f"-> {path}")
     return 0
 

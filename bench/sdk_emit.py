@@ -49,9 +49,14 @@ def percentile(sorted_ns: array, q: float) -> float:
 def run(n: int, spool_path: Path | None) -> dict:
     gc.collect()
     rss_before = psutil.Process().memory_info().rss
-    config = SdkConfig(endpoint=DEAD_ENDPOINT, api_key="rtrl_bench", org_id="org-01",
-                       spool_path=spool_path, spool_max_events=2 * n,
-                       spool_max_bytes=(4096 * MIB if spool_path else 64 * MIB))
+    config = SdkConfig(
+        endpoint=DEAD_ENDPOINT,
+        api_key="rtrl_bench",
+        org_id="org-01",
+        spool_path=spool_path,
+        spool_max_events=2 * n,
+        spool_max_bytes=(4096 * MIB if spool_path else 64 * MIB),
+    )
     client = Client(config)
     durations = array("q", bytes(8 * n))
     results = {r: 0 for r in EmitResult}
@@ -60,15 +65,23 @@ def run(n: int, spool_path: Path | None) -> dict:
     for i in range(n):
         event_type, payload = SHAPES[i % len(SHAPES)]
         t0 = clock()
-        outcome = client.emit(event_type, f"i-{i // len(SHAPES)}", payload, session_id="s-1",
-                              user_id="u-91b7584a", checkpoint_id="ckpt-0002")
+        outcome = client.emit(
+            event_type,
+            f"i-{i // len(SHAPES)}",
+            payload,
+            session_id="s-1",
+            user_id="u-91b7584a",
+            checkpoint_id="ckpt-0002",
+        )
         durations[i] = clock() - t0
         results[outcome] += 1
     emit_s = time.perf_counter() - started
     # Let the sender move what is queued into the spool (it cannot deliver anything).
     deadline = time.monotonic() + 120
-    while client.counters().spooled + client.counters().dropped < results[EmitResult.queued] \
-            and time.monotonic() < deadline:
+    while (
+        client.counters().spooled + client.counters().dropped < results[EmitResult.queued]
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     rss_after = psutil.Process().memory_info().rss
     counters = client.counters()
@@ -87,8 +100,9 @@ def run(n: int, spool_path: Path | None) -> dict:
         "rss_before_mib": rss_before / MIB,
         "rss_after_mib": rss_after / MIB,
         "rss_growth_mib": (rss_after - rss_before) / MIB,
-        "spool_file_mib": (sum(p.stat().st_size for p in spool_path.parent.glob("*"))
-                           / MIB if spool_path else 0.0),
+        "spool_file_mib": (
+            sum(p.stat().st_size for p in spool_path.parent.glob("*")) / MIB if spool_path else 0.0
+        ),
     }
 
 
@@ -103,17 +117,41 @@ def main() -> int:
             rows.append(run(args.events, Path(tmp) / "spool.sqlite"))
         if args.spool in ("memory", "both"):
             rows.append(run(args.events, None))
-    print(format_table(
-        ["spool", "events", "emit median us", "emit p99 us", "emit/s", "queued", "queue full",
-         "spool dropped", "RSS growth MiB", "spool file MiB"],
-        [[r["spool"], r["events"], r["emit_median_us"], r["emit_p99_us"],
-          int(r["emit_calls_per_s"]), r["results"]["queued"], r["results"]["queue_full"],
-          r["counters"]["dropped"] - r["results"]["queue_full"],
-          r["rss_growth_mib"], r["spool_file_mib"]] for r in rows]))
-    print(f"peak RSS of the run: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}"
-          " MiB")
-    path = write_results("sdk_emit", {"benchmark": "sdk_emit", "machine": machine(),
-                                      "rows": rows})
+    print(
+        format_table(
+            [
+                "spool",
+                "events",
+                "emit median us",
+                "emit p99 us",
+                "emit/s",
+                "queued",
+                "queue full",
+                "spool dropped",
+                "RSS growth MiB",
+                "spool file MiB",
+            ],
+            [
+                [
+                    r["spool"],
+                    r["events"],
+                    r["emit_median_us"],
+                    r["emit_p99_us"],
+                    int(r["emit_calls_per_s"]),
+                    r["results"]["queued"],
+                    r["results"]["queue_full"],
+                    r["counters"]["dropped"] - r["results"]["queue_full"],
+                    r["rss_growth_mib"],
+                    r["spool_file_mib"],
+                ]
+                for r in rows
+            ],
+        )
+    )
+    print(
+        f"peak RSS of the run: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+    )
+    path = write_results("sdk_emit", {"benchmark": "sdk_emit", "machine": machine(), "rows": rows})
     print(f"-> {path}")
     return 0
 

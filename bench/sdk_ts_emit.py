@@ -29,18 +29,28 @@ NODE_BENCH = REPO / "bench" / "sdk_ts_emit.mjs"
 
 
 def typescript(events: int, spool: str) -> dict[str, Any]:
-    out = subprocess.run(["node", "--expose-gc", str(NODE_BENCH), str(events), spool],
-                         check=True, capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        ["node", "--expose-gc", str(NODE_BENCH), str(events), spool],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     row: dict[str, Any] = json.loads(out.stdout)
     row["sdk"] = "TypeScript"
     return row
 
 
 def python(events: int) -> list[dict[str, Any]]:
-    subprocess.run([sys.executable, str(REPO / "bench" / "sdk_emit.py"), "--events",
-                    str(events)], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
-    rows: list[dict[str, Any]] = json.loads(
-        (REPO / "bench" / "out" / "sdk_emit.json").read_text())["rows"]
+    subprocess.run(
+        [sys.executable, str(REPO / "bench" / "sdk_emit.py"), "--events", str(events)],
+        check=True,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+    )
+    rows: list[dict[str, Any]] = json.loads((REPO / "bench" / "out" / "sdk_emit.json").read_text())[
+        "rows"
+    ]
     for row in rows:
         row["sdk"] = "Python"
     return rows
@@ -50,17 +60,45 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     args = parser.parse_args()
-    rows = [typescript(args.events, "disk"), typescript(args.events, "memory"),
-            *python(args.events)]
-    print(format_table(
-        ["sdk", "spool", "events", "emit median us", "emit p99 us", "queued", "queue full",
-         "spool dropped", "RSS growth MiB", "spool file MiB"],
-        [[r["sdk"], r["spool"], r["events"], r["emit_median_us"], r["emit_p99_us"],
-          r["results"].get("queued", 0), r["results"].get("queue_full", 0),
-          r["counters"]["dropped"] - r["results"].get("queue_full", 0), r["rss_growth_mib"],
-          r["spool_file_mib"]] for r in rows]))
-    path = write_results("sdk_ts_emit", {"benchmark": "sdk_ts_emit", "machine": machine(),
-                                         "rows": rows})
+    rows = [
+        typescript(args.events, "disk"),
+        typescript(args.events, "memory"),
+        *python(args.events),
+    ]
+    print(
+        format_table(
+            [
+                "sdk",
+                "spool",
+                "events",
+                "emit median us",
+                "emit p99 us",
+                "queued",
+                "queue full",
+                "spool dropped",
+                "RSS growth MiB",
+                "spool file MiB",
+            ],
+            [
+                [
+                    r["sdk"],
+                    r["spool"],
+                    r["events"],
+                    r["emit_median_us"],
+                    r["emit_p99_us"],
+                    r["results"].get("queued", 0),
+                    r["results"].get("queue_full", 0),
+                    r["counters"]["dropped"] - r["results"].get("queue_full", 0),
+                    r["rss_growth_mib"],
+                    r["spool_file_mib"],
+                ]
+                for r in rows
+            ],
+        )
+    )
+    path = write_results(
+        "sdk_ts_emit", {"benchmark": "sdk_ts_emit", "machine": machine(), "rows": rows}
+    )
     print(f"-> {path}")
     return 0
 

@@ -57,8 +57,9 @@ async def raw_consume(bootstrap: str, topic: str, total: int) -> float:
     meta = Consumer(client(bootstrap, **{"group.id": "bench-meta"}))
     partitions = meta.list_topics(topic, timeout=30).topics[topic].partitions
     meta.close()
-    consumer = AIOKafkaConsumer(**aiokafka_options(bootstrap), enable_auto_commit=False,
-                                auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        **aiokafka_options(bootstrap), enable_auto_commit=False, auto_offset_reset="earliest"
+    )
     await consumer.start()
     try:
         consumer.assign([TopicPartition(topic, p) for p in partitions])
@@ -73,11 +74,25 @@ async def raw_consume(bootstrap: str, topic: str, total: int) -> float:
 
 def worker(bootstrap: str, prefix: str, data_dir: Path, log: Path, *extra: str):
     # The worker itself, without its supervisor: its RSS is the one measured.
-    cmd = [sys.executable, "-m", "streams", "--no-supervisor", "--bootstrap", bootstrap,
-           "--topic-prefix", prefix, "--data-dir", str(data_dir), "--progress-s", "1", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streams",
+        "--no-supervisor",
+        "--bootstrap",
+        bootstrap,
+        "--topic-prefix",
+        prefix,
+        "--data-dir",
+        str(data_dir),
+        "--progress-s",
+        "1",
+        *extra,
+    ]
     out = open(log, "wb")  # noqa: SIM115 - the child owns it
-    return subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def join_rate(log: Path, total: int, timeout: float) -> float:
@@ -111,13 +126,29 @@ def live_events(n_interactions: int, rate_per_s: float) -> list[tuple[float, dic
     for i in range(n_interactions):
         start = i / rate_per_s
         iid = f"bench-{uuid.uuid4().hex[:12]}"
-        for j, (kind, payload) in enumerate((
-                ("interaction.started", {}), ("agent.tool_call", {"tool": "grep", "valid": True}),
-                ("interaction.completed", {"latency_ms": 900, "output_tokens": 50}))):
-            plan.append((start + 0.5 * j, {
-                "event_id": f"{iid}-{j}", "type": kind, "schema_version": 1,
-                "interaction_id": iid, "session_id": "s", "user_id": "u", "org_id": "o",
-                "checkpoint_id": "c", "payload": payload}))
+        for j, (kind, payload) in enumerate(
+            (
+                ("interaction.started", {}),
+                ("agent.tool_call", {"tool": "grep", "valid": True}),
+                ("interaction.completed", {"latency_ms": 900, "output_tokens": 50}),
+            )
+        ):
+            plan.append(
+                (
+                    start + 0.5 * j,
+                    {
+                        "event_id": f"{iid}-{j}",
+                        "type": kind,
+                        "schema_version": 1,
+                        "interaction_id": iid,
+                        "session_id": "s",
+                        "user_id": "u",
+                        "org_id": "o",
+                        "checkpoint_id": "c",
+                        "payload": payload,
+                    },
+                )
+            )
     return sorted(plan, key=lambda item: item[0])
 
 
@@ -176,8 +207,16 @@ def main() -> int:
     produce(args.bootstrap, names.events, events)
     raw = asyncio.run(raw_consume(args.bootstrap, names.events, len(events)))
     log = args.work / "throughput.log"
-    proc = worker(args.bootstrap, names.prefix, args.work / names.prefix, log,
-                  "--store", args.store, "--chunk-size", args.chunk_size)
+    proc = worker(
+        args.bootstrap,
+        names.prefix,
+        args.work / names.prefix,
+        log,
+        "--store",
+        args.store,
+        "--chunk-size",
+        args.chunk_size,
+    )
     try:
         joined = join_rate(log, len(events), timeout=900)
         peak_rss_mb = _peak_rss_mb(proc.pid)
@@ -186,8 +225,10 @@ def main() -> int:
         proc.wait(60)
     print(f"events={len(events)} interactions={args.interactions} store={args.store}")
     print(f"raw aiokafka consume: {raw:,.0f} events/s")
-    print(f"stream join, 1 worker: {joined:,.0f} events/s  (ratio {joined / raw:.3f}); "
-          f"worker peak RSS {peak_rss_mb:.0f} MiB")
+    print(
+        f"stream join, 1 worker: {joined:,.0f} events/s  (ratio {joined / raw:.3f}); "
+        f"worker peak RSS {peak_rss_mb:.0f} MiB"
+    )
     if args.no_live:
         return 0
 
@@ -195,8 +236,16 @@ def main() -> int:
     apply_topics(args.bootstrap, live, replication=1)
     config = args.work / "live.toml"
     config.write_text("window_s = 5\nlate_s = 5\ngrace_s = 1\nremember_closed_s = 3600\n")
-    proc = worker(args.bootstrap, live.prefix, args.work / live.prefix, args.work / "live.log",
-                  "--store", args.store, "--config", str(config))
+    proc = worker(
+        args.bootstrap,
+        live.prefix,
+        args.work / live.prefix,
+        args.work / "live.log",
+        "--store",
+        args.store,
+        "--config",
+        str(config),
+    )
     try:
         time.sleep(15)  # start-up and first assignment
         run_live(args.bootstrap, live, args.live_seconds)
@@ -207,8 +256,10 @@ def main() -> int:
     lat = sorted(latencies(args.bootstrap, live.rewards, grace_s=1))
     if lat:
         p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))]
-        print(f"window close -> record on rewards: n={len(lat)} "
-              f"p50={statistics.median(lat) * 1000:.0f} ms p99={p99 * 1000:.0f} ms")
+        print(
+            f"window close -> record on rewards: n={len(lat)} "
+            f"p50={statistics.median(lat) * 1000:.0f} ms p99={p99 * 1000:.0f} ms"
+        )
     return 0
 
 

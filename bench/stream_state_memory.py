@@ -41,14 +41,27 @@ from rewards.timestamps import format_us  # noqa: E402
 
 def produce_started(bootstrap: str, topic: str, n: int) -> None:
     """``n`` interactions, one ``interaction.started`` each, received now."""
-    producer = Producer(client(bootstrap, **{"linger.ms": 20, "enable.idempotence": True,
-                                             "compression.type": "lz4"}))
+    producer = Producer(
+        client(
+            bootstrap, **{"linger.ms": 20, "enable.idempotence": True, "compression.type": "lz4"}
+        )
+    )
     now = format_us(time.time_ns() // 1000)
     for i in range(n):
         iid = f"mem-{uuid.uuid4().hex[:16]}"
-        event = {"event_id": f"{iid}-0", "type": "interaction.started", "schema_version": 1,
-                 "ts": now, "received_at": now, "interaction_id": iid, "session_id": "s",
-                 "user_id": "u", "org_id": "o", "checkpoint_id": "c", "payload": {}}
+        event = {
+            "event_id": f"{iid}-0",
+            "type": "interaction.started",
+            "schema_version": 1,
+            "ts": now,
+            "received_at": now,
+            "interaction_id": iid,
+            "session_id": "s",
+            "user_id": "u",
+            "org_id": "o",
+            "checkpoint_id": "c",
+            "payload": {},
+        }
         while True:
             try:
                 producer.produce(topic, orjson.dumps(event), iid.encode())
@@ -68,8 +81,11 @@ def rss_mib(pid: int) -> float:
 
 
 def processed(log: Path) -> int:
-    counts = [int(m.group(2)) for line in log.read_text(errors="replace").splitlines()
-              if (m := PROGRESS.search(line))]
+    counts = [
+        int(m.group(2))
+        for line in log.read_text(errors="replace").splitlines()
+        if (m := PROGRESS.search(line))
+    ]
     return counts[-1] if counts else 0
 
 
@@ -87,10 +103,18 @@ def main() -> int:
     ap.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     ap.add_argument("--interactions", type=int, default=1_000_000)
     ap.add_argument("--store", default="rocksdb", choices=("rocksdb", "memory"))
-    ap.add_argument("--rocksdb-mib", type=int, default=None,
-                    help="the worker's RocksDB memory per partition (default: the worker's)")
-    ap.add_argument("--deadlines-in-memory", type=int, default=None,
-                    help="the worker's deadlines kept in memory per partition (default: its own)")
+    ap.add_argument(
+        "--rocksdb-mib",
+        type=int,
+        default=None,
+        help="the worker's RocksDB memory per partition (default: the worker's)",
+    )
+    ap.add_argument(
+        "--deadlines-in-memory",
+        type=int,
+        default=None,
+        help="the worker's deadlines kept in memory per partition (default: its own)",
+    )
     ap.add_argument("--timeout-s", type=float, default=1800)
     ap.add_argument("--work", type=Path, default=REPO / "bench" / "out" / "stream_memory")
     args = ap.parse_args()
@@ -128,14 +152,24 @@ def main() -> int:
     per_open = slope(second_half) * 1024 * 1024
     start_mib = next(y for x, y in samples if x > 0)
     end_mib = samples[-1][1]
-    print(f"worker {' '.join(extra)}, {args.interactions:,} open interactions: RSS "
-          f"{start_mib:.0f} MiB after the first chunk, {end_mib:.0f} MiB at the end; "
-          f"{per_open:,.0f} bytes of RSS per open interaction (slope over the second half)")
-    path = write_results(f"stream_state_memory_{args.store}", {
-        "benchmark": "stream_state_memory", "store": args.store, "worker_args": extra,
-        "open_interactions": args.interactions, "rss_first_chunk_mib": start_mib,
-        "rss_end_mib": end_mib, "bytes_per_open_interaction": per_open,
-        "samples": samples})
+    print(
+        f"worker {' '.join(extra)}, {args.interactions:,} open interactions: RSS "
+        f"{start_mib:.0f} MiB after the first chunk, {end_mib:.0f} MiB at the end; "
+        f"{per_open:,.0f} bytes of RSS per open interaction (slope over the second half)"
+    )
+    path = write_results(
+        f"stream_state_memory_{args.store}",
+        {
+            "benchmark": "stream_state_memory",
+            "store": args.store,
+            "worker_args": extra,
+            "open_interactions": args.interactions,
+            "rss_first_chunk_mib": start_mib,
+            "rss_end_mib": end_mib,
+            "bytes_per_open_interaction": per_open,
+            "samples": samples,
+        },
+    )
     print(f"-> {path}")
     print(json.dumps({"bytes_per_open_interaction": round(per_open)}))
     return 0

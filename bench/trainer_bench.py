@@ -40,13 +40,32 @@ from trainer.registry import CheckpointRegistry  # noqa: E402
 from trainer.rollout import Rollout  # noqa: E402
 from trainer.sampling import SamplingParams  # noqa: E402
 
-TASKS = ["slugify(s)", "reverse(xs)", "count_words(text)", "is_prime(n)", "flatten(items)",
-         "dedupe(xs)", "clamp(value, lo, hi)", "mean(xs)", "merge(a, b)", "chunks(xs, n)"]
+TASKS = [
+    "slugify(s)",
+    "reverse(xs)",
+    "count_words(text)",
+    "is_prime(n)",
+    "flatten(items)",
+    "dedupe(xs)",
+    "clamp(value, lo, hi)",
+    "mean(xs)",
+    "merge(a, b)",
+    "chunks(xs, n)",
+]
 
 
 def prompts(policy: CausalLMPolicy, n: int) -> list[list[int]]:
-    return [policy.chat_prompt([{"role": "user", "content": f"Write `{TASKS[i % len(TASKS)]}` "
-                                 f"in Python{'.' * (i % 4)}"}]) for i in range(n)]
+    return [
+        policy.chat_prompt(
+            [
+                {
+                    "role": "user",
+                    "content": f"Write `{TASKS[i % len(TASKS)]}` in Python{'.' * (i % 4)}",
+                }
+            ]
+        )
+        for i in range(n)
+    ]
 
 
 def bench_generation(policy: CausalLMPolicy, batch: int, tokens: int) -> tuple[float, float]:
@@ -63,22 +82,29 @@ def bench_generation(policy: CausalLMPolicy, batch: int, tokens: int) -> tuple[f
     ids = torch.full((batch, width), policy.pad_id, dtype=torch.long)
     mask = torch.zeros((batch, width), dtype=torch.long)
     for i, a in enumerate(asks):
-        ids[i, width - len(a):] = torch.tensor(a)
-        mask[i, width - len(a):] = 1
+        ids[i, width - len(a) :] = torch.tensor(a)
+        mask[i, width - len(a) :] = 1
     ids, mask = ids.to(policy.device), mask.to(policy.device)
     started = time.perf_counter()
     with torch.no_grad():
-        out = policy.model.generate(input_ids=ids, attention_mask=mask, do_sample=True,
-                                    max_new_tokens=tokens, min_new_tokens=tokens,
-                                    pad_token_id=policy.pad_id, top_k=0)
+        out = policy.model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=True,
+            max_new_tokens=tokens,
+            min_new_tokens=tokens,
+            pad_token_id=policy.pad_id,
+            top_k=0,
+        )
     bare = (out.shape[1] - width) * batch / (time.perf_counter() - started)
     return ours, bare
 
 
 def examples_for(policy: CausalLMPolicy, base: Rollout, n: int, tokens: int) -> list[Example]:
     asks = prompts(policy, n)
-    done = policy.sample(asks, SamplingParams(max_tokens=tokens),
-                         torch.Generator(policy.device).manual_seed(1))
+    done = policy.sample(
+        asks, SamplingParams(max_tokens=tokens), torch.Generator(policy.device).manual_seed(1)
+    )
     out = []
     for i, (a, d) in enumerate(zip(asks, done, strict=True)):
         rollout = Rollout(f"i{i}", base.checkpoint_id, base.model, SamplingParams(
@@ -93,8 +119,12 @@ def bare_update(policy: CausalLMPolicy, batch: list[Example], steps: int) -> flo
     model = policy.model
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=1e-6)
-    b = score_batch([e.rollout.prompt_ids for e in batch],
-                    [e.rollout.completion_ids for e in batch], policy.pad_id, policy.device)
+    b = score_batch(
+        [e.rollout.prompt_ids for e in batch],
+        [e.rollout.completion_ids for e in batch],
+        policy.pad_id,
+        policy.device,
+    )
     tokens = sum(b.lengths)
     model.train()
     started = time.perf_counter()
@@ -123,10 +153,28 @@ def bench_model(name: str, device: str, batch: int, tokens: int, peak: float) ->
             params = sum(p.numel() for p in policy.model.parameters())
             if lora is None:
                 ours, bare = bench_generation(policy, batch, tokens)
-                rows.append([name, "generate", f"{batch}x{tokens}", round(ours), round(bare),
-                             round(ours / bare, 2), "-"])
-            base = Rollout("i", "b-0000", root.model.identity(), SamplingParams(max_tokens=tokens),
-                           (1,), (1,), (-1.0,), "length", "2026-12-01T00:00:00Z")
+                rows.append(
+                    [
+                        name,
+                        "generate",
+                        f"{batch}x{tokens}",
+                        round(ours),
+                        round(bare),
+                        round(ours / bare, 2),
+                        "-",
+                    ]
+                )
+            base = Rollout(
+                "i",
+                "b-0000",
+                root.model.identity(),
+                SamplingParams(max_tokens=tokens),
+                (1,),
+                (1,),
+                (-1.0,),
+                "length",
+                "2026-12-01T00:00:00Z",
+            )
             batch_examples = examples_for(policy, base, batch, tokens)
             bare = bare_update(policy, batch_examples, steps=2)
             config = LearnerConfig(lr=1e-6, epochs=2, minibatch=batch, micro_batch=batch)
@@ -134,31 +182,70 @@ def bench_model(name: str, device: str, batch: int, tokens: int, peak: float) ->
             # the learner also scores every example twice without gradients (pi_old, final KL)
             ours = stats.tokens_per_s
             mfu = (6 * params * ours / (peak * 1e12)) if device == "cuda" else None
-            rows.append([name, f"update {kind}", f"{batch}x{tokens}", round(ours), round(bare),
-                         round(ours / bare, 2), f"{mfu:.1%}" if mfu is not None else "-"])
+            rows.append(
+                [
+                    name,
+                    f"update {kind}",
+                    f"{batch}x{tokens}",
+                    round(ours),
+                    round(bare),
+                    round(ours / bare, 2),
+                    f"{mfu:.1%}" if mfu is not None else "-",
+                ]
+            )
             del policy
     return rows
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--models", default="tiny,smollm2-135m")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=48)
-    parser.add_argument("--peak-tflops", type=float, default=989.0,
-                        help="the chip's dense bf16 peak, for MFU (H100/H200 SXM: 989)")
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=989.0,
+        help="the chip's dense bf16 peak, for MFU (H100/H200 SXM: 989)",
+    )
     args = parser.parse_args()
     rows = []
     for name in args.models.split(","):
         rows += bench_model(name, args.device, args.batch, args.tokens, args.peak_tflops)
-    print(format_table(["model", "path", "batch", "tokens/s", "limit tokens/s",
-                        "ratio to its limit", "MFU"], rows))
-    write_results("trainer", {"machine": machine(), "device": args.device,
-                              "rows": [dict(zip(["model", "path", "batch", "tokens_per_s",
-                                                 "limit_tokens_per_s", "ratio", "mfu"], r,
-                                                strict=True)) for r in rows]})
+    print(
+        format_table(
+            ["model", "path", "batch", "tokens/s", "limit tokens/s", "ratio to its limit", "MFU"],
+            rows,
+        )
+    )
+    write_results(
+        "trainer",
+        {
+            "machine": machine(),
+            "device": args.device,
+            "rows": [
+                dict(
+                    zip(
+                        [
+                            "model",
+                            "path",
+                            "batch",
+                            "tokens_per_s",
+                            "limit_tokens_per_s",
+                            "ratio",
+                            "mfu",
+                        ],
+                        r,
+                        strict=True,
+                    )
+                )
+                for r in rows
+            ],
+        },
+    )
     return 0
 
 

@@ -147,8 +147,10 @@ def main() -> None:
     if not args.reuse:
         start = time.perf_counter()
         write_rewards(store, args.rows)
-        print(f"wrote {args.rows:,} reward rows (+5 % older revisions) in "
-              f"{time.perf_counter() - start:.1f} s under {root}")
+        print(
+            f"wrote {args.rows:,} reward rows (+5 % older revisions) in "
+            f"{time.perf_counter() - start:.1f} s under {root}"
+        )
     start = time.perf_counter()
     db = build_catalog(store)
     took = time.perf_counter() - start
@@ -160,17 +162,20 @@ def main() -> None:
     row = con.execute("SELECT count(*) FROM rewards").fetchone()
     assert row is not None  # an aggregate returns one row
     n = row[0]
-    daily = best_of(args.repeat, lambda: con.execute(
-        "SELECT * FROM rewards_daily_by_checkpoint").fetchall())
+    daily = best_of(
+        args.repeat, lambda: con.execute("SELECT * FROM rewards_daily_by_checkpoint").fetchall()
+    )
     daily_sql = next(m.sql for m in load_models() if m.name == "rewards_daily_by_checkpoint")
-    select = daily_sql[daily_sql.index("SELECT", daily_sql.index("CREATE OR REPLACE")):]
+    select = daily_sql[daily_sql.index("SELECT", daily_sql.index("CREATE OR REPLACE")) :]
     select = select.rstrip().rstrip(";")
     recompute = best_of(args.repeat, lambda: con.execute(select).fetchall())
     con.close()
     report = best_of(args.repeat, lambda: ab_report(store, "exp-bench", db=db))
     print(f"rewards mart rows: {n:,}")
-    print(f"per-checkpoint daily summary: {daily:.3f} s (goal <= 0.5 s); "
-          f"recomputed from the rewards mart: {recompute:.3f} s")
+    print(
+        f"per-checkpoint daily summary: {daily:.3f} s (goal <= 0.5 s); "
+        f"recomputed from the rewards mart: {recompute:.3f} s"
+    )
     print(f"A/B report (5 metrics, CIs):  {report:.3f} s (goal <= 0.5 s)")
     path = write_results("warehouse_marts", {
         "benchmark": "warehouse_marts", "machine": machine(), "reward_rows": n,

@@ -39,8 +39,9 @@ def produce(bootstrap: str, topic: str, events: list[dict]) -> None:
     for event in events:
         while True:
             try:
-                producer.produce(topic, key=event["interaction_id"].encode(),
-                                 value=orjson.dumps(event))
+                producer.produce(
+                    topic, key=event["interaction_id"].encode(), value=orjson.dumps(event)
+                )
                 break
             except BufferError:  # the local queue is full: let deliveries drain it
                 producer.poll(0.1)
@@ -48,9 +49,16 @@ def produce(bootstrap: str, topic: str, events: list[dict]) -> None:
 
 
 def raw_consume_rate(bootstrap: str, topic: str, expected: int) -> float:
-    consumer = Consumer(client(bootstrap, **{"group.id": f"raw-{uuid.uuid4().hex}",
-                                             "auto.offset.reset": "earliest",
-                                             "enable.auto.commit": False}))
+    consumer = Consumer(
+        client(
+            bootstrap,
+            **{
+                "group.id": f"raw-{uuid.uuid4().hex}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            },
+        )
+    )
     consumer.subscribe([topic])
     seen, first = 0, None
     try:
@@ -83,14 +91,21 @@ def run(bootstrap: str, interactions: int, repeat: int) -> dict:
             assert stats.messages == len(events), stats
             files = sum(1 for _ in Path(root).rglob("*.parquet"))
         sinks.append(stats.rate())
-        print(f"  raw {raws[-1]:,.0f} msg/s, sink {sinks[-1]:,.0f} rows/s "
-              f"({stats.flushes} flushes, {files} files)")
+        print(
+            f"  raw {raws[-1]:,.0f} msg/s, sink {sinks[-1]:,.0f} rows/s "
+            f"({stats.flushes} flushes, {files} files)"
+        )
     raw, sink = max(raws), max(sinks)
     print(f"raw consume: {raw:,.0f} msg/s (best of {repeat})")
     print(f"sink:        {sink:,.0f} rows/s (best of {repeat})")
     print(f"ratio:       {sink / raw:.2f} (goal >= 0.5)")
-    return {"events": len(events), "raw_msgs_per_s": raw, "sink_rows_per_s": sink,
-            "ratio": sink / raw, "runs": {"raw": raws, "sink": sinks}}
+    return {
+        "events": len(events),
+        "raw_msgs_per_s": raw,
+        "sink_rows_per_s": sink,
+        "ratio": sink / raw,
+        "runs": {"raw": raws, "sink": sinks},
+    }
 
 
 def main() -> None:

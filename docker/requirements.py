@@ -17,10 +17,18 @@ import sys
 import tomllib
 from pathlib import Path
 
-MODEL_PACKAGES = frozenset({
-    "torch", "accelerate", "safetensors", "transformers", "huggingface-hub", "tokenizers",
-    "gguf", "peft",
-})
+MODEL_PACKAGES = frozenset(
+    {
+        "torch",
+        "accelerate",
+        "safetensors",
+        "transformers",
+        "huggingface-hub",
+        "tokenizers",
+        "gguf",
+        "peft",
+    }
+)
 """What only the trainer and the serving side import: model code and its formats."""
 
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"

@@ -83,13 +83,19 @@ def service_access(names: TopicNames) -> tuple[ServiceAccess, ...]:
     readers = _group(READER_GROUP_PREFIX, "PREFIXED")
     return (
         ServiceAccess("collector", _writes(t.events, t.dlq)),
-        ServiceAccess("stream", _reads(t.events) + _writes(t.rewards, t.late, t.dlq)
-                      + _group(STREAM_GROUP, "PREFIXED")
-                      + (Grant("TOPIC", STREAM_GROUP, "ALL", "PREFIXED"),)),
+        ServiceAccess(
+            "stream",
+            _reads(t.events)
+            + _writes(t.rewards, t.late, t.dlq)
+            + _group(STREAM_GROUP, "PREFIXED")
+            + (Grant("TOPIC", STREAM_GROUP, "ALL", "PREFIXED"),),
+        ),
         ServiceAccess("sink", _reads(t.rewards, t.events, t.rollouts) + _group(SINK_GROUP)),
         ServiceAccess("batches", _reads(t.batches) + _writes(t.batches) + readers),
-        ServiceAccess("trainer", _reads(t.batches, t.checkpoints) + _writes(t.checkpoints)
-                      + readers),
-        ServiceAccess("serving", _writes(t.rollouts) + _reads(t.checkpoints)
-                      + _group(SERVING_GROUP) + readers),
+        ServiceAccess(
+            "trainer", _reads(t.batches, t.checkpoints) + _writes(t.checkpoints) + readers
+        ),
+        ServiceAccess(
+            "serving", _writes(t.rollouts) + _reads(t.checkpoints) + _group(SERVING_GROUP) + readers
+        ),
     )

@@ -100,8 +100,13 @@ def _check_machine(layout: ClusterLayout) -> str:
     return java
 
 
-def _format(java: str, libs: Path, layout: ClusterLayout,
-            secrets: ListenerSecrets | None = None, format_args: list[str] | None = None) -> None:
+def _format(
+    java: str,
+    libs: Path,
+    layout: ClusterLayout,
+    secrets: ListenerSecrets | None = None,
+    format_args: list[str] | None = None,
+) -> None:
     """Write each node's config and format its storage once (KRaft needs a cluster id; a secure
     cluster's SCRAM users are created with it, ``format_args``)."""
     state = read_state(layout) or {}
@@ -181,8 +186,12 @@ def start_node(java: str, libs: Path, layout: ClusterLayout, node: int) -> NodeP
     return NodeProcess(node, proc.pid)
 
 
-def wait_ready(layout: ClusterLayout, procs: list[NodeProcess], timeout: float = 90.0,
-               security: KafkaSecurity | None = None) -> None:
+def wait_ready(
+    layout: ClusterLayout,
+    procs: list[NodeProcess],
+    timeout: float = 90.0,
+    security: KafkaSecurity | None = None,
+) -> None:
     """Return once the cluster's metadata lists every node; fail early if a node died."""
     from confluent_kafka.admin import AdminClient
 
@@ -221,8 +230,9 @@ def tail(path: Path, lines: int = 20) -> str:
         return f"({path} does not exist)"
 
 
-def start(layout: ClusterLayout, cache_root: Path, timeout: float = 90.0,
-          names: TopicNames | None = None) -> str:
+def start(
+    layout: ClusterLayout, cache_root: Path, timeout: float = 90.0, names: TopicNames | None = None
+) -> str:
     """Start the cluster (idempotent: a cluster already running there is left as it is).
 
     A secure one grants its services their ACLs for the topics ``names`` gives.

@@ -89,8 +89,9 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-def server_properties(layout: ClusterLayout, node: int,
-                      secrets: ListenerSecrets | None = None) -> str:
+def server_properties(
+    layout: ClusterLayout, node: int, secrets: ListenerSecrets | None = None
+) -> str:
     """The ``server.properties`` of one node of the cluster (``secrets`` when it is secure)."""
     n = layout.nodes
     h = layout.host
@@ -151,12 +152,15 @@ def secure_properties(layout: ClusterLayout, node: int, secrets: ListenerSecrets
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
         "sasl.mechanism.controller.protocol": "PLAIN",
-        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
-            f'{scram} required username="admin" password="{secrets.admin_password}";',
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+            f'{scram} required username="admin" password="{secrets.admin_password}";'
+        ),
         "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.controller.plain.sasl.jaas.config":
-            f'{plain} required username="controller" password="{secrets.controller_password}" '
-            f'user_controller="{secrets.controller_password}";',
+        "listener.name.controller.plain.sasl.jaas.config": (
+            f'{plain} required username="controller" '
+            f'password="{secrets.controller_password}" '
+            f'user_controller="{secrets.controller_password}";'
+        ),
         "ssl.keystore.type": "PKCS12",
         "ssl.keystore.location": str(secrets.keystore),
         "ssl.keystore.password": secrets.keystore_password,

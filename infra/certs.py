@@ -38,8 +38,9 @@ def _openssl(*args: str) -> None:
 
 def _key(path: Path) -> None:
     if not path.exists():
-        _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-                 "-out", str(path))
+        _openssl(
+            "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(path)
+        )
         path.chmod(0o600)
 
 
@@ -48,8 +49,19 @@ def make_ca(folder: Path) -> Identity:
     ca = Identity(folder / "ca.pem", folder / "ca.key")
     _key(ca.key)
     if not ca.cert.exists():
-        _openssl("req", "-x509", "-new", "-key", str(ca.key), "-out", str(ca.cert),
-                 "-days", "3650", "-subj", "/CN=rtrl local CA")
+        _openssl(
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            str(ca.key),
+            "-out",
+            str(ca.cert),
+            "-days",
+            "3650",
+            "-subj",
+            "/CN=rtrl local CA",
+        )
     return ca
 
 
@@ -62,12 +74,28 @@ def issue(ca: Identity, folder: Path, name: str, server: bool) -> Identity:
         return made
     csr, ext = folder / f"{name}.csr", folder / f"{name}.ext"
     usage = "serverAuth,clientAuth" if server else "clientAuth"
-    ext.write_text(f"extendedKeyUsage={usage}\n"
-                   + ("subjectAltName=DNS:localhost,IP:127.0.0.1\n" if server else ""))
+    ext.write_text(
+        f"extendedKeyUsage={usage}\n"
+        + ("subjectAltName=DNS:localhost,IP:127.0.0.1\n" if server else "")
+    )
     _openssl("req", "-new", "-key", str(made.key), "-out", str(csr), "-subj", f"/CN={name}")
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca.cert), "-CAkey", str(ca.key),
-             "-CAcreateserial", "-out", str(made.cert), "-days", str(VALID_DAYS),
-             "-extfile", str(ext))
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca.cert),
+        "-CAkey",
+        str(ca.key),
+        "-CAcreateserial",
+        "-out",
+        str(made.cert),
+        "-days",
+        str(VALID_DAYS),
+        "-extfile",
+        str(ext),
+    )
     csr.unlink()
     ext.unlink()
     return made
@@ -76,8 +104,21 @@ def issue(ca: Identity, folder: Path, name: str, server: bool) -> Identity:
 def pkcs12(identity: Identity, ca: Identity, path: Path, password: str) -> Path:
     """``identity`` with the CA's chain as a PKCS#12 keystore (the brokers' format)."""
     if not path.exists():
-        _openssl("pkcs12", "-export", "-in", str(identity.cert), "-inkey", str(identity.key),
-                 "-certfile", str(ca.cert), "-name", "broker", "-out", str(path),
-                 "-passout", f"pass:{password}")
+        _openssl(
+            "pkcs12",
+            "-export",
+            "-in",
+            str(identity.cert),
+            "-inkey",
+            str(identity.key),
+            "-certfile",
+            str(ca.cert),
+            "-name",
+            "broker",
+            "-out",
+            str(path),
+            "-passout",
+            f"pass:{password}",
+        )
         path.chmod(0o600)
     return path

@@ -71,11 +71,18 @@ def positive_seconds(text: str) -> float:
 
 def add_watch_args(p: argparse.ArgumentParser, step: str, default_s: float) -> None:
     """``--watch`` and ``--interval-s``: the command as a service (``infra.periodic``)."""
-    p.add_argument("--watch", action="store_true",
-                   help=f"run as a service: {step} every --interval-s until SIGTERM (it stops "
-                   "between two, never in the middle of one)")
-    p.add_argument("--interval-s", type=positive_seconds, default=default_s,
-                   help=f"with --watch: seconds between looks (default {default_s:g})")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help=f"run as a service: {step} every --interval-s until SIGTERM (it stops "
+        "between two, never in the middle of one)",
+    )
+    p.add_argument(
+        "--interval-s",
+        type=positive_seconds,
+        default=default_s,
+        help=f"with --watch: seconds between looks (default {default_s:g})",
+    )
 
 
 def add_bootstrap_arg(p: argparse.ArgumentParser) -> None:
@@ -135,7 +142,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                 "--timeout", type=float, default=90.0, help="seconds to wait for start-up"
             )
             p.add_argument(
-                "--secure", action="store_true",
+                "--secure",
+                action="store_true",
                 help="SASL_SSL only (SCRAM-SHA-512 over mutual TLS) with ACLs: a generated CA, "
                 "a user per service and its settings file under DATA_DIR/secure",
             )
@@ -166,8 +174,12 @@ def _layout(args: argparse.Namespace) -> ClusterLayout:
     if args.broker_command == "start":
         return ClusterLayout(data_dir, port=args.port, nodes=args.nodes, secure=args.secure)
     state = broker.read_state(ClusterLayout(data_dir)) or {}
-    return ClusterLayout(data_dir, port=state.get("port", 9092), nodes=state.get("nodes", 1),
-                         secure=state.get("secure", False))
+    return ClusterLayout(
+        data_dir,
+        port=state.get("port", 9092),
+        nodes=state.get("nodes", 1),
+        secure=state.get("secure", False),
+    )
 
 
 def _broker(args: argparse.Namespace) -> int:
@@ -193,16 +205,24 @@ def _broker(args: argparse.Namespace) -> int:
         )
         return 0 if up else 1
     try:
-        bootstrap = broker.start(layout, default_cache_root(os.environ), timeout=args.timeout,
-                                 names=TopicNames(args.topic_prefix))
+        bootstrap = broker.start(
+            layout,
+            default_cache_root(os.environ),
+            timeout=args.timeout,
+            names=TopicNames(args.topic_prefix),
+        )
     except BrokerSetupError as exc:
         print(f"rtrl broker start: {exc}", file=sys.stderr)
         return 1
     print(bootstrap, flush=True)
     if layout.secure:
-        print(f"SASL_SSL only; run each service with RTRL_KAFKA_CONFIG="
-              f"{layout.secure_dir}/<service>.toml (collector, stream, sink, batches, trainer, "
-              f"serving; admin.toml for `rtrl topics apply`)", file=sys.stderr, flush=True)
+        print(
+            f"SASL_SSL only; run each service with RTRL_KAFKA_CONFIG="
+            f"{layout.secure_dir}/<service>.toml (collector, stream, sink, batches, trainer, "
+            f"serving; admin.toml for `rtrl topics apply`)",
+            file=sys.stderr,
+            flush=True,
+        )
     if args.foreground:
         return _stay_attached(layout)
     return 0

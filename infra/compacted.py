@@ -24,8 +24,9 @@ READER_GROUP_PREFIX = "rtrl-read-"
 _LEADER_MOVING = {KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION}
 
 
-def read_latest(bootstrap: str, topic: str, timeout_s: float = 30.0,
-                security: KafkaSecurity | None = None) -> dict[bytes, bytes]:
+def read_latest(
+    bootstrap: str, topic: str, timeout_s: float = 30.0, security: KafkaSecurity | None = None
+) -> dict[bytes, bytes]:
     """The latest value per key of ``topic`` (keyless messages are skipped), read as the
     process's Kafka identity or ``security``'s.
 
@@ -33,8 +34,9 @@ def read_latest(bootstrap: str, topic: str, timeout_s: float = 30.0,
     cluster, unknown topic, an ACL refusing it).
     """
     deadline = time.monotonic() + timeout_s
-    consumer = Consumer(manual_commit_consumer(bootstrap, f"{READER_GROUP_PREFIX}{uuid.uuid4()}",
-                                               security))
+    consumer = Consumer(
+        manual_commit_consumer(bootstrap, f"{READER_GROUP_PREFIX}{uuid.uuid4()}", security)
+    )
     try:
         ends = _offsets(consumer, topic, deadline)
         pending = {p for p, (low, high) in ends.items() if high > low}
@@ -42,8 +44,13 @@ def read_latest(bootstrap: str, topic: str, timeout_s: float = 30.0,
         latest: dict[bytes, bytes] = {}
         while pending:
             if time.monotonic() > deadline:
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{topic}: partitions "
-                                     f"{sorted(pending)} not read to their end in {timeout_s:g} s"))
+                raise KafkaException(
+                    KafkaError(
+                        KafkaError._TIMED_OUT,
+                        f"{topic}: partitions "
+                        f"{sorted(pending)} not read to their end in {timeout_s:g} s",
+                    )
+                )
             for message in consumer.consume(1000, timeout=0.2):
                 error = message.error()
                 if error is not None:
@@ -79,9 +86,10 @@ def _offsets(consumer: Consumer, topic: str, deadline: float) -> dict[int, tuple
                 raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART, topic))
             if found.error is not None:
                 raise KafkaException(found.error)
-            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                      timeout=_left(deadline))
-                    for p in found.partitions}
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=_left(deadline))
+                for p in found.partitions
+            }
         except KafkaException as exc:
             if exc.args[0].code() not in _LEADER_MOVING or _left(deadline) <= 0.2:
                 raise

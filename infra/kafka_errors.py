@@ -47,8 +47,10 @@ def refusal_sentence(code: int, security: KafkaSecurity, action: str, resource: 
     "Kafka refuses the credentials of user 'collector' (SASL_PLAINTEXT): check its password."
     """
     if code in REFUSED_CREDENTIALS:
-        return (f"Kafka refuses the credentials of {security.principal} ({security.protocol}): "
-                "check its password.")
+        return (
+            f"Kafka refuses the credentials of {security.principal} ({security.protocol}): "
+            "check its password."
+        )
     kind = REFUSED_BY_ACL.get(code, "resource")
     if kind == "cluster":  # the cluster has no name worth saying
         return f"Kafka refuses {security.principal} to {action} the cluster: no ACL allows it."

@@ -78,14 +78,19 @@ class KafkaSecurity(BaseModel):
     @model_validator(mode="after")
     def _complete(self) -> KafkaSecurity:
         if self.uses_sasl and not (self.username and self.password is not None):
-            raise ValueError(f"{self.protocol} needs a username and a password "
-                             "(RTRL_KAFKA_SASL_USERNAME, RTRL_KAFKA_SASL_PASSWORD)")
+            raise ValueError(
+                f"{self.protocol} needs a username and a password "
+                "(RTRL_KAFKA_SASL_USERNAME, RTRL_KAFKA_SASL_PASSWORD)"
+            )
         if (self.cert_file is None) != (self.key_file is None):
-            raise ValueError("a client certificate needs its key and a key its certificate "
-                             "(RTRL_KAFKA_SSL_CERT, RTRL_KAFKA_SSL_KEY)")
+            raise ValueError(
+                "a client certificate needs its key and a key its certificate "
+                "(RTRL_KAFKA_SSL_CERT, RTRL_KAFKA_SSL_KEY)"
+            )
         if not self.uses_tls and (self.ca_file or self.cert_file):
-            raise ValueError(f"TLS files are set but the protocol is {self.protocol}; "
-                             "use SSL or SASL_SSL")
+            raise ValueError(
+                f"TLS files are set but the protocol is {self.protocol}; use SSL or SASL_SSL"
+            )
         return self
 
     @property

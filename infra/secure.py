@@ -72,21 +72,28 @@ def prepare(layout: ClusterLayout, names: TopicNames) -> SecureCluster:
     keystore = certs.pkcs12(broker, ca, folder / "broker.p12", passwords["keystore"])
     for user in users(names):
         mine = certs.issue(ca, folder, user, server=False)
-        security = KafkaSecurity(protocol="SASL_SSL", sasl_mechanism=SCRAM_MECHANISM,
-                                 username=user, password=passwords[user],
-                                 ca_file=Path(ca.cert.name),
-                                 cert_file=Path(mine.cert.name), key_file=Path(mine.key.name))
+        security = KafkaSecurity(
+            protocol="SASL_SSL",
+            sasl_mechanism=SCRAM_MECHANISM,
+            username=user,
+            password=passwords[user],
+            ca_file=Path(ca.cert.name),
+            cert_file=Path(mine.cert.name),
+            key_file=Path(mine.key.name),
+        )
         path = folder / f"{user}.toml"
         path.write_text(security_file_text(security))
         path.chmod(0o600)
     scram = {u: passwords[u] for u in users(names)}
-    listener = ListenerSecrets(passwords[ADMIN_USER], passwords["controller"], keystore,
-                               passwords["keystore"], ca.cert)
+    listener = ListenerSecrets(
+        passwords[ADMIN_USER], passwords["controller"], keystore, passwords["keystore"], ca.cert
+    )
     return SecureCluster(folder, listener, scram)
 
 
-def apply_acls(bootstrap: str, admin_security: KafkaSecurity, names: TopicNames,
-               timeout_s: float = 30.0) -> int:
+def apply_acls(
+    bootstrap: str, admin_security: KafkaSecurity, names: TopicNames, timeout_s: float = 30.0
+) -> int:
     """Grant each service its ``infra.acls`` rows (creating an existing ACL again is harmless).
     Returns how many ACLs were applied."""
     from confluent_kafka.admin import (
@@ -101,9 +108,15 @@ def apply_acls(bootstrap: str, admin_security: KafkaSecurity, names: TopicNames,
     from infra.settings import admin
 
     def binding(user: str, grant: Grant) -> AclBinding:
-        return AclBinding(ResourceType[grant.kind], grant.name,
-                          ResourcePatternType[grant.pattern], f"User:{user}", "*",
-                          AclOperation[grant.operation], AclPermissionType.ALLOW)
+        return AclBinding(
+            ResourceType[grant.kind],
+            grant.name,
+            ResourcePatternType[grant.pattern],
+            f"User:{user}",
+            "*",
+            AclOperation[grant.operation],
+            AclPermissionType.ALLOW,
+        )
 
     bindings = [binding(s.user, g) for s in service_access(names) for g in s.grants]
     client = AdminClient(admin(bootstrap, admin_security))

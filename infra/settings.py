@@ -77,18 +77,22 @@ def confluent_security(security: KafkaSecurity) -> dict[str, Any]:
     return conf
 
 
-def client(bootstrap: str, security: KafkaSecurity | None = None, /,
-           **overrides: Any) -> dict[str, Any]:
+def client(
+    bootstrap: str, security: KafkaSecurity | None = None, /, **overrides: Any
+) -> dict[str, Any]:
     """confluent-kafka settings of any client: the bootstrap and the security, then
     ``overrides`` (a producer, consumer or admin client with its own needs)."""
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap,
-                            **confluent_security(security or process_security())}
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        **confluent_security(security or process_security()),
+    }
     conf.update(overrides)
     return conf
 
 
-def reliable_producer(bootstrap: str, security: KafkaSecurity | None = None, /,
-                      **overrides: Any) -> dict[str, Any]:
+def reliable_producer(
+    bootstrap: str, security: KafkaSecurity | None = None, /, **overrides: Any
+) -> dict[str, Any]:
     """confluent-kafka settings for a producer whose acknowledged writes survive a broker loss."""
     conf = client(
         bootstrap,
@@ -109,9 +113,9 @@ def reliable_producer(bootstrap: str, security: KafkaSecurity | None = None, /,
     return conf
 
 
-def manual_commit_consumer(bootstrap: str, group_id: str,
-                           security: KafkaSecurity | None = None, /,
-                           **overrides: Any) -> dict[str, Any]:
+def manual_commit_consumer(
+    bootstrap: str, group_id: str, security: KafkaSecurity | None = None, /, **overrides: Any
+) -> dict[str, Any]:
     """confluent-kafka settings for a consumer that commits only what its caller made durable."""
     conf = client(
         bootstrap,
@@ -128,8 +132,9 @@ def manual_commit_consumer(bootstrap: str, group_id: str,
     return conf
 
 
-def admin(bootstrap: str, security: KafkaSecurity | None = None, /,
-          **overrides: Any) -> dict[str, Any]:
+def admin(
+    bootstrap: str, security: KafkaSecurity | None = None, /, **overrides: Any
+) -> dict[str, Any]:
     """confluent-kafka settings for an AdminClient."""
     return client(bootstrap, security, **overrides)
 
@@ -138,11 +143,13 @@ def ssl_context(security: KafkaSecurity) -> ssl.SSLContext | None:
     """The TLS context of a Python client (aiokafka, Faust), or None without TLS."""
     if not security.uses_tls:
         return None
-    context = ssl.create_default_context(
-        cafile=str(security.ca_file) if security.ca_file else None)
+    context = ssl.create_default_context(cafile=str(security.ca_file) if security.ca_file else None)
     if security.cert_file is not None and security.key_file is not None:
-        context.load_cert_chain(str(security.cert_file), str(security.key_file),
-                                _reveal(security.key_password) if security.key_password else None)
+        context.load_cert_chain(
+            str(security.cert_file),
+            str(security.key_file),
+            _reveal(security.key_password) if security.key_password else None,
+        )
     return context
 
 
@@ -153,8 +160,10 @@ def aiokafka_options(bootstrap: str, *, security: KafkaSecurity | None = None) -
     {'bootstrap_servers': 'h:1', 'security_protocol': 'PLAINTEXT'}
     """
     security = security or process_security()
-    options: dict[str, Any] = {"bootstrap_servers": bootstrap,
-                               "security_protocol": security.protocol}
+    options: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "security_protocol": security.protocol,
+    }
     if security.uses_sasl:
         options["sasl_mechanism"] = security.sasl_mechanism
         options["sasl_plain_username"] = security.username
@@ -177,14 +186,18 @@ def faust_options(bootstrap: str, *, security: KafkaSecurity | None = None) -> d
     credentials: Any = None
     context = ssl_context(security)
     if security.uses_sasl:
-        credentials = faust.SASLCredentials(username=security.username,
-                                            password=_reveal(security.password),
-                                            ssl_context=context,
-                                            mechanism=security.sasl_mechanism)
+        credentials = faust.SASLCredentials(
+            username=security.username,
+            password=_reveal(security.password),
+            ssl_context=context,
+            mechanism=security.sasl_mechanism,
+        )
     elif context is not None:
         credentials = faust.SSLCredentials(context)
-    return {"broker": [f"kafka://{host}" for host in bootstrap.split(",")],
-            "broker_credentials": credentials}
+    return {
+        "broker": [f"kafka://{host}" for host in bootstrap.split(",")],
+        "broker_credentials": credentials,
+    }
 
 
 def _reveal(secret: Any) -> str | None:

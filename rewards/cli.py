@@ -35,8 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--events", required=True, nargs="+", type=Path, help=".jsonl or .parquet")
     p.add_argument("--out", required=True, type=Path, help="output Parquet file")
     p.add_argument("--config", type=Path, help="reward config (JSON/TOML/YAML); spec defaults")
-    p.add_argument("--workers", type=positive_int, default=1,
-                   help="processes computing records (1)")
+    p.add_argument(
+        "--workers", type=positive_int, default=1, help="processes computing records (1)"
+    )
     p.set_defaults(func=_replay)
 
     p = sub.add_parser(
@@ -47,9 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--events", required=True, nargs="+", type=Path, help=".jsonl or .parquet")
     p.add_argument("--old-config", required=True, type=Path, help="the current reward config")
     p.add_argument("--new-config", required=True, type=Path, help="the candidate reward config")
-    p.add_argument("--out", type=Path,
-                   help="directory for backfill.csv, backfill.json and backfill.svg (each "
-                   "checkpoint's reward distribution, old and new)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="directory for backfill.csv, backfill.json and backfill.svg (each "
+        "checkpoint's reward distribution, old and new)",
+    )
     p.set_defaults(func=_backfill)
 
     p = sub.add_parser(
@@ -68,8 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write a seeded synthetic event workload",
         description="Realistic events (late, duplicate, orphan, privacy...) in arrival order.",
     )
-    p.add_argument("--interactions", type=positive_int, default=1000,
-                   help="how many interactions")
+    p.add_argument("--interactions", type=positive_int, default=1000, help="how many interactions")
     p.add_argument("--seed", type=int, default=0, help="same seed, same events")
     p.add_argument("--out", required=True, type=Path, help=".jsonl or .parquet")
     p.set_defaults(func=_workload)

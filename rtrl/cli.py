@@ -19,12 +19,25 @@ from pydantic import ValidationError
 from infra.cli import explain
 
 # What a user's input causes: said in a sentence, not a traceback.
-_USER_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
-                ValidationError)
+_USER_ERRORS = (
+    FileNotFoundError,
+    PermissionError,
+    IsADirectoryError,
+    NotADirectoryError,
+    ValidationError,
+)
 
 # The packages whose subcommands make up `rtrl`, in the order `--help` lists them.
-STAGES = ("infra", "ingest", "rewards", "streams", "warehouse", "trainer", "trainer.gateway",
-          "rtrl.loop")
+STAGES = (
+    "infra",
+    "ingest",
+    "rewards",
+    "streams",
+    "warehouse",
+    "trainer",
+    "trainer.gateway",
+    "rtrl.loop",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -194,14 +194,23 @@ def _loop(
     )
     log.info("editor: emitting %d interactions through the SDK", args.interactions)
     emit_workload(sdk, args.interactions, args.seed, pace_s=10)
-    rounds = TrainingRounds(root, bootstrap, prefix, replace(sdk, spool_path=root / "rl.db"),
-                            args.round_users, args.seed, args.model, args.users)
+    rounds = TrainingRounds(
+        root,
+        bootstrap,
+        prefix,
+        replace(sdk, spool_path=root / "rl.db"),
+        args.round_users,
+        args.seed,
+        args.model,
+        args.users,
+    )
     try:
         if args.rounds:
             rounds.start()
             rounds.play(1)
-        return _land_and_train(args, root, logs, run_id, kafka, rounds, started,
-                               args.window_s + late_s + grace_s + 8)
+        return _land_and_train(
+            args, root, logs, run_id, kafka, rounds, started, args.window_s + late_s + grace_s + 8
+        )
     finally:
         rounds.close()
 
@@ -235,8 +244,15 @@ def _land_and_train(
     print(
         run_stage(
             "report",
-            ["report", "ab", *wh, "--experiment", "exp-context-window",
-             "--plot", str(root / "ab.svg")],
+            [
+                "report",
+                "ab",
+                *wh,
+                "--experiment",
+                "exp-context-window",
+                "--plot",
+                str(root / "ab.svg"),
+            ],
             logs / "report.log",
         ),
         end="",
@@ -249,11 +265,23 @@ def _land_and_train(
         land()
     if args.rounds:
         print_summary(rounds, warehouse / "warehouse.duckdb")
-        print(run_stage("checkpoints", ["checkpoints", "list", "--registry",
-                                        str(root / "checkpoints"), "--catalog",
-                                        str(warehouse / "warehouse.duckdb"), "--plot",
-                                        str(root / "checkpoints.svg")], logs / "train.log"),
-              end="")
+        print(
+            run_stage(
+                "checkpoints",
+                [
+                    "checkpoints",
+                    "list",
+                    "--registry",
+                    str(root / "checkpoints"),
+                    "--catalog",
+                    str(warehouse / "warehouse.duckdb"),
+                    "--plot",
+                    str(root / "checkpoints.svg"),
+                ],
+                logs / "train.log",
+            ),
+            end="",
+        )
         log.info("reward by checkpoint: %s", root / "checkpoints.svg")
     log.info("loop done in %.0fs; logs and data under %s", time.monotonic() - started, root)
     return 0

@@ -54,8 +54,9 @@ class Stage:
         log.info("stopped %s", self.name)
 
 
-def run_stage(name: str, args: list[str], log_file: Path, timeout: float = 600,
-              ok: tuple[int, ...] = (0,)) -> str:
+def run_stage(
+    name: str, args: list[str], log_file: Path, timeout: float = 600, ok: tuple[int, ...] = (0,)
+) -> str:
     """Run a one-shot `rtrl` subcommand to completion; return its output, raise when its exit
     code is not one of ``ok``."""
     done = subprocess.run(

@@ -50,8 +50,12 @@ class Taste:
         return SimulatedBehaviour(self.vocab_size).invalid(completion)
 
     def react(self, completion: Sequence[int], rng: random.Random) -> Reaction:
-        return Reaction(self.accept_probability(completion), self.invalid_tool_call(completion),
-                        len(completion), 40 * len(completion))
+        return Reaction(
+            self.accept_probability(completion),
+            self.invalid_tool_call(completion),
+            len(completion),
+            40 * len(completion),
+        )
 
 
 @dataclass(frozen=True)
@@ -69,8 +73,9 @@ class Indifferent:
         return self.accept
 
     def react(self, completion: Sequence[int], rng: random.Random) -> Reaction:
-        return Reaction(self.accept, rng.random() < self.invalid, rng.randint(4, 8),
-                        rng.randint(160, 320))
+        return Reaction(
+            self.accept, rng.random() < self.invalid, rng.randint(4, 8), rng.randint(160, 320)
+        )
 
 
 POPULATIONS = {"default": Taste, "indifferent": Indifferent}
@@ -102,11 +107,15 @@ def play_round(server: PolicyServer, client: Client, taste: Taste | Indifferent,
     requests = []
     for _ in range(interactions):
         task = rng.choice(TASKS)
-        prompt = server.policy.chat_prompt([{"role": "user",
-                                             "content": f"Write `{task}` in Python."}])
+        prompt = server.policy.chat_prompt(
+            [{"role": "user", "content": f"Write `{task}` in Python."}]
+        )
         requests.append((f"i_{uuid7()}", prompt))
-    served = [done for start in range(0, interactions, batch)
-              for done in server.complete_many(requests[start:start + batch], params)]
+    served = [
+        done
+        for start in range(0, interactions, batch)
+        for done in server.complete_many(requests[start : start + batch], params)
+    ]
     for n, (rollout, _completion) in enumerate(served):
         interaction_id = rollout.interaction_id
         if rollout.checkpoint_id != checkpoint:
@@ -119,16 +128,23 @@ def play_round(server: PolicyServer, client: Client, taste: Taste | Indifferent,
         accepted += is_accepted
         invalid += is_invalid
         edit_id = f"e{n}"
-        fields = {"session_id": f"s_sim{n % 50}", "user_id": f"u_sim{n % 200:04d}",
-                  "checkpoint_id": checkpoint}
+        fields = {
+            "session_id": f"s_sim{n % 50}",
+            "user_id": f"u_sim{n % 200:04d}",
+            "checkpoint_id": checkpoint,
+        }
         for event_type, payload in (
             ("interaction.started", {"mode": "agent"}),
             ("agent.tool_call", {"tool": "edit_file", "valid": not is_invalid}),
-            ("agent.edit_proposed", {"edit_id": edit_id, "lines_added": reaction.lines_added,
-                                     "lines_removed": 0}),
+            (
+                "agent.edit_proposed",
+                {"edit_id": edit_id, "lines_added": reaction.lines_added, "lines_removed": 0},
+            ),
             ("edit.accepted" if is_accepted else "edit.rejected", {"edit_id": edit_id}),
-            ("interaction.completed", {"latency_ms": reaction.latency_ms,
-                                       "output_tokens": reaction.lines_added}),
+            (
+                "interaction.completed",
+                {"latency_ms": reaction.latency_ms, "output_tokens": reaction.lines_added},
+            ),
         ):
             client.emit(event_type, interaction_id, payload, **fields)
     server.flush()

@@ -28,8 +28,20 @@ from trainer.serving import PolicyServer
 log = logging.getLogger("rtrl.run")
 SAMPLING = SamplingParams(max_tokens=8, temperature=1.0)
 # the run's learner: a few hundred examples a round, a fresh small model that must move
-LEARNER_ARGS = ["--lr", "0.002", "--epochs", "4", "--minibatch", "64", "--micro-batch", "64",
-                "--device", "cpu", "--eval-prompts", "16"]
+LEARNER_ARGS = [
+    "--lr",
+    "0.002",
+    "--epochs",
+    "4",
+    "--minibatch",
+    "64",
+    "--micro-batch",
+    "64",
+    "--device",
+    "cpu",
+    "--eval-prompts",
+    "16",
+]
 
 
 @dataclass
@@ -57,11 +69,25 @@ class TrainingRounds:
     def start(self) -> None:
         """Register the first checkpoint, announce it, and serve it."""
         root_id = f"{self.model.split('-')[0]}-0000"
-        run_stage("checkpoints", ["checkpoints", "init", "--registry", str(self.root /
-                  "checkpoints"), "--id", root_id, "--model", self.model, "--publish",
-                  *self._kafka], self.root / "logs" / "train.log")
-        self.server = PolicyServer(self.registry, self.bootstrap, TopicNames(self.prefix),
-                                   root_id, seed=self.seed)
+        run_stage(
+            "checkpoints",
+            [
+                "checkpoints",
+                "init",
+                "--registry",
+                str(self.root / "checkpoints"),
+                "--id",
+                root_id,
+                "--model",
+                self.model,
+                "--publish",
+                *self._kafka,
+            ],
+            self.root / "logs" / "train.log",
+        )
+        self.server = PolicyServer(
+            self.registry, self.bootstrap, TopicNames(self.prefix), root_id, seed=self.seed
+        )
         self.server.follow()
 
     def play(self, number: int) -> RoundFigures:
@@ -69,15 +95,26 @@ class TrainingRounds:
         assert self.server is not None
         with Client(self.sdk) as client:
             population = POPULATIONS[self.users](self.server.policy.vocab_size)
-            figures = play_round(self.server, client, population,
-                                 self.interactions, seed=self.seed * 1000 + number,
-                                 params=SAMPLING)
+            figures = play_round(
+                self.server,
+                client,
+                population,
+                self.interactions,
+                seed=self.seed * 1000 + number,
+                params=SAMPLING,
+            )
             left = client.flush(timeout=60)
         if left:
-            log.warning("round %d: %d events not yet acknowledged (kept in the spool)",
-                        number, left)
-        log.info("round %d: %d users served by %s (their taste of it: %.2f)", number,
-                 figures.interactions, figures.checkpoint_id, figures.taste)
+            log.warning(
+                "round %d: %d events not yet acknowledged (kept in the spool)", number, left
+            )
+        log.info(
+            "round %d: %d users served by %s (their taste of it: %.2f)",
+            number,
+            figures.interactions,
+            figures.checkpoint_id,
+            figures.taste,
+        )
         self.figures.append(figures)
         return figures
 
@@ -86,10 +123,26 @@ class TrainingRounds:
         served."""
         assert self.server is not None
         parent = self.server.checkpoint_id
-        print(run_stage("train", ["train", "--registry", str(self.root / "checkpoints"),
-                                  "--warehouse", str(warehouse), "--checkpoint", parent,
-                                  *LEARNER_ARGS, "--publish", *self._kafka],
-                        self.root / "logs" / "train.log", ok=(0, EXIT_REJECTED)), end="")
+        print(
+            run_stage(
+                "train",
+                [
+                    "train",
+                    "--registry",
+                    str(self.root / "checkpoints"),
+                    "--warehouse",
+                    str(warehouse),
+                    "--checkpoint",
+                    parent,
+                    *LEARNER_ARGS,
+                    "--publish",
+                    *self._kafka,
+                ],
+                self.root / "logs" / "train.log",
+                ok=(0, EXIT_REJECTED),
+            ),
+            end="",
+        )
         decision = self.registry.list()[-1]
         self.decisions.append(decision)
         if decision.status == PROMOTED and not self.server.wait_for(decision.checkpoint_id, 60):
@@ -106,20 +159,29 @@ def print_summary(rounds: TrainingRounds, db: Path) -> None:
     import duckdb
 
     with duckdb.connect(str(db), read_only=True) as con:
-        measured = dict(con.sql("SELECT checkpoint_id, avg(reward) FROM rewards "
-                                "WHERE status = 'scored' GROUP BY 1").fetchall())
+        measured = dict(
+            con.sql(
+                "SELECT checkpoint_id, avg(reward) FROM rewards WHERE status = 'scored' GROUP BY 1"
+            ).fetchall()
+        )
     verdicts = {d.checkpoint_id: d for d in rounds.decisions}
-    print("training rounds (simulated users; taste: their mean chance of accepting an edit, "
-          "which the trainer never sees):")
-    print(f"  {'checkpoint':<11} {'users':>5} {'taste':>6} {'accepted':>8} {'invalid':>7} "
-          f"{'reward':>7}  gate")
+    print(
+        "training rounds (simulated users; taste: their mean chance of accepting an edit, "
+        "which the trainer never sees):"
+    )
+    print(
+        f"  {'checkpoint':<11} {'users':>5} {'taste':>6} {'accepted':>8} {'invalid':>7} "
+        f"{'reward':>7}  gate"
+    )
     for f in rounds.figures:
         reward = measured.get(f.checkpoint_id)
         verdict = verdicts.get(f.checkpoint_id)
-        print(f"  {f.checkpoint_id:<11} {f.interactions:>5} {f.taste:>6.2f} "
-              f"{f.accepted / f.interactions:>8.2f} {f.invalid_tool_calls / f.interactions:>7.2f}"
-              f" {'-' if reward is None else f'{reward:+.3f}':>7}  "
-              f"{verdict.status if verdict else 'first checkpoint'}")
+        print(
+            f"  {f.checkpoint_id:<11} {f.interactions:>5} {f.taste:>6.2f} "
+            f"{f.accepted / f.interactions:>8.2f} {f.invalid_tool_calls / f.interactions:>7.2f}"
+            f" {'-' if reward is None else f'{reward:+.3f}':>7}  "
+            f"{verdict.status if verdict else 'first checkpoint'}"
+        )
     rejected = [d for d in rounds.decisions if d.status != PROMOTED]
     for d in rejected:
         print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")

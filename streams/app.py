@@ -62,9 +62,13 @@ def build_app(settings: WorkerSettings) -> tuple[faust.App, JoinWorker]:
     events = app.topic(settings.topics.events, key_type=bytes, value_type=bytes,
                        key_serializer="raw", value_serializer="raw",
                        partitions=settings.partitions)  # fmt: skip
-    table = app.Table(TABLE_NAME, partitions=settings.partitions, key_type=bytes,
-                      value_type=bytes,  # bytes: the raw serializer; the processor encodes JSON
-                      options=settings.rocksdb_options() if settings.store == "rocksdb" else None)
+    table = app.Table(
+        TABLE_NAME,
+        partitions=settings.partitions,
+        key_type=bytes,
+        value_type=bytes,  # bytes: the raw serializer; the processor encodes JSON
+        options=settings.rocksdb_options() if settings.store == "rocksdb" else None,
+    )
     worker = JoinWorker(app, table, settings)
 
     @app.agent(events, concurrency=1, name="join")
@@ -84,7 +88,8 @@ def build_app(settings: WorkerSettings) -> tuple[faust.App, JoinWorker]:
     @app.on_partitions_assigned.connect
     async def on_assigned(sender: Any, /, *args: Any, **_: Any) -> None:
         (assigned,) = args
-        await worker.keep_partitions({tp.partition for tp in assigned
-                                      if tp.topic == settings.topics.events})
+        await worker.keep_partitions(
+            {tp.partition for tp in assigned if tp.topic == settings.topics.events}
+        )
 
     return app, worker

@@ -28,6 +28,7 @@ from bisect import bisect_left, bisect_right
 
 _LAST = "\U0010ffff"  # sorts after every id
 
+
 class DeadlineIndex:
     """The earliest deadlines, with a horizon up to which the index knows every deadline."""
 
@@ -94,6 +95,6 @@ class DeadlineIndex:
             above = bisect_right(heap, (self._floor, _LAST))
             cut = heap[above][0] if above < len(heap) else None
         if cut is not None:
-            del heap[bisect_left(heap, (cut, "")):]
+            del heap[bisect_left(heap, (cut, "")) :]
             self.horizon = min(self.horizon, cut - 1)
         self._limit = max(self.capacity, 2 * len(heap))

@@ -67,8 +67,9 @@ class JoinWorker:
         self.next_offset: dict[int, int] = {}
         self.guard = OffsetGuard()
         self.holes = HoleLog(settings.data_dir / HOLE_LOG)
-        self.resume_offsets = ResumeOffsets(settings.bootstrap, settings.group_id,
-                                            settings.topics.events)
+        self.resume_offsets = ResumeOffsets(
+            settings.bootstrap, settings.group_id, settings.topics.events
+        )
         self.metrics = WorkerMetrics()
         self._last_progress = (time.monotonic(), 0)
 
@@ -93,16 +94,28 @@ class JoinWorker:
         proc = self.processors.get(partition)
         if proc is None:
             store = TableStore(self.table, partition)
-            proc = PartitionProcessor(partition, self.settings.reward, store, wall_us=_wall_us(),
-                                      deadlines_in_memory=self.settings.deadlines_in_memory)
+            proc = PartitionProcessor(
+                partition,
+                self.settings.reward,
+                store,
+                wall_us=_wall_us(),
+                deadlines_in_memory=self.settings.deadlines_in_memory,
+            )
             with partition_context(self.topics.events, partition):
                 leftovers = proc.recover()
                 if leftovers:
-                    log.info("partition %d: republishing %d records a crash left pending",
-                             partition, len(leftovers))
+                    log.info(
+                        "partition %d: republishing %d records a crash left pending",
+                        partition,
+                        len(leftovers),
+                    )
                     await self._publish([(proc, StepOutput(records=leftovers))], [])
-            log.info("partition %d: %d open interactions, %d closed ids remembered",
-                     partition, proc.open_count, proc.closed_count)
+            log.info(
+                "partition %d: %d open interactions, %d closed ids remembered",
+                partition,
+                proc.open_count,
+                proc.closed_count,
+            )
             self.processors[partition] = proc
         return proc
 
@@ -116,8 +129,11 @@ class JoinWorker:
                 await stream.ack(event)
             self.metrics.chunk_seconds.observe(time.perf_counter() - started)
         except OffsetHoleError as exc:
-            log.error("%s: messages were skipped by the consumer; acking nothing and exiting "
-                      "so that a fresh consumer reads them again", exc.hole)
+            log.error(
+                "%s: messages were skipped by the consumer; acking nothing and exiting "
+                "so that a fresh consumer reads them again",
+                exc.hole,
+            )
             self.holes.remember(exc.hole)
             await self._keep_local_store()
             _exit(EXIT_OFFSET_HOLE)
@@ -143,8 +159,12 @@ class JoinWorker:
                 if lag is not None:
                     self.metrics.lag.labels(str(tp.partition)).set(lag)
                 idle = proc.clock.is_idle(wall, lag is not None and lag <= 0)
-                out = self._step(proc, [], wall_us=proc.clock.last_arrival_wall_us,
-                                 idle_wall_us=wall if idle else None)
+                out = self._step(
+                    proc,
+                    [],
+                    wall_us=proc.clock.last_arrival_wall_us,
+                    idle_wall_us=wall if idle else None,
+                )
                 if out.records:
                     steps.append((proc, out))
             self.metrics.open.set(sum(p.open_count for p in self.processors.values()))
@@ -175,14 +195,19 @@ class JoinWorker:
         owned = self.app.consumer.assignment()
         generation = self.app.consumer_generation_id
         current = [e for e in events if e.message.tp in owned]
-        unknown = {e.message.partition for e in current
-                   if not self.guard.knows(generation, e.message.partition)}
+        unknown = {
+            e.message.partition
+            for e in current
+            if not self.guard.knows(generation, e.message.partition)
+        }
         if unknown:
             # A partition this worker kept through the rebalance may go on where it was rather
             # than at its committed offset (Faust seeks only where a commit exists): what this
             # worker has processed and made durable is not a hole.
-            starts = {p: max(offset, self.next_offset.get(p, offset)) for p, offset in
-                      (await self.resume_offsets.fetch(sorted(unknown))).items()}
+            starts = {
+                p: max(offset, self.next_offset.get(p, offset))
+                for p, offset in (await self.resume_offsets.fetch(sorted(unknown))).items()
+            }
             self.guard.begin(generation, starts)
             log.info("consumer generation %s: partitions resume at %s", generation, starts)
         for event in current:
@@ -191,8 +216,11 @@ class JoinWorker:
                 hole = self.guard.hole_at(partition, offset)
                 if not self.holes.seen_before(hole):
                     raise OffsetHoleError(hole)
-                log.warning("%s again after a restart: a gap in the log itself (a transaction "
-                            "marker or compaction), accepted", hole)
+                log.warning(
+                    "%s again after a restart: a gap in the log itself (a transaction "
+                    "marker or compaction), accepted",
+                    hole,
+                )
                 self.guard.accept_gap(partition, offset)
         return current
 
@@ -209,8 +237,9 @@ class JoinWorker:
                 rejected.append((item, message))
             else:
                 by_partition.setdefault(message.partition, []).append(item)
-            self.next_offset[message.partition] = max(message.offset + 1,
-                                                      self.next_offset.get(message.partition, 0))
+            self.next_offset[message.partition] = max(
+                message.offset + 1, self.next_offset.get(message.partition, 0)
+            )
         steps = []
         for partition, items in by_partition.items():
             proc = await self._processor(partition)
@@ -226,17 +255,38 @@ class JoinWorker:
         pending = []
         for _, out in steps:
             for record in out.records:
-                pending.append(await producer.send(
-                    topics.rewards, record.interaction_id.encode(),
-                    orjson.dumps(record.to_json_dict()), None, None, None))
+                pending.append(
+                    await producer.send(
+                        topics.rewards,
+                        record.interaction_id.encode(),
+                        orjson.dumps(record.to_json_dict()),
+                        None,
+                        None,
+                        None,
+                    )
+                )
             for item, arrival in out.late:
-                pending.append(await producer.send(
-                    topics.late, str(item.event["interaction_id"]).encode(), item.raw, None, None,
-                    [("rtrl.arrival", arrival.value.encode())]))
+                pending.append(
+                    await producer.send(
+                        topics.late,
+                        str(item.event["interaction_id"]).encode(),
+                        item.raw,
+                        None,
+                        None,
+                        [("rtrl.arrival", arrival.value.encode())],
+                    )
+                )
         for reject, message in rejected:
-            pending.append(await producer.send(
-                topics.dlq, None, reject.raw, None, None,
-                reject.headers(message.topic, message.partition, message.offset)))
+            pending.append(
+                await producer.send(
+                    topics.dlq,
+                    None,
+                    reject.raw,
+                    None,
+                    None,
+                    reject.headers(message.topic, message.partition, message.offset),
+                )
+            )
         if pending:
             await asyncio.gather(*pending)  # every acknowledgement, or an exception
         for proc, out in steps:
@@ -277,7 +327,13 @@ class JoinWorker:
         rate = (totals["events"] - events_then) / (now - since)
         self._last_progress = (now, totals["events"])
         open_now = sum(p.open_count for p in self.processors.values())
-        log.info("progress events=%d rate=%.0f/s open=%d records=%d late=%d dlq=%d chunks=%d",
-                 totals["events"], rate, open_now, totals["records"], totals["late"],
-                 totals["dlq"], totals["chunks"])
-
+        log.info(
+            "progress events=%d rate=%.0f/s open=%d records=%d late=%d dlq=%d chunks=%d",
+            totals["events"],
+            rate,
+            open_now,
+            totals["records"],
+            totals["late"],
+            totals["dlq"],
+            totals["chunks"],
+        )

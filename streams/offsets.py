@@ -110,7 +110,7 @@ class HoleLog:
         return [hole.partition, hole.expected, hole.found] in self._load()
 
     def remember(self, hole: Hole, keep: int = 100) -> None:
-        holes = self._load()[-(keep - 1):] + [[hole.partition, hole.expected, hole.found]]
+        holes = self._load()[-(keep - 1) :] + [[hole.partition, hole.expected, hole.found]]
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(holes))
         tmp.replace(self.path)

@@ -162,7 +162,7 @@ class PartitionProcessor:
             if key.startswith(_INTERACTION_PREFIX):
                 entry = decode(raw)
                 if entry.partition == self.partition:
-                    yield key[len(_INTERACTION_PREFIX):], entry
+                    yield key[len(_INTERACTION_PREFIX) :], entry
 
     def _rescan(self, touched: dict[str, Entry | None], now: int) -> None:
         """The clock passed the deadline index's horizon: push every open deadline again, the
@@ -213,8 +213,9 @@ class PartitionProcessor:
             if interaction_id in seen:
                 continue
             seen.add(interaction_id)
-            entry = touched[interaction_id] if interaction_id in touched else self._load(
-                interaction_id)
+            entry = (
+                touched[interaction_id] if interaction_id in touched else self._load(interaction_id)
+            )
             if not isinstance(entry, OpenInteraction):
                 continue
             if now < entry.emit_due(self.config):
@@ -250,8 +251,12 @@ class PartitionProcessor:
                 continue
             entry = decode(raw)
             interaction_id = key[2:]
-            if (isinstance(entry, Tombstone) and entry.partition == self.partition
-                    and now >= entry.forget_due(self.config) and interaction_id not in touched):
+            if (
+                isinstance(entry, Tombstone)
+                and entry.partition == self.partition
+                and now >= entry.forget_due(self.config)
+                and interaction_id not in touched
+            ):
                 touched[interaction_id] = None
                 self.closed_count -= 1
         self._next_sweep = now + self._sweep_every()

@@ -28,12 +28,15 @@ def resume_offsets(admin: AdminClient, group: str, topic: str,
     tps = [TopicPartition(topic, p) for p in partitions]
     request = [ConsumerGroupTopicPartitions(group, tps)]
     committed_result = admin.list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)
-    committed = {tp.partition: tp.offset
-                 for tp in committed_result[group].result(TIMEOUT_S).topic_partitions}
-    earliest_result = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps},
-                                         request_timeout=TIMEOUT_S)
-    earliest = {tp.partition: future.result(TIMEOUT_S).offset
-                for tp, future in earliest_result.items()}
+    committed = {
+        tp.partition: tp.offset for tp in committed_result[group].result(TIMEOUT_S).topic_partitions
+    }
+    earliest_result = admin.list_offsets(
+        {tp: OffsetSpec.earliest() for tp in tps}, request_timeout=TIMEOUT_S
+    )
+    earliest = {
+        tp.partition: future.result(TIMEOUT_S).offset for tp, future in earliest_result.items()
+    }
     # A partition without a committed offset reports a negative one (OFFSET_INVALID).
     return {p: max(committed.get(p, -1), earliest[p]) for p in partitions}
 
@@ -48,5 +51,6 @@ class ResumeOffsets:
     async def fetch(self, partitions: list[int]) -> dict[int, int]:
         if self._admin is None:
             self._admin = AdminClient(admin(self.bootstrap))
-        return await asyncio.to_thread(resume_offsets, self._admin, self.group, self.topic,
-                                       partitions)
+        return await asyncio.to_thread(
+            resume_offsets, self._admin, self.group, self.topic, partitions
+        )

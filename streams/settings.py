@@ -53,8 +53,11 @@ class WorkerSettings(BaseModel):
         {'write_buffer_size': 16777216, 'max_write_buffer_number': 2, 'block_cache_size': 33554432}
         """
         budget = self.rocksdb_partition_mib * 1024 * 1024
-        return {"write_buffer_size": budget // 4, "max_write_buffer_number": 2,
-                "block_cache_size": budget // 2}
+        return {
+            "write_buffer_size": budget // 4,
+            "max_write_buffer_number": 2,
+            "block_cache_size": budget // 2,
+        }
 
     @property
     def topics(self) -> TopicNames:

@@ -148,8 +148,16 @@ def encode(entry: Entry) -> bytes:
     """The table value of an entry (compact JSON)."""
     if isinstance(entry, Tombstone):
         return orjson.dumps({"p": entry.partition, "x": entry.t_close})
-    return orjson.dumps({"p": entry.partition, "o": entry.t_open, "r": entry.revision,
-                         "h": entry.emitted_hash, "d": entry.dirty, "c": entry.copies})
+    return orjson.dumps(
+        {
+            "p": entry.partition,
+            "o": entry.t_open,
+            "r": entry.revision,
+            "h": entry.emitted_hash,
+            "d": entry.dirty,
+            "c": entry.copies,
+        }
+    )
 
 
 def decode(raw: bytes) -> Entry:

@@ -82,11 +82,16 @@ def supervise(cmd: list[str], policy: RestartPolicy | None = None) -> int:
                 return 0
             pause = policy.pause_after(code, time.monotonic())
             if pause is None:
-                log.error("worker exited with %d; %d failures in %.0f s, giving up", code,
-                          len(policy.failures), policy.window_s)
+                log.error(
+                    "worker exited with %d; %d failures in %.0f s, giving up",
+                    code,
+                    len(policy.failures),
+                    policy.window_s,
+                )
                 return code if code > 0 else 1
-            log.warning("worker exited with %d (%s); restarting in %.1f s", code,
-                        describe(code), pause)
+            log.warning(
+                "worker exited with %d (%s); restarting in %.1f s", code, describe(code), pause
+            )
             if stop.wait(pause):
                 return 0
 

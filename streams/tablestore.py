@@ -41,13 +41,23 @@ class ChangelogTable(faust.Table):
         self._unsent: list[Any] = []
         self._unacknowledged: list[asyncio.Future] = []
 
-    def send_changelog(self, partition: int | None, key: Any, value: Any,
-                       key_serializer: Any = None, value_serializer: Any = None) -> Any:
+    def send_changelog(
+        self,
+        partition: int | None,
+        key: Any,
+        value: Any,
+        key_serializer: Any = None,
+        value_serializer: Any = None,
+    ) -> Any:
         future = self.changelog_topic.as_future_message(
-            key=key, value=value, partition=partition,
+            key=key,
+            value=value,
+            partition=partition,
             key_serializer=key_serializer or self.key_serializer,
             value_serializer=value_serializer or self.value_serializer,
-            callback=self._on_changelog_sent, eager_partitioning=True)
+            callback=self._on_changelog_sent,
+            eager_partitioning=True,
+        )
         self._unsent.append(future)
         self._unacknowledged.append(future)
         return future

@@ -30,14 +30,21 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
     marker = settings.data_dir / CLEAN_MARKER
     tabledir = app.conf.tabledir
     if settings.store == "rocksdb" and not marker.exists() and tabledir.exists():
-        log.warning("no clean shutdown recorded: wiping %s, tables restore from the changelog",
-                    tabledir)
+        log.warning(
+            "no clean shutdown recorded: wiping %s, tables restore from the changelog", tabledir
+        )
         shutil.rmtree(tabledir)
     marker.unlink(missing_ok=True)
-    log.info("joining %s -> %s (late: %s, dlq: %s) as group %s, store %s, reward %s",
-             settings.topics.events, settings.topics.rewards, settings.topics.late,
-             settings.topics.dlq, settings.group_id, settings.store,
-             settings.reward.reward_version)
+    log.info(
+        "joining %s -> %s (late: %s, dlq: %s) as group %s, store %s, reward %s",
+        settings.topics.events,
+        settings.topics.rewards,
+        settings.topics.late,
+        settings.topics.dlq,
+        settings.group_id,
+        settings.store,
+        settings.reward.reward_version,
+    )
     worker = faust.Worker(app, loglevel=loglevel, redirect_stdouts=False)
     try:
         worker.execute_from_commandline()

@@ -30,9 +30,18 @@ def main(argv: list[str]) -> None:
     for name, p in sorted(policy.model.state_dict().items()):
         digest.update(name.encode() + p.detach().contiguous().numpy().tobytes())
     (out / f"rank{accelerator.process_index}.txt").write_text(
-        f"{accelerator.num_processes} {result.stats.grad_steps} {digest.hexdigest()}")
-    train_round(registry, "t-0000", [("b", [batch])], "t-0001", learner=LEARNER,
-                gate=GateConfig(min_gain=-100, max_kl=100), alarms=[], accelerator=accelerator)
+        f"{accelerator.num_processes} {result.stats.grad_steps} {digest.hexdigest()}"
+    )
+    train_round(
+        registry,
+        "t-0000",
+        [("b", [batch])],
+        "t-0001",
+        learner=LEARNER,
+        gate=GateConfig(min_gain=-100, max_kl=100),
+        alarms=[],
+        accelerator=accelerator,
+    )
 
 
 if __name__ == "__main__":

@@ -53,5 +53,3 @@ def golden_event(path: Path) -> dict[str, Any]:
 
 def as_client(event: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in event.items() if name != COLLECTOR_FIELD}
-
-

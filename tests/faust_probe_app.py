@@ -38,8 +38,9 @@ def changelog_topic(app_id: str) -> str:
     return f"{app_id}-{TABLE}-changelog"
 
 
-def build_app(broker: str, app_id: str, topic: str, partitions: int, data_dir: Path,
-              snapshot: Path) -> faust.App:
+def build_app(
+    broker: str, app_id: str, topic: str, partitions: int, data_dir: Path, snapshot: Path
+) -> faust.App:
     """The app: one agent (concurrency 1, the default; more would race on the table)."""
     app = faust.App(
         app_id,
@@ -81,8 +82,9 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, required=True)
     ap.add_argument("--snapshot", type=Path, required=True)
     args = ap.parse_args()
-    app = build_app(args.broker, args.app_id, args.topic, args.partitions, args.data_dir,
-                    args.snapshot)
+    app = build_app(
+        args.broker, args.app_id, args.topic, args.partitions, args.data_dir, args.snapshot
+    )
     worker = faust.Worker(app, loglevel="INFO", override_logging=True)
     worker.execute_from_commandline()
 

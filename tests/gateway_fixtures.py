@@ -43,10 +43,22 @@ class Serve:
         self.log = log
         self._out = open(log, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rtrl.cli", "serve", "--port", str(self.port),
-             "--metrics-port", str(self.metrics_port), *args],
-            cwd=REPO, stdout=self._out, stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})})
+            [
+                sys.executable,
+                "-m",
+                "rtrl.cli",
+                "serve",
+                "--port",
+                str(self.port),
+                "--metrics-port",
+                str(self.metrics_port),
+                *args,
+            ],
+            cwd=REPO,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
         if wait:
             self.wait_ready()
 
@@ -113,6 +125,14 @@ def register_lora(registry: CheckpointRegistry, checkpoint_id: str, parent: str,
             if "lora_" in name:
                 p.copy_(0.3 * torch.randn(p.shape, generator=generator))
     weights, files = weight_writers(policy, settings, None)
-    return registry.register(checkpoint_id=checkpoint_id, parent=parent, model=root.model,
-                             weights=weights, training=TrainingRef(), files=files, evals={},
-                             batches=(), status="promoted")
+    return registry.register(
+        checkpoint_id=checkpoint_id,
+        parent=parent,
+        model=root.model,
+        weights=weights,
+        training=TrainingRef(),
+        files=files,
+        evals={},
+        batches=(),
+        status="promoted",
+    )

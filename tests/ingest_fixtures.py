@@ -32,9 +32,16 @@ OTHER_ORG = "globex"
 def valid_event(**overrides: Any) -> dict[str, Any]:
     """A valid client-side event of ORG; override any field."""
     event: dict[str, Any] = {
-        "event_id": uuid7(), "type": "edit.accepted", "schema_version": 1, "ts": now_ts(),
-        "interaction_id": f"i-{uuid7()}", "session_id": "s-1", "user_id": "u-9f8e",
-        "org_id": ORG, "checkpoint_id": "ck-7", "payload": {"edit_id": "e-1"},
+        "event_id": uuid7(),
+        "type": "edit.accepted",
+        "schema_version": 1,
+        "ts": now_ts(),
+        "interaction_id": f"i-{uuid7()}",
+        "session_id": "s-1",
+        "user_id": "u-9f8e",
+        "org_id": ORG,
+        "checkpoint_id": "ck-7",
+        "payload": {"edit_id": "e-1"},
     }
     event.update(overrides)
     return event
@@ -56,8 +63,9 @@ class CollectorHandle:
 
     def post(self, events: list[Any], key: str | None = None, **kwargs: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {key or self.key}"}
-        return httpx.post(f"{self.url}/v1/events", json={"events": events}, headers=headers,
-                          timeout=30, **kwargs)
+        return httpx.post(
+            f"{self.url}/v1/events", json={"events": events}, headers=headers, timeout=30, **kwargs
+        )
 
     def restart(self) -> None:
         """Start again on the same port (after ``running.stop()``)."""
@@ -69,14 +77,20 @@ def make_collector(bootstrap: str, names: TopicNames, tmp: Path, **limits: Any) 
     store = KeyStore(key_db)
     key, other_key = store.create(ORG), store.create(OTHER_ORG)
     store.close()
-    config = CollectorConfig(port=0, bootstrap=bootstrap, topic_prefix=names.prefix,
-                             key_db=key_db, **{"metrics_port": 0, **limits})
+    config = CollectorConfig(
+        port=0,
+        bootstrap=bootstrap,
+        topic_prefix=names.prefix,
+        key_db=key_db,
+        **{"metrics_port": 0, **limits},
+    )
     return CollectorHandle(start_in_thread(config), config, names, key, other_key)
 
 
 @pytest.fixture
-def collector(kafka_bootstrap: str, topic_names: TopicNames,
-              tmp_path: Path) -> Iterator[CollectorHandle]:
+def collector(
+    kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path
+) -> Iterator[CollectorHandle]:
     handle = make_collector(kafka_bootstrap, topic_names, tmp_path)
     try:
         yield handle
@@ -84,8 +98,9 @@ def collector(kafka_bootstrap: str, topic_names: TopicNames,
         handle.running.stop()
 
 
-def drain_events(bootstrap: str, topic: str, expected: int | None = None,
-                 timeout: float = 30.0) -> list[dict[str, Any]]:
+def drain_events(
+    bootstrap: str, topic: str, expected: int | None = None, timeout: float = 30.0
+) -> list[dict[str, Any]]:
     return [orjson.loads(m.value()) for m in drain(bootstrap, topic, expected, timeout, idle=2.0)]
 
 
@@ -96,10 +111,24 @@ class CollectorProcess:
         self.port = free_port_block(1)
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rtrl.cli", "collector", "--port", str(self.port),
-             "--bootstrap", bootstrap, "--topic-prefix", names.prefix, "--db", str(key_db),
-             "--workers", str(workers)],
-            cwd=REPO)
+            [
+                sys.executable,
+                "-m",
+                "rtrl.cli",
+                "collector",
+                "--port",
+                str(self.port),
+                "--bootstrap",
+                bootstrap,
+                "--topic-prefix",
+                names.prefix,
+                "--db",
+                str(key_db),
+                "--workers",
+                str(workers),
+            ],
+            cwd=REPO,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -139,10 +168,21 @@ class ScriptedCollector:
                 outer.batches.append(events)
                 outer.times.append(time.monotonic())
                 status, headers = outer.script.pop(0) if outer.script else (200, {})
-                answer = {"results": [{"index": i, "event_id": e.get("event_id"),
-                                       "accepted": True, "status": 202}
-                                      for i, e in enumerate(events)]} if status == 200 else {
-                    "reason": "scripted", "detail": f"status {status}"}
+                answer = (
+                    {
+                        "results": [
+                            {
+                                "index": i,
+                                "event_id": e.get("event_id"),
+                                "accepted": True,
+                                "status": 202,
+                            }
+                            for i, e in enumerate(events)
+                        ]
+                    }
+                    if status == 200
+                    else {"reason": "scripted", "detail": f"status {status}"}
+                )
                 raw = orjson.dumps(answer)
                 self.send_response(status)
                 for name, value in headers.items():
@@ -171,9 +211,16 @@ def drain_until(bootstrap: str, topic: str, done: Any, timeout: float = 30.0) ->
     """Read ``topic`` from the start until ``done(events_so_far)`` or the timeout."""
     from confluent_kafka import Consumer
 
-    consumer = Consumer(client(bootstrap, **{"group.id": f"t-{uuid7()}",
-                                             "auto.offset.reset": "earliest",
-                                             "enable.auto.commit": False}))
+    consumer = Consumer(
+        client(
+            bootstrap,
+            **{
+                "group.id": f"t-{uuid7()}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            },
+        )
+    )
     consumer.subscribe([topic])
     events: list[Any] = []
     deadline = time.monotonic() + timeout

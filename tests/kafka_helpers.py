@@ -21,11 +21,14 @@ def produce_json(
 ) -> int:
     """Produce JSON values with acks=all and wait until every one is acknowledged."""
     p = Producer(
-        client(bootstrap, **{
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "partitioner": "murmur2_random",
-        })
+        client(
+            bootstrap,
+            **{
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "partitioner": "murmur2_random",
+            },
+        )
     )
     errors: list[Any] = []
 
@@ -65,11 +68,14 @@ def drain(
     """Read a topic from the beginning until ``expected`` messages arrived (or ``idle`` seconds
     pass with nothing new, when ``expected`` is None). Returns the raw messages."""
     c = Consumer(
-        client(bootstrap, **{
-            "group.id": f"drain-{time.monotonic_ns()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        })
+        client(
+            bootstrap,
+            **{
+                "group.id": f"drain-{time.monotonic_ns()}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            },
+        )
     )
     c.subscribe([topic])
     out: list[Any] = []

@@ -16,8 +16,15 @@ LEARNER = LearnerConfig(lr=5e-3, epochs=8, minibatch=8, micro_batch=4, save_ever
 
 def main(argv: list[str]) -> None:
     registry, batch, candidate = CheckpointRegistry(Path(argv[0])), Path(argv[1]), argv[2]
-    train_round(registry, "t-0000", [("b", [batch])], candidate, learner=LEARNER,
-                gate=GateConfig(min_gain=-100, max_kl=100), alarms=[])
+    train_round(
+        registry,
+        "t-0000",
+        [("b", [batch])],
+        candidate,
+        learner=LEARNER,
+        gate=GateConfig(min_gain=-100, max_kl=100),
+        alarms=[],
+    )
 
 
 if __name__ == "__main__":

@@ -13,25 +13,39 @@ EMITTER = REPO / "tests" / "fixtures" / "sdk_ts_emitter.mjs"
 
 
 def npm(*args: str, cwd: Path = SDK_TS, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["npm", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(["npm", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
-def node(*args: str, cwd: Path = SDK_TS, timeout: float = 60,
-         stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["node", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, input=stdin)
+def node(
+    *args: str, cwd: Path = SDK_TS, timeout: float = 60, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["node", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, input=stdin
+    )
 
 
 class NodeEmitter:
     """``tests/fixtures/sdk_ts_emitter.mjs`` in a child process: it emits ``n`` events at
     start (``self.started``: the ids it chose, the statuses), then answers one command a line."""
 
-    def __init__(self, url: str, key: str, spool: Path | None, prefix: str, n: int,
-                 batch: int = 50) -> None:
+    def __init__(
+        self, url: str, key: str, spool: Path | None, prefix: str, n: int, batch: int = 50
+    ) -> None:
         self.proc = subprocess.Popen(
-            ["node", str(EMITTER), url, key, str(spool) if spool else "-", prefix, str(n),
-             str(batch)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            [
+                "node",
+                str(EMITTER),
+                url,
+                key,
+                str(spool) if spool else "-",
+                prefix,
+                str(n),
+                str(batch),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.started = self._answer()
 
     def command(self, line: str) -> dict[str, Any]:

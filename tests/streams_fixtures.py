@@ -71,19 +71,41 @@ def partition_of(interaction_id: str, partitions: int = 6) -> int:
 
 def chunks(items: list, size: int) -> Iterator[list]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
-def start_worker(bootstrap: str, prefix: str, data_dir: Path, config_path: Path | None = None,
-                 *extra: str, log: Path | None = None) -> subprocess.Popen:
+def start_worker(
+    bootstrap: str,
+    prefix: str,
+    data_dir: Path,
+    config_path: Path | None = None,
+    *extra: str,
+    log: Path | None = None,
+) -> subprocess.Popen:
     """``python -m streams`` as a subprocess (its own process group, so SIGKILL is clean)."""
-    cmd = [sys.executable, "-m", "streams", "--bootstrap", bootstrap, "--topic-prefix", prefix,
-           "--data-dir", str(data_dir), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streams",
+        "--bootstrap",
+        bootstrap,
+        "--topic-prefix",
+        prefix,
+        "--data-dir",
+        str(data_dir),
+        *extra,
+    ]
     if config_path is not None:
         cmd += ["--config", str(config_path)]
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed by the child
-    return subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+    return subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
 
 
 def decode_records(messages: Iterable[Any]) -> list[dict[str, Any]]:

@@ -31,25 +31,34 @@ collector = ingest_fixtures.collector  # the fixture
 def test_missing_or_unknown_key_gets_401(collector: CollectorHandle) -> None:
     url = f"{collector.url}/v1/events"
     body = {"events": [valid_event()]}
-    for headers in ({}, {"Authorization": "Bearer rtrl_unknown"},
-                    {"Authorization": f"Basic {collector.key}"}):
+    for headers in (
+        {},
+        {"Authorization": "Bearer rtrl_unknown"},
+        {"Authorization": f"Basic {collector.key}"},
+    ):
         answer = httpx.post(url, json=body, headers=headers)
         assert answer.status_code == 401, headers
         assert answer.json()["reason"] == "unauthorized"
         assert answer.headers["WWW-Authenticate"] == "Bearer"
 
 
-def test_cross_tenant_event_is_rejected_alone(collector: CollectorHandle,
-                                              kafka_bootstrap: str) -> None:
+def test_cross_tenant_event_is_rejected_alone(
+    collector: CollectorHandle, kafka_bootstrap: str
+) -> None:
     events = [valid_event(), valid_event(org_id=OTHER_ORG), valid_event()]
     answer = collector.post(events)
     assert answer.status_code == 200
     body = answer.json()
     assert (body["accepted"], body["rejected"]) == (2, 1)
-    assert body["results"][1] == {"index": 1, "event_id": events[1]["event_id"],
-                                  "accepted": False, "status": 403,
-                                  "reason": "tenant_mismatch", "field": "org_id",
-                                  "detail": "org_id differs from the API key's tenant"}
+    assert body["results"][1] == {
+        "index": 1,
+        "event_id": events[1]["event_id"],
+        "accepted": False,
+        "status": 403,
+        "reason": "tenant_mismatch",
+        "field": "org_id",
+        "detail": "org_id differs from the API key's tenant",
+    }
     # The other tenant's own key may send it.
     assert collector.post([events[1]], key=collector.other_key).json()["accepted"] == 1
 
@@ -61,10 +70,12 @@ def test_cross_tenant_event_is_rejected_alone(collector: CollectorHandle,
     assert dlq[0]["raw"] == events[1]
 
 
-def test_rate_limit_per_key_answers_429(kafka_bootstrap: str, topic_names: TopicNames,
-                                        tmp_path: Path) -> None:
-    handle = make_collector(kafka_bootstrap, topic_names, tmp_path, rate_per_key=0.5,
-                            burst_per_key=3)
+def test_rate_limit_per_key_answers_429(
+    kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path
+) -> None:
+    handle = make_collector(
+        kafka_bootstrap, topic_names, tmp_path, rate_per_key=0.5, burst_per_key=3
+    )
     try:
         statuses = [handle.post([]).status_code for _ in range(4)]
         assert statuses == [200, 200, 200, 429]
@@ -76,10 +87,12 @@ def test_rate_limit_per_key_answers_429(kafka_bootstrap: str, topic_names: Topic
         handle.running.stop()
 
 
-def test_size_limits_and_encodings(kafka_bootstrap: str, topic_names: TopicNames,
-                                   tmp_path: Path) -> None:
-    handle = make_collector(kafka_bootstrap, topic_names, tmp_path, max_body_bytes=20_000,
-                            max_events_per_batch=10)
+def test_size_limits_and_encodings(
+    kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path
+) -> None:
+    handle = make_collector(
+        kafka_bootstrap, topic_names, tmp_path, max_body_bytes=20_000, max_events_per_batch=10
+    )
     headers = {"Authorization": f"Bearer {handle.key}"}
     url = f"{handle.url}/v1/events"
     try:
@@ -116,8 +129,9 @@ def test_probes_metrics_on_their_own_port_and_openapi(collector: CollectorHandle
     assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
 
 
-def test_unreachable_kafka_answers_503_and_accepts_nothing(topic_names: TopicNames,
-                                                           tmp_path: Path) -> None:
+def test_unreachable_kafka_answers_503_and_accepts_nothing(
+    topic_names: TopicNames, tmp_path: Path
+) -> None:
     dead = f"127.0.0.1:{free_port_block(1)}"
     handle = make_collector(dead, topic_names, tmp_path, delivery_timeout_s=1.5)
     try:
@@ -138,8 +152,9 @@ def test_unreachable_kafka_answers_503_and_accepts_nothing(topic_names: TopicNam
         handle.running.stop(timeout_s=2)
 
 
-def test_a_full_producer_queue_answers_503(kafka_bootstrap: str, topic_names: TopicNames,
-                                           tmp_path: Path) -> None:
+def test_a_full_producer_queue_answers_503(
+    kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path
+) -> None:
     handle = make_collector(kafka_bootstrap, topic_names, tmp_path, producer_queue_max=3)
     try:
         assert handle.post([valid_event() for _ in range(3)]).status_code == 200
@@ -153,15 +168,22 @@ def test_a_full_producer_queue_answers_503(kafka_bootstrap: str, topic_names: To
 
 
 def test_a_collector_killed_after_answering_has_lost_nothing(
-        kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    kafka_bootstrap: str,
+    topic_names: TopicNames,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert rtrl_main(["keys", "create", "--org", ORG, "--db", str(tmp_path / "k.db")]) == 0
     key = capsys.readouterr().out.strip()
     process = CollectorProcess(kafka_bootstrap, topic_names, tmp_path / "k.db")
     try:
         events = [valid_event() for _ in range(200)]
-        answer = httpx.post(f"{process.url}/v1/events", json={"events": events},
-                            headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        answer = httpx.post(
+            f"{process.url}/v1/events",
+            json={"events": events},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
         assert answer.status_code == 200 and answer.json()["accepted"] == 200
     finally:
         process.kill()  # SIGKILL right after the answer: no flush, no goodbye
@@ -170,8 +192,11 @@ def test_a_collector_killed_after_answering_has_lost_nothing(
 
 
 def test_several_worker_processes_serve_one_port_and_stop_cleanly(
-        kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    kafka_bootstrap: str,
+    topic_names: TopicNames,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert rtrl_main(["keys", "create", "--org", ORG, "--db", str(tmp_path / "k.db")]) == 0
     key = capsys.readouterr().out.strip()
     process = CollectorProcess(kafka_bootstrap, topic_names, tmp_path / "k.db", workers=2)
@@ -180,8 +205,12 @@ def test_several_worker_processes_serve_one_port_and_stop_cleanly(
         assert len(workers.read_text().split()) == 2
         events = [valid_event() for _ in range(100)]
         for i in range(0, 100, 10):  # a connection per request: the workers share them
-            answer = httpx.post(f"{process.url}/v1/events", json={"events": events[i:i + 10]},
-                                headers={"Authorization": f"Bearer {key}"}, timeout=30)
+            answer = httpx.post(
+                f"{process.url}/v1/events",
+                json={"events": events[i : i + 10]},
+                headers={"Authorization": f"Bearer {key}"},
+                timeout=30,
+            )
             assert answer.status_code == 200 and answer.json()["accepted"] == 10
         process.proc.send_signal(signal.SIGTERM)
         assert process.proc.wait(30) == 0
@@ -191,8 +220,9 @@ def test_several_worker_processes_serve_one_port_and_stop_cleanly(
     assert {e["event_id"] for e in written} == {e["event_id"] for e in events}
 
 
-def test_workers_do_not_outlive_a_killed_collector(kafka_bootstrap: str, topic_names: TopicNames,
-                                                   tmp_path: Path) -> None:
+def test_workers_do_not_outlive_a_killed_collector(
+    kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path
+) -> None:
     process = CollectorProcess(kafka_bootstrap, topic_names, tmp_path / "k.db", workers=2)
     pid = process.proc.pid
     workers = [int(w) for w in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]

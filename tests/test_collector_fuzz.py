@@ -25,18 +25,29 @@ from tests.ingest_fixtures import CollectorHandle, make_collector, valid_event
 # Bounded so the suite stays fast (about 90 schemathesis cases, 100 property cases in all).
 SCHEMATHESIS_EXAMPLES = 30  # per mode (positive, negative) and operation
 PROPERTY_EXAMPLES = 50
-FUZZ = settings(max_examples=PROPERTY_EXAMPLES, deadline=None, database=None,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=PROPERTY_EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 REASONS = {str(r) for r in Reason}
 
 
 @pytest.fixture
-def open_collector(kafka_bootstrap: str, topic_names: TopicNames,
-                   tmp_path: Path) -> Iterator[CollectorHandle]:
+def open_collector(
+    kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path
+) -> Iterator[CollectorHandle]:
     """Rate limits out of the way, so the fuzzers reach validation and Kafka."""
-    handle = make_collector(kafka_bootstrap, topic_names, tmp_path, rate_per_key=10_000.0,
-                            burst_per_key=10_000, max_body_bytes=256 * 1024,
-                            max_events_per_batch=25)
+    handle = make_collector(
+        kafka_bootstrap,
+        topic_names,
+        tmp_path,
+        rate_per_key=10_000.0,
+        burst_per_key=10_000,
+        max_body_bytes=256 * 1024,
+        max_events_per_batch=25,
+    )
     try:
         yield handle
     finally:
@@ -74,8 +85,9 @@ def fuzz_operation(operation: Any, mode: GenerationMode, url: str, auth: dict[st
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
-def test_schemathesis_finds_no_server_error(open_collector: CollectorHandle,
-                                            mode: GenerationMode) -> None:
+def test_schemathesis_finds_no_server_error(
+    open_collector: CollectorHandle, mode: GenerationMode
+) -> None:
     url = open_collector.url
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     operations = []
@@ -90,11 +102,16 @@ def test_schemathesis_finds_no_server_error(open_collector: CollectorHandle,
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False)
     | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
-                                                                 max_size=4),
-    max_leaves=12)
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 
 
 @st.composite
@@ -118,8 +135,9 @@ def mutated_events(draw: st.DrawFn) -> Any:
 
 @FUZZ
 @given(st.data())
-def test_property_payloads_get_an_answer_per_event(open_collector: CollectorHandle,
-                                                   data: st.DataObject) -> None:
+def test_property_payloads_get_an_answer_per_event(
+    open_collector: CollectorHandle, data: st.DataObject
+) -> None:
     events = data.draw(st.lists(mutated_events(), max_size=8))
     headers = {"Authorization": f"Bearer {open_collector.key}"}
     body = orjson.dumps({"events": events})
@@ -132,10 +150,13 @@ def test_property_payloads_get_an_answer_per_event(open_collector: CollectorHand
 
 
 @FUZZ
-@given(body=st.binary(max_size=200) | json_values.map(orjson.dumps),
-       encoding=st.sampled_from([None, "gzip", "identity", "br"]))
-def test_arbitrary_bodies_are_refused_with_a_reason(open_collector: CollectorHandle,
-                                                    body: bytes, encoding: str | None) -> None:
+@given(
+    body=st.binary(max_size=200) | json_values.map(orjson.dumps),
+    encoding=st.sampled_from([None, "gzip", "identity", "br"]),
+)
+def test_arbitrary_bodies_are_refused_with_a_reason(
+    open_collector: CollectorHandle, body: bytes, encoding: str | None
+) -> None:
     headers = {"Authorization": f"Bearer {open_collector.key}"}
     if encoding:
         headers["Content-Encoding"] = encoding

@@ -57,18 +57,27 @@ CORPUS = [
     # compression bombs and encodings
     Hostile("gzip bomb", _gzip_bomb, 413, "body_too_large", {"Content-Encoding": "gzip"}),
     Hostile("gzip inside gzip", _gzip_of_gzip, 400, "not_json", {"Content-Encoding": "gzip"}),
-    Hostile("truncated gzip", lambda: gzip.compress(VALID)[:-12], 400, "bad_encoding",
-            {"Content-Encoding": "gzip"}),
+    Hostile(
+        "truncated gzip",
+        lambda: gzip.compress(VALID)[:-12],
+        400,
+        "bad_encoding",
+        {"Content-Encoding": "gzip"},
+    ),
     Hostile("not gzip at all", b"plain text", 400, "bad_encoding", {"Content-Encoding": "gzip"}),
-    Hostile("stacked encodings", VALID, 415, "unsupported_encoding",
-            {"Content-Encoding": "gzip, gzip"}),
+    Hostile(
+        "stacked encodings", VALID, 415, "unsupported_encoding", {"Content-Encoding": "gzip, gzip"}
+    ),
     Hostile("brotli", VALID, 415, "unsupported_encoding", {"Content-Encoding": "br"}),
     # pathological JSON
     Hostile("arrays nested 200,000 deep", _nested(200_000, b"[", b"]"), 400, "too_deep"),
-    Hostile("objects nested 100,000 deep", _nested(100_000, b'{"a":', b"}")[:-2]
-            + b"1" + b"}" * 100_000 + b"]}", 400, "too_deep"),
-    Hostile("a bare array nested 100,000 deep", b"[" * 100_000 + b"]" * 100_000, 400,
-            "too_deep"),
+    Hostile(
+        "objects nested 100,000 deep",
+        _nested(100_000, b'{"a":', b"}")[:-2] + b"1" + b"}" * 100_000 + b"]}",
+        400,
+        "too_deep",
+    ),
+    Hostile("a bare array nested 100,000 deep", b"[" * 100_000 + b"]" * 100_000, 400, "too_deep"),
     Hostile("empty body", b"", 400, "not_json"),
     Hostile("null", b"null", 400, "bad_batch"),
     Hostile("events null", b'{"events": null}', 400, "bad_batch"),
@@ -80,22 +89,49 @@ CORPUS = [
     Hostile("a number of 200,000 digits", b"9" * 200_000, 400, "not_json"),
     # authentication tricks
     Hostile("no key", VALID, 401, "unauthorized", auth=False),
-    Hostile("empty bearer", VALID, 401, "unauthorized", {"Authorization": "Bearer"},
-            auth=False),
-    Hostile("basic scheme", VALID, 401, "unauthorized", {"Authorization": "Basic YTpi"},
-            auth=False),
-    Hostile("SQL in the key", VALID, 401, "unauthorized",
-            {"Authorization": "Bearer ' OR '1'='1"}, auth=False),
-    Hostile("8 KiB key", VALID, 401, "unauthorized", {"Authorization": "Bearer " + "k" * 8192},
-            auth=False),
-    Hostile("key and a second token", VALID, 401, "unauthorized",
-            {"Authorization": "Bearer abc def"}, auth=False),
+    Hostile("empty bearer", VALID, 401, "unauthorized", {"Authorization": "Bearer"}, auth=False),
+    Hostile(
+        "basic scheme", VALID, 401, "unauthorized", {"Authorization": "Basic YTpi"}, auth=False
+    ),
+    Hostile(
+        "SQL in the key",
+        VALID,
+        401,
+        "unauthorized",
+        {"Authorization": "Bearer ' OR '1'='1"},
+        auth=False,
+    ),
+    Hostile(
+        "8 KiB key",
+        VALID,
+        401,
+        "unauthorized",
+        {"Authorization": "Bearer " + "k" * 8192},
+        auth=False,
+    ),
+    Hostile(
+        "key and a second token",
+        VALID,
+        401,
+        "unauthorized",
+        {"Authorization": "Bearer abc def"},
+        auth=False,
+    ),
     # oversized bodies
     Hostile("declared too large", b"x" * (MAX_BODY + 1), 413, "body_too_large"),
-    Hostile("streamed too large", lambda: b" " * (2 * MAX_BODY), 413, "body_too_large",
-            {"Transfer-Encoding": "chunked"}),
-    Hostile("too many events", lambda: b'{"events": [' + b",".join([b"{}"] * 1001) + b"]}",
-            413, "too_many_events"),
+    Hostile(
+        "streamed too large",
+        lambda: b" " * (2 * MAX_BODY),
+        413,
+        "body_too_large",
+        {"Transfer-Encoding": "chunked"},
+    ),
+    Hostile(
+        "too many events",
+        lambda: b'{"events": [' + b",".join([b"{}"] * 1001) + b"]}",
+        413,
+        "too_many_events",
+    ),
     # what the router refuses
     Hostile("unknown path", VALID, 404, "not_found", path="/v1/event"),
     Hostile("wrong method", b"", 405, "method_not_allowed", method="GET"),
@@ -114,8 +150,14 @@ EVENT_LEVEL = [
 
 @pytest.fixture
 def hostile_target(kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path):
-    handle = make_collector(kafka_bootstrap, topic_names, tmp_path, max_body_bytes=MAX_BODY,
-                            rate_per_key=1000.0, burst_per_key=1000)
+    handle = make_collector(
+        kafka_bootstrap,
+        topic_names,
+        tmp_path,
+        max_body_bytes=MAX_BODY,
+        rate_per_key=1000.0,
+        burst_per_key=1000,
+    )
     try:
         yield handle
     finally:
@@ -128,17 +170,20 @@ def _send(client: httpx.Client, handle: CollectorHandle, case: Hostile) -> httpx
         headers["Authorization"] = f"Bearer {handle.key}"
     content = case.content()
     if headers.get("Transfer-Encoding") == "chunked":
+
         def chunks():  # no Content-Length: the collector must count while it reads
             for i in range(0, len(content), 16384):
-                yield content[i:i + 16384]
-        return client.request(case.method, f"{handle.url}{case.path}", content=chunks(),
-                              headers=headers)
-    return client.request(case.method, f"{handle.url}{case.path}", content=content,
-                          headers=headers)
+                yield content[i : i + 16384]
+
+        return client.request(
+            case.method, f"{handle.url}{case.path}", content=chunks(), headers=headers
+        )
+    return client.request(case.method, f"{handle.url}{case.path}", content=content, headers=headers)
 
 
 def test_every_hostile_request_gets_a_typed_4xx_quickly_and_valid_events_still_pass(
-        hostile_target: CollectorHandle) -> None:
+    hostile_target: CollectorHandle,
+) -> None:
     handle = hostile_target
     wrong = []
     with httpx.Client(timeout=10) as client:
@@ -157,11 +202,17 @@ def test_every_hostile_request_gets_a_typed_4xx_quickly_and_valid_events_still_p
                 wrong.append(f"{case.name}: answered in {took:.2f} s")
     assert not wrong, "\n".join(wrong)
     for raw, reason in EVENT_LEVEL:
-        answer = httpx.post(f"{handle.url}/v1/events", content=b'{"events": [' + raw + b"]}",
-                            headers={"Authorization": f"Bearer {handle.key}"}, timeout=10)
+        answer = httpx.post(
+            f"{handle.url}/v1/events",
+            content=b'{"events": [' + raw + b"]}",
+            headers={"Authorization": f"Bearer {handle.key}"},
+            timeout=10,
+        )
         result = answer.json()["results"][0]
-        assert (answer.status_code, result["status"], result["reason"]) == (200, 400, reason), \
-            (raw[:40], answer.json())
+        assert (answer.status_code, result["status"], result["reason"]) == (200, 400, reason), (
+            raw[:40],
+            answer.json(),
+        )
     event = valid_event()
     answer = handle.post([event])
     assert answer.status_code == 200 and answer.json()["accepted"] == 1
@@ -170,10 +221,12 @@ def test_every_hostile_request_gets_a_typed_4xx_quickly_and_valid_events_still_p
 
 
 def test_a_caller_request_id_is_kept_and_a_hostile_one_replaced(
-        hostile_target: CollectorHandle) -> None:
+    hostile_target: CollectorHandle,
+) -> None:
     kept = httpx.get(f"{hostile_target.url}/nope", headers={"X-Request-ID": "lb-1234-abcd"})
     assert kept.json()["request_id"] == "lb-1234-abcd" == kept.headers["x-request-id"]
-    hostile = httpx.get(f"{hostile_target.url}/nope",
-                        headers={"X-Request-ID": "<script>alert(1)</script>"})
+    hostile = httpx.get(
+        f"{hostile_target.url}/nope", headers={"X-Request-ID": "<script>alert(1)</script>"}
+    )
     assert hostile.json()["request_id"] != hostile.request.headers["x-request-id"]
     assert len(hostile.json()["request_id"]) == 32

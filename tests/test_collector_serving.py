@@ -19,10 +19,20 @@ def _kafka_error(text: str, code: int = KafkaError._MSG_TIMED_OUT) -> KafkaError
 
 
 async def _call(app: Any, method: str, path: str) -> tuple[int, bytes]:
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": method, "scheme": "http", "path": path, "raw_path": path.encode(),
-             "query_string": b"", "root_path": "", "headers": [], "client": ("127.0.0.1", 1),
-             "server": ("127.0.0.1", 2)}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+    }
     messages: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -78,13 +88,17 @@ def test_a_request_resolves_on_its_last_report_with_the_first_error() -> None:
 def test_a_refused_record_is_said_in_one_sentence() -> None:
     async def scenario() -> str | None:
         acks = _Acks(asyncio.get_running_loop(), 1)
-        acks.report(_kafka_error("Broker: Topic authorization failed",
-                                 KafkaError.TOPIC_AUTHORIZATION_FAILED))
+        acks.report(
+            _kafka_error(
+                "Broker: Topic authorization failed", KafkaError.TOPIC_AUTHORIZATION_FAILED
+            )
+        )
         await acks.future
         return acks.refused
 
     assert asyncio.run(scenario()) == (
-        "Kafka refuses an anonymous client to write topic ?: no ACL allows it.")
+        "Kafka refuses an anonymous client to write topic ?: no ACL allows it."
+    )
 
 
 def test_records_never_produced_count_as_reported() -> None:

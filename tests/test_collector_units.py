@@ -37,16 +37,30 @@ def test_valid_events_get_received_at_and_their_interaction_as_key() -> None:
 
 def test_each_invalid_event_goes_to_the_dlq_with_its_reason_alone() -> None:
     good, foreign = valid_event(), valid_event(org_id=OTHER_ORG)
-    events = [good, {**valid_event(), "typo": 1}, foreign, "text",
-              valid_event(received_at=RECEIVED)]
+    events = [
+        good,
+        {**valid_event(), "typo": 1},
+        foreign,
+        "text",
+        valid_event(received_at=RECEIVED),
+    ]
     result = plan(events)
     assert result.accepted == 1
     reasons = [(r["index"], r["status"], r.get("reason")) for r in result.results]
-    assert reasons == [(0, 202, None), (1, 400, "unknown_field"), (2, 403, "tenant_mismatch"),
-                       (3, 400, "not_object"), (4, 400, "forbidden_field")]
+    assert reasons == [
+        (0, 202, None),
+        (1, 400, "unknown_field"),
+        (2, 403, "tenant_mismatch"),
+        (3, 400, "not_object"),
+        (4, 400, "forbidden_field"),
+    ]
     dlq = [orjson.loads(r.value) for r in result.records if r.topic == "dlq"]
-    assert [d["reason"] for d in dlq] == ["unknown_field", "tenant_mismatch", "not_object",
-                                          "forbidden_field"]
+    assert [d["reason"] for d in dlq] == [
+        "unknown_field",
+        "tenant_mismatch",
+        "not_object",
+        "forbidden_field",
+    ]
     assert dlq[1]["raw"] == foreign and dlq[1]["org_id"] == ORG
     assert all(d["received_at"] == RECEIVED and "detail" in d and "field" in d for d in dlq)
     assert result.results[2]["event_id"] == foreign["event_id"]
@@ -58,18 +72,26 @@ def test_too_many_events_refuse_the_batch() -> None:
     assert (refused.value.status, refused.value.reason) == (413, BatchReason.too_many_events)
 
 
-@pytest.mark.parametrize("body, encoding, status, reason", [
-    (b"not json", None, 400, BatchReason.not_json),
-    (b'{"evts": []}', None, 400, BatchReason.bad_batch),
-    (b'[{"events": []}]', None, 400, BatchReason.bad_batch),
-    (b'{"events": []}', "br", 415, BatchReason.unsupported_encoding),
-    (b"\x1f\x8b garbage", "gzip", 400, BatchReason.bad_encoding),
-    (gzip.compress(b'{"events": []}')[:-6], "gzip", 400, BatchReason.bad_encoding),
-    (gzip.compress(b'{"events": [' + b"0," * 200 + b"0]}"), "gzip", 413,
-     BatchReason.body_too_large),
-])
-def test_malformed_bodies_are_refused_with_a_reason(body: bytes, encoding: str | None,
-                                                    status: int, reason: BatchReason) -> None:
+@pytest.mark.parametrize(
+    "body, encoding, status, reason",
+    [
+        (b"not json", None, 400, BatchReason.not_json),
+        (b'{"evts": []}', None, 400, BatchReason.bad_batch),
+        (b'[{"events": []}]', None, 400, BatchReason.bad_batch),
+        (b'{"events": []}', "br", 415, BatchReason.unsupported_encoding),
+        (b"\x1f\x8b garbage", "gzip", 400, BatchReason.bad_encoding),
+        (gzip.compress(b'{"events": []}')[:-6], "gzip", 400, BatchReason.bad_encoding),
+        (
+            gzip.compress(b'{"events": [' + b"0," * 200 + b"0]}"),
+            "gzip",
+            413,
+            BatchReason.body_too_large,
+        ),
+    ],
+)
+def test_malformed_bodies_are_refused_with_a_reason(
+    body: bytes, encoding: str | None, status: int, reason: BatchReason
+) -> None:
     with pytest.raises(BatchRefused) as refused:
         decode_body(body, encoding, max_bytes=300)
     assert (refused.value.status, refused.value.reason) == (status, reason)
@@ -82,15 +104,21 @@ def test_gzip_bodies_are_accepted() -> None:
 def test_encoded_events_are_planned_exactly_as_parsed_ones() -> None:
     """The collector's path (each event still encoded) and the parsed path agree event by event:
     the same results, the same records, the same DLQ entries."""
-    events = [valid_event(ts="2026-11-30T03:23:05.1+01:00"), {**valid_event(), "typo": 1},
-              valid_event(org_id=OTHER_ORG), "text", valid_event(received_at=RECEIVED),
-              {**valid_event(), "payload": {"mode": "agent", "x": [1, {"y": None}]}}]
+    events = [
+        valid_event(ts="2026-11-30T03:23:05.1+01:00"),
+        {**valid_event(), "typo": 1},
+        valid_event(org_id=OTHER_ORG),
+        "text",
+        valid_event(received_at=RECEIVED),
+        {**valid_event(), "payload": {"mode": "agent", "x": [1, {"y": None}]}},
+    ]
     body = orjson.dumps({"events": events})
     encoded = plan(decode_body(body, None, max_bytes=1 << 20))
     parsed = plan(orjson.loads(body)["events"])
     assert encoded.results == parsed.results and encoded.accepted == parsed.accepted == 1
-    assert [(r.topic, r.key, orjson.loads(r.value)) for r in encoded.records] == \
-        [(r.topic, r.key, orjson.loads(r.value)) for r in parsed.records]
+    assert [(r.topic, r.key, orjson.loads(r.value)) for r in encoded.records] == [
+        (r.topic, r.key, orjson.loads(r.value)) for r in parsed.records
+    ]
 
 
 def test_an_event_no_json_parser_reads_is_rejected_alone() -> None:
@@ -131,8 +159,9 @@ def test_rate_limit_is_per_key() -> None:
     assert limiter.check("a") is None
 
 
-def test_keys_create_prints_a_key_the_store_knows(tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_keys_create_prints_a_key_the_store_knows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     parser = argparse.ArgumentParser()
     register_collector(parser.add_subparsers())
     db = tmp_path / "k.sqlite"
@@ -146,8 +175,9 @@ def test_keys_create_prints_a_key_the_store_knows(tmp_path: Path,
     assert bad.func(bad) == 2
 
 
-def test_keys_are_listed_by_id_and_revoked_by_id(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_keys_are_listed_by_id_and_revoked_by_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     parser = argparse.ArgumentParser()
     register_collector(parser.add_subparsers())
     db = ["--db", str(tmp_path / "k.sqlite")]
@@ -169,8 +199,9 @@ def test_keys_are_listed_by_id_and_revoked_by_id(tmp_path: Path,
 
     assert rtrl("keys", "revoke", leaked_id[:6], *db)[0] == 2  # too short to be sure
     assert rtrl("keys", "revoke", "not-hex-at-all", *db)[0] == 2
-    assert rtrl("keys", "revoke", "0" * 12 if not leaked_id.startswith("0") else "f" * 12,
-                *db)[0] == 2  # no such key
+    assert (
+        rtrl("keys", "revoke", "0" * 12 if not leaked_id.startswith("0") else "f" * 12, *db)[0] == 2
+    )  # no such key
     code, out, _ = rtrl("keys", "revoke", leaked_id[:8], *db)
     assert code == 0 and leaked_id in out
     store = KeyStore(tmp_path / "k.sqlite")

@@ -28,8 +28,9 @@ DOCKERFILE = (REPO / "Dockerfile").read_text()
 
 
 def _requirements_module():
-    spec = importlib.util.spec_from_file_location("image_requirements",
-                                                  REPO / "docker" / "requirements.py")
+    spec = importlib.util.spec_from_file_location(
+        "image_requirements", REPO / "docker" / "requirements.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -61,7 +62,7 @@ def test_depends_on_names_defined_services_with_valid_conditions():
     conditions = {"service_started", "service_healthy", "service_completed_successfully"}
     for name, svc in SERVICES.items():
         deps = svc.get("depends_on", {})
-        for dep, how in (deps.items() if isinstance(deps, dict) else ((d, {}) for d in deps)):
+        for dep, how in deps.items() if isinstance(deps, dict) else ((d, {}) for d in deps):
             assert dep in SERVICES and dep != name, f"{name} depends on {dep}"
             assert how.get("condition", "service_started") in conditions
             if how.get("condition") == "service_healthy":
@@ -90,8 +91,9 @@ def test_the_services_image_has_no_torch_and_the_model_image_a_cpu_one():
     stages = {name: base for base, name in re.findall(r"^FROM (\S+) AS (\S+)$", DOCKERFILE, re.M)}
     assert stages == {"services": "python:3.11-slim", "model": "services"}
     services_stage, model_stage = DOCKERFILE.split("FROM services AS model")
-    assert "requirements.py services" in services_stage and "pip install . --no-deps" in \
-        services_stage
+    assert (
+        "requirements.py services" in services_stage and "pip install . --no-deps" in services_stage
+    )
     assert "requirements.py model" in model_stage
     assert f"--index-url {requirements.CPU_TORCH_INDEX}" in model_stage
     trainer = SERVICES["trainer"]

@@ -50,8 +50,10 @@ def timestamps(draw: st.DrawFn) -> str:
     local = moment + timedelta(minutes=minutes)
     digits = draw(st.integers(0, 9))
     fraction = f"{local.microsecond:06d}{draw(st.integers(0, 999)):03d}"[:digits]
-    zone = draw(st.sampled_from(["Z", "z", "+00:00", "-00:00"])) if minutes == 0 else (
-        f"{'+' if minutes > 0 else '-'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+    zone = (
+        draw(st.sampled_from(["Z", "z", "+00:00", "-00:00"]))
+        if minutes == 0
+        else (f"{'+' if minutes > 0 else '-'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}")
     )
     separator = draw(st.sampled_from("TTTt"))
     text = f"{local:%Y-%m-%d}{separator}{local:%H:%M:%S}"
@@ -99,9 +101,11 @@ def records(fields: dict[str, Field], required: tuple[str, ...]) -> st.SearchStr
     return st.fixed_dictionaries(
         {name: values(fields[name]) for name in required},
         optional={name: values(field) for name, field in fields.items() if name not in required},
-    ).flatmap(lambda record: st.permutations(list(record)).map(
-        lambda order: {name: record[name] for name in order}
-    ))
+    ).flatmap(
+        lambda record: st.permutations(list(record)).map(
+            lambda order: {name: record[name] for name in order}
+        )
+    )
 
 
 @st.composite
@@ -201,8 +205,12 @@ def mutated_events(draw: st.DrawFn) -> tuple[Raw, Origin]:
             origin = Origin.client if origin == Origin.collected else Origin.collected
     raw = serialize(event, draw(FORMS))
     if isinstance(raw, str | bytes) and draw(st.booleans()):
-        raw = duplicate_key(raw, draw(st.sampled_from(["type", "ts", "org_id", "event_id"])),
-                            draw(NASTY), first=draw(st.booleans()))
+        raw = duplicate_key(
+            raw,
+            draw(st.sampled_from(["type", "ts", "org_id", "event_id"])),
+            draw(NASTY),
+            first=draw(st.booleans()),
+        )
     return raw, origin
 
 

@@ -42,9 +42,22 @@ def served(tmp_path_factory: pytest.TempPathFactory, registry, kafka_bootstrap, 
     """One server for the module: each test uses interaction ids of its own."""
     tmp_path = tmp_path_factory.mktemp("serve")
     key = api_key(tmp_path / "keys.sqlite")
-    serve = Serve(["--registry", str(registry.root), "--db", str(tmp_path / "keys.sqlite"),
-                   "--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix,
-                   "--max-tokens", "10", "--no-follow"], tmp_path / "serve.log")
+    serve = Serve(
+        [
+            "--registry",
+            str(registry.root),
+            "--db",
+            str(tmp_path / "keys.sqlite"),
+            "--bootstrap",
+            kafka_bootstrap,
+            "--topic-prefix",
+            topic_names.prefix,
+            "--max-tokens",
+            "10",
+            "--no-follow",
+        ],
+        tmp_path / "serve.log",
+    )
     yield serve, openai.OpenAI(base_url=f"{serve.url}/v1", api_key=key, max_retries=0)
     serve.stop()
 
@@ -63,25 +76,45 @@ def test_openai_client_chat_completions_and_streams_are_rollouts(
         return {"X-Rtrl-Interaction-Id": i}
 
     raw = client.chat.completions.with_raw_response.create(
-        model="t-0000", messages=ASK, logprobs=True, temperature=0.8, top_p=0.9,
-        extra_headers=headers("chat-1"), extra_body={"return_token_ids": True})
+        model="t-0000",
+        messages=ASK,
+        logprobs=True,
+        temperature=0.8,
+        top_p=0.9,
+        extra_headers=headers("chat-1"),
+        extra_body={"return_token_ids": True},
+    )
     chat = raw.parse()
     assert raw.headers["x-rtrl-interaction-id"] == "chat-1"
     assert raw.headers["x-rtrl-checkpoint-id"] == "t-0000" and chat.model == "t-0000"
-    seen["chat-1"] = {"text": chat.choices[0].message.content,
-                      "logprobs": [t.logprob for t in chat.choices[0].logprobs.content],
-                      "ids": chat.choices[0].model_extra["token_ids"],
-                      "prompt": chat.model_extra["prompt_token_ids"], "t": 0.8, "p": 0.9}
+    seen["chat-1"] = {
+        "text": chat.choices[0].message.content,
+        "logprobs": [t.logprob for t in chat.choices[0].logprobs.content],
+        "ids": chat.choices[0].model_extra["token_ids"],
+        "prompt": chat.model_extra["prompt_token_ids"],
+        "t": 0.8,
+        "p": 0.9,
+    }
 
-    done = client.completions.create(model="t-0000", prompt="def mean(xs):", logprobs=0,
-                                     max_tokens=6, extra_headers=headers("cmpl-1"),
-                                     extra_body={"return_token_ids": True})
-    seen["cmpl-1"] = {"text": done.choices[0].text,
-                      "logprobs": done.choices[0].logprobs.token_logprobs,
-                      "ids": done.choices[0].model_extra["token_ids"], "t": 1.0, "p": 1.0}
+    done = client.completions.create(
+        model="t-0000",
+        prompt="def mean(xs):",
+        logprobs=0,
+        max_tokens=6,
+        extra_headers=headers("cmpl-1"),
+        extra_body={"return_token_ids": True},
+    )
+    seen["cmpl-1"] = {
+        "text": done.choices[0].text,
+        "logprobs": done.choices[0].logprobs.token_logprobs,
+        "ids": done.choices[0].model_extra["token_ids"],
+        "t": 1.0,
+        "p": 1.0,
+    }
 
-    stream = client.chat.completions.create(model="t-0000", messages=ASK, stream=True,
-                                            logprobs=True, extra_headers=headers("chat-s"))
+    stream = client.chat.completions.create(
+        model="t-0000", messages=ASK, stream=True, logprobs=True, extra_headers=headers("chat-s")
+    )
     text, lps = "", []
     for chunk in stream:
         choice = chunk.choices[0]
@@ -89,12 +122,18 @@ def test_openai_client_chat_completions_and_streams_are_rollouts(
         lps += [t.logprob for t in (choice.logprobs.content if choice.logprobs else [])]
     seen["chat-s"] = {"text": text, "logprobs": lps, "t": 1.0, "p": 1.0}
 
-    stream = client.completions.create(model="t-0000", prompt="def clamp(", stream=True,
-                                       max_tokens=5, extra_headers=headers("cmpl-s"))
+    stream = client.completions.create(
+        model="t-0000",
+        prompt="def clamp(",
+        stream=True,
+        max_tokens=5,
+        extra_headers=headers("cmpl-s"),
+    )
     seen["cmpl-s"] = {"text": "".join(c.choices[0].text for c in stream), "t": 1.0, "p": 1.0}
 
-    got = {i: r for i, r in rollouts(kafka_bootstrap, topic_names.rollouts, None).items()
-           if i in seen}
+    got = {
+        i: r for i, r in rollouts(kafka_bootstrap, topic_names.rollouts, None).items() if i in seen
+    }
     assert set(got) == set(seen)
     policy = load_policy(registry, registry.get("t-0000"))
     for interaction, shown in seen.items():
@@ -120,11 +159,14 @@ def test_privacy_mode_is_served_not_recorded_and_keys_are_checked(served, kafka_
     serve, client = served
     before = serve.metrics()
     private = client.chat.completions.with_raw_response.create(
-        model="m", messages=ASK, extra_headers={"X-Rtrl-Privacy-Mode": "true",
-                                                "X-Rtrl-Interaction-Id": "private-1"})
+        model="m",
+        messages=ASK,
+        extra_headers={"X-Rtrl-Privacy-Mode": "true", "X-Rtrl-Interaction-Id": "private-1"},
+    )
     assert private.parse().choices[0].finish_reason in ("stop", "length")
-    client.chat.completions.create(model="m", messages=ASK,
-                                   extra_headers={"X-Rtrl-Interaction-Id": "public-1"})
+    client.chat.completions.create(
+        model="m", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": "public-1"}
+    )
     got = rollouts(kafka_bootstrap, topic_names.rollouts, None)
     assert "public-1" in got and "private-1" not in got
     after = serve.metrics()
@@ -136,8 +178,7 @@ def test_privacy_mode_is_served_not_recorded_and_keys_are_checked(served, kafka_
     assert more('rtrl_gateway_rollouts_total{outcome="recorded"}') == 1
 
     with pytest.raises(openai.AuthenticationError):
-        openai.OpenAI(base_url=f"{serve.url}/v1", api_key="rtrl_wrong",
-                      max_retries=0).models.list()
+        openai.OpenAI(base_url=f"{serve.url}/v1", api_key="rtrl_wrong", max_retries=0).models.list()
     assert [m.id for m in client.models.list()] == ["t-0000"]
     with pytest.raises(openai.BadRequestError, match="temperature"):
         client.chat.completions.create(model="m", messages=ASK, temperature=0)

@@ -45,14 +45,30 @@ def test_kafka_down_completions_served_rollouts_spooled_then_delivered(
         registry = CheckpointRegistry(tmp_path / "ckpt")
         register_base(registry, "t-0000", tiny_model)
         key = api_key(tmp_path / "keys.sqlite")
-        serve = Serve(["--registry", str(registry.root), "--db", str(tmp_path / "keys.sqlite"),
-                       "--bootstrap", bootstrap, "--topic-prefix", names.prefix, "--no-follow",
-                       "--max-tokens", "3", "--spool-max", str(SPOOL)], tmp_path / "serve.log")
+        serve = Serve(
+            [
+                "--registry",
+                str(registry.root),
+                "--db",
+                str(tmp_path / "keys.sqlite"),
+                "--bootstrap",
+                bootstrap,
+                "--topic-prefix",
+                names.prefix,
+                "--no-follow",
+                "--max-tokens",
+                "3",
+                "--spool-max",
+                str(SPOOL),
+            ],
+            tmp_path / "serve.log",
+        )
         client = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=key, max_retries=0)
 
         def ask(interaction: str) -> None:
-            done = client.completions.create(model="m", prompt="def mean(",
-                                             extra_headers={"X-Rtrl-Interaction-Id": interaction})
+            done = client.completions.create(
+                model="m", prompt="def mean(", extra_headers={"X-Rtrl-Interaction-Id": interaction}
+            )
             assert done.choices[0].finish_reason in ("stop", "length")
 
         for n in range(10):
@@ -76,7 +92,8 @@ def test_kafka_down_completions_served_rollouts_spooled_then_delivered(
         serve = None
         got = rollouts(bootstrap, names.rollouts, None)
         assert set(got) == {f"before-{n}" for n in range(10)} | {
-            f"during-{n}" for n in range(SPOOL)}
+            f"during-{n}" for n in range(SPOOL)
+        }
     finally:
         if serve is not None:
             serve.stop()

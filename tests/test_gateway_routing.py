@@ -26,36 +26,58 @@ ASK = [{"role": "user", "content": "Write `clamp(lo, hi)` in Python."}]
 
 def _serve(tmp: Path, registry, bootstrap: str, prefix: str, *extra: str) -> tuple[Serve, str]:
     key = api_key(tmp / "keys.sqlite")
-    return Serve(["--registry", str(registry.root), "--checkpoint", "t-0000", "--db",
-                  str(tmp / "keys.sqlite"), "--bootstrap", bootstrap, "--topic-prefix", prefix,
-                  *extra], tmp / "serve.log"), key
+    return Serve(
+        [
+            "--registry",
+            str(registry.root),
+            "--checkpoint",
+            "t-0000",
+            "--db",
+            str(tmp / "keys.sqlite"),
+            "--bootstrap",
+            bootstrap,
+            "--topic-prefix",
+            prefix,
+            *extra,
+        ],
+        tmp / "serve.log",
+    ), key
 
 
 def _scores(registry, checkpoint: str, batch: list[Rollout]) -> list[torch.Tensor]:
     policy = load_policy(registry, registry.get(checkpoint))
     with torch.no_grad():
-        return policy.score([list(r.prompt_ids) for r in batch],
-                            [list(r.completion_ids) for r in batch])
+        return policy.score(
+            [list(r.prompt_ids) for r in batch], [list(r.completion_ids) for r in batch]
+        )
 
 
 def test_a_checkpoint_announced_under_load_mixes_no_request(tmp_path, registry, kafka_bootstrap,
                                                             topic_names):  # fmt: skip
     newer = register_variant(registry, "t-0001", "t-0000", seed=7)
-    serve, key = _serve(tmp_path, registry, kafka_bootstrap, topic_names.prefix,
-                        "--max-batch", "4", "--max-tokens", "12")
+    serve, key = _serve(
+        tmp_path,
+        registry,
+        kafka_bootstrap,
+        topic_names.prefix,
+        "--max-batch",
+        "4",
+        "--max-tokens",
+        "12",
+    )
     client = openai.AsyncOpenAI(base_url=f"{serve.url}/v1", api_key=key, max_retries=0)
 
     async def ask(i: str) -> tuple[str, str, float]:
         raw = await client.chat.completions.with_raw_response.create(
-            model="m", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": i})
+            model="m", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": i}
+        )
         raw.parse()
         return i, raw.headers["x-rtrl-checkpoint-id"], time.monotonic()
 
     async def load() -> tuple[list, float, list]:
         first = [asyncio.create_task(ask(f"a-{n}")) for n in range(50)]
         await asyncio.sleep(0.3)
-        await asyncio.to_thread(publish_checkpoint, kafka_bootstrap, topic_names.checkpoints,
-                                newer)
+        await asyncio.to_thread(publish_checkpoint, kafka_bootstrap, topic_names.checkpoints, newer)
         announced = time.monotonic()
         answered = await asyncio.gather(*first)  # raises if one failed
         later: list = []
@@ -93,9 +115,19 @@ def test_a_split_is_even_sticky_and_stamped(tmp_path, registry, kafka_bootstrap,
     assert abs(arms.count("A") / len(users) - 0.5) <= 0.03
     assert arms == [split.assign(u).name for u in users]  # sticky
 
-    serve, key = _serve(tmp_path, registry, kafka_bootstrap, topic_names.prefix,
-                        "--max-tokens", "2", "--no-follow", "--experiment", "exp-1",
-                        "--arms", "A=current:50,B=t-0001:50")
+    serve, key = _serve(
+        tmp_path,
+        registry,
+        kafka_bootstrap,
+        topic_names.prefix,
+        "--max-tokens",
+        "2",
+        "--no-follow",
+        "--experiment",
+        "exp-1",
+        "--arms",
+        "A=current:50,B=t-0001:50",
+    )
     client = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=key, max_retries=0)
     expected: dict[str, tuple[str, str]] = {}
     try:
@@ -103,8 +135,10 @@ def test_a_split_is_even_sticky_and_stamped(tmp_path, registry, kafka_bootstrap,
             for k in range(2):
                 interaction = f"{user}-{k}"
                 raw = client.chat.completions.with_raw_response.create(
-                    model="m", messages=ASK, extra_headers={"X-Rtrl-User-Id": user,
-                                                            "X-Rtrl-Interaction-Id": interaction})
+                    model="m",
+                    messages=ASK,
+                    extra_headers={"X-Rtrl-User-Id": user, "X-Rtrl-Interaction-Id": interaction},
+                )
                 arm = split.assign(user)
                 assert raw.headers["x-rtrl-experiment"] == f"exp-1:{arm.name}"
                 checkpoint = "t-0000" if arm.checkpoint == "current" else arm.checkpoint
@@ -115,4 +149,5 @@ def test_a_split_is_even_sticky_and_stamped(tmp_path, registry, kafka_bootstrap,
     assert {a for a, _ in expected.values()} == {"A", "B"}
     got = rollouts(kafka_bootstrap, topic_names.rollouts, len(expected))
     assert {i: (r.experiment, r.checkpoint_id) for i, r in got.items()} == {
-        i: (Experiment("exp-1", arm), ckpt) for i, (arm, ckpt) in expected.items()}
+        i: (Experiment("exp-1", arm), ckpt) for i, (arm, ckpt) in expected.items()
+    }

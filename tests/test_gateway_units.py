@@ -20,8 +20,7 @@ PARAMS = SamplingParams(max_tokens=5)
 def test_concurrent_requests_are_one_batch_and_checkpoints_never_mix(registry):
     old = load_policy(registry, registry.get("t-0000"))
     new = load_policy(registry, register_variant(registry, "t-0001", "t-0000", seed=5))
-    prompts = [old.chat_prompt([{"role": "user", "content": f"Write `f{n}(x)`"}])
-               for n in range(6)]
+    prompts = [old.chat_prompt([{"role": "user", "content": f"Write `f{n}(x)`"}]) for n in range(6)]
     batcher = Batcher(seed=1, max_batch=16, max_wait_s=0.3)
     try:
         futures = [batcher.submit(old if n % 2 else new, prompts[n], PARAMS) for n in range(6)]

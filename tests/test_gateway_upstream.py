@@ -25,20 +25,44 @@ ASK = [{"role": "user", "content": "Write `reverse(xs)` in Python."}]
 def test_upstream_mode_records_loads_adapters_and_refuses_what_lacks_logprobs(
         tmp_path, registry, kafka_bootstrap, topic_names):  # fmt: skip
     key = api_key(tmp_path / "keys.sqlite")
-    common = ["--registry", str(registry.root), "--checkpoint", "t-0000", "--db",
-              str(tmp_path / "keys.sqlite"), "--bootstrap", kafka_bootstrap]
+    common = [
+        "--registry",
+        str(registry.root),
+        "--checkpoint",
+        "t-0000",
+        "--db",
+        str(tmp_path / "keys.sqlite"),
+        "--bootstrap",
+        kafka_bootstrap,
+    ]
     backend = ["--no-record", "--no-follow", "--max-tokens", "8"]
     env = {"RTRL_UPSTREAM_API_KEY": key}
     upstreams: list[Serve] = []
     fronts: list[Serve] = []
     try:  # all four start at once: a front needs its upstream only for its first request
         for n, hide in enumerate(([], ["--hide-logprobs"])):
-            upstreams.append(Serve([*common, *backend, *hide], tmp_path / f"up-{n}.log",
-                                   wait=False))
-            fronts.append(Serve([*common, "--topic-prefix", topic_names.prefix, "--upstream",
-                                 upstreams[-1].url, "--upstream-model", "base", "--adapter-dir",
-                                 str(tmp_path / f"adapters-{n}"), *(["--no-follow"] if n else [])],
-                                tmp_path / f"front-{n}.log", env=env, wait=False))
+            upstreams.append(
+                Serve([*common, *backend, *hide], tmp_path / f"up-{n}.log", wait=False)
+            )
+            fronts.append(
+                Serve(
+                    [
+                        *common,
+                        "--topic-prefix",
+                        topic_names.prefix,
+                        "--upstream",
+                        upstreams[-1].url,
+                        "--upstream-model",
+                        "base",
+                        "--adapter-dir",
+                        str(tmp_path / f"adapters-{n}"),
+                        *(["--no-follow"] if n else []),
+                    ],
+                    tmp_path / f"front-{n}.log",
+                    env=env,
+                    wait=False,
+                )
+            )
         for server in [*upstreams, *fronts]:
             server.wait_ready()
         front, hidden_front = fronts
@@ -46,15 +70,24 @@ def test_upstream_mode_records_loads_adapters_and_refuses_what_lacks_logprobs(
 
         def chat(i: str, **kw):
             raw = client.chat.completions.with_raw_response.create(
-                model="m", messages=ASK, logprobs=True,
-                extra_headers={"X-Rtrl-Interaction-Id": i}, **kw)
+                model="m",
+                messages=ASK,
+                logprobs=True,
+                extra_headers={"X-Rtrl-Interaction-Id": i},
+                **kw,
+            )
             return raw.headers["x-rtrl-checkpoint-id"], raw.parse()
 
         served = {"u-chat": chat("u-chat")}
-        text = client.completions.create(model="m", prompt="def reverse(", max_tokens=5,
-                                         extra_headers={"X-Rtrl-Interaction-Id": "u-cmpl"})
+        text = client.completions.create(
+            model="m",
+            prompt="def reverse(",
+            max_tokens=5,
+            extra_headers={"X-Rtrl-Interaction-Id": "u-cmpl"},
+        )
         stream = client.chat.completions.create(
-            model="m", messages=ASK, stream=True, extra_headers={"X-Rtrl-Interaction-Id": "u-s"})
+            model="m", messages=ASK, stream=True, extra_headers={"X-Rtrl-Interaction-Id": "u-s"}
+        )
         streamed = "".join(c.choices[0].delta.content or "" for c in stream)
 
         # a LoRA checkpoint promoted: loaded into the upstream, served by name
@@ -69,15 +102,20 @@ def test_upstream_mode_records_loads_adapters_and_refuses_what_lacks_logprobs(
         full = register_variant(registry, "t-0002", "t-0001", seed=4)
         publish_checkpoint(kafka_bootstrap, topic_names.checkpoints, full)
         deadline = time.monotonic() + 30
-        while front.metrics().get('rtrl_gateway_checkpoints_not_loaded_total'
-                                  '{reason="full_weights"}', 0) < 1:
+        while (
+            front.metrics().get(
+                'rtrl_gateway_checkpoints_not_loaded_total{reason="full_weights"}', 0
+            )
+            < 1
+        ):
             assert time.monotonic() < deadline
             time.sleep(0.5)
         assert chat("u-after-full")[0] == "t-0001"
 
         hidden = openai.OpenAI(base_url=f"{hidden_front.url}/v1", api_key=key, max_retries=0)
         answer = hidden.chat.completions.create(
-            model="m", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": "u-hidden"})
+            model="m", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": "u-hidden"}
+        )
         assert answer.choices[0].message.content is not None
         hidden_counts = hidden_front.metrics()
     finally:
@@ -90,18 +128,23 @@ def test_upstream_mode_records_loads_adapters_and_refuses_what_lacks_logprobs(
     assert hidden_counts['rtrl_gateway_rollouts_total{outcome="refused"}'] == 1
     policies = {c: load_policy(registry, registry.get(c)) for c in ("t-0000", "t-0001")}
     tokenizer = policies["t-0000"].tokenizer
-    shown = {"u-chat": served["u-chat"][1].choices[0].message.content,
-             "u-lora": served["u-lora"][1].choices[0].message.content,
-             "u-cmpl": text.choices[0].text, "u-s": streamed}
+    shown = {
+        "u-chat": served["u-chat"][1].choices[0].message.content,
+        "u-lora": served["u-lora"][1].choices[0].message.content,
+        "u-cmpl": text.choices[0].text,
+        "u-s": streamed,
+    }
     for interaction, want in shown.items():
         rollout = got[interaction]
         checkpoint = "t-0001" if interaction == "u-lora" else "t-0000"
         assert rollout.checkpoint_id == checkpoint
         assert tokenizer.decode(list(rollout.completion_ids), skip_special_tokens=True) == want
         with torch.no_grad():
-            scored = policies[checkpoint].score([list(rollout.prompt_ids)],
-                                                [list(rollout.completion_ids)],
-                                                rollout.sampling.temperature)[0]
+            scored = policies[checkpoint].score(
+                [list(rollout.prompt_ids)],
+                [list(rollout.completion_ids)],
+                rollout.sampling.temperature,
+            )[0]
         assert torch.allclose(scored, torch.tensor(rollout.logprobs), atol=1e-4), interaction
     assert got["u-lora"].sampling.temperature == 0.7
     for interaction in ("u-chat", "u-lora"):

@@ -13,8 +13,12 @@ import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = sorted(p.rstrip("*") for p in tomllib.loads((REPO / "pyproject.toml").read_text())
-                  ["tool"]["setuptools"]["packages"]["find"]["include"])
+PACKAGES = sorted(
+    p.rstrip("*")
+    for p in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"][
+        "find"
+    ]["include"]
+)
 
 
 def module_files() -> dict[str, Path]:

@@ -21,8 +21,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def rtrl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rtrl.cli", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "rtrl.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_help_lists_every_registered_subcommand():
@@ -36,8 +41,16 @@ def test_help_lists_every_registered_subcommand():
 
 def test_topics_apply_twice_changes_nothing_the_second_time(kafka_bootstrap):
     prefix = f"cli{uuid.uuid4().hex[:8]}."
-    args = ("topics", "apply", "--bootstrap", kafka_bootstrap, "--topic-prefix", prefix,
-            "--replication", "1")
+    args = (
+        "topics",
+        "apply",
+        "--bootstrap",
+        kafka_bootstrap,
+        "--topic-prefix",
+        prefix,
+        "--replication",
+        "1",
+    )
     first, second = rtrl(*args), rtrl(*args)
     assert first.returncode == 0, first.stderr
     assert second.returncode == 0, second.stderr

@@ -20,8 +20,11 @@ def _produce(bootstrap: str, topic: str, items: list[tuple[bytes, bytes | None]]
 
 def test_the_latest_value_of_each_key_and_tombstones_remove(kafka_bootstrap, topic_names):
     topic = topic_names.batches  # compacted
-    _produce(kafka_bootstrap, topic, [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1"),
-                                      (b"c", None)])
+    _produce(
+        kafka_bootstrap,
+        topic,
+        [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1"), (b"c", None)],
+    )
     assert read_latest(kafka_bootstrap, topic) == {b"a": b"2", b"b": b"1"}
 
 

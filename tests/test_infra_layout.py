@@ -36,7 +36,8 @@ def test_server_properties_of_a_three_node_cluster():
     assert p["process.roles"] == "broker,controller"
     assert p["node.id"] == "2"
     assert p["controller.quorum.voters"] == (
-        "1@127.0.0.1:20003,2@127.0.0.1:20004,3@127.0.0.1:20005")
+        "1@127.0.0.1:20003,2@127.0.0.1:20004,3@127.0.0.1:20005"
+    )
     assert p["listeners"] == "PLAINTEXT://127.0.0.1:20001,CONTROLLER://127.0.0.1:20004"
     assert p["advertised.listeners"] == "PLAINTEXT://127.0.0.1:20001"
     assert p["log.dirs"] == "/d/node-1/data"

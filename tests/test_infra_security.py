@@ -39,19 +39,34 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, certs.Identity]
 
 def _sasl_ssl(pki: tuple[Path, certs.Identity]) -> KafkaSecurity:
     ca, mine = pki
-    return KafkaSecurity(protocol="SASL_SSL", username="sink", password=SECRET, ca_file=ca,
-                         cert_file=mine.cert, key_file=mine.key)
+    return KafkaSecurity(
+        protocol="SASL_SSL",
+        username="sink",
+        password=SECRET,
+        ca_file=ca,
+        cert_file=mine.cert,
+        key_file=mine.key,
+    )
 
 
 def test_environment_variables_set_every_field(pki) -> None:
     ca, mine = pki
-    security = security_from({
-        "RTRL_KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "RTRL_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
-        "RTRL_KAFKA_SASL_USERNAME": "sink", "RTRL_KAFKA_SASL_PASSWORD": SECRET,
-        "RTRL_KAFKA_SSL_CA": str(ca), "RTRL_KAFKA_SSL_CERT": str(mine.cert),
-        "RTRL_KAFKA_SSL_KEY": str(mine.key)})
+    security = security_from(
+        {
+            "RTRL_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "RTRL_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
+            "RTRL_KAFKA_SASL_USERNAME": "sink",
+            "RTRL_KAFKA_SASL_PASSWORD": SECRET,
+            "RTRL_KAFKA_SSL_CA": str(ca),
+            "RTRL_KAFKA_SSL_CERT": str(mine.cert),
+            "RTRL_KAFKA_SSL_KEY": str(mine.key),
+        }
+    )
     assert (security.protocol, security.sasl_mechanism, security.username) == (
-        "SASL_SSL", "SCRAM-SHA-256", "sink")
+        "SASL_SSL",
+        "SCRAM-SHA-256",
+        "sink",
+    )
     assert security.password is not None and security.password.get_secret_value() == SECRET
     assert (security.ca_file, security.cert_file, security.key_file) == (ca, mine.cert, mine.key)
 
@@ -60,9 +75,13 @@ def test_a_file_with_relative_paths_and_the_environment_over_it(pki, tmp_path: P
     ca, mine = pki
     for path in (ca, mine.cert, mine.key):
         (tmp_path / path.name).write_bytes(path.read_bytes())
-    relative = _sasl_ssl(pki).model_copy(update={"ca_file": Path(ca.name),
-                                                 "cert_file": Path(mine.cert.name),
-                                                 "key_file": Path(mine.key.name)})
+    relative = _sasl_ssl(pki).model_copy(
+        update={
+            "ca_file": Path(ca.name),
+            "cert_file": Path(mine.cert.name),
+            "key_file": Path(mine.key.name),
+        }
+    )
     settings = tmp_path / "sink.toml"
     settings.write_text(security_file_text(relative))
     from_file = security_from({CONFIG_ENV: str(settings)})
@@ -76,8 +95,12 @@ def test_incomplete_or_missing_settings_are_refused_by_name(tmp_path: Path) -> N
     with pytest.raises(KafkaSecurityError, match="does not exist"):
         security_from({CONFIG_ENV: str(tmp_path / "none.toml")})
     with pytest.raises(KafkaSecurityError, match="ca_file"):
-        security_from({"RTRL_KAFKA_SECURITY_PROTOCOL": "SSL",
-                       "RTRL_KAFKA_SSL_CA": str(tmp_path / "missing.pem")})
+        security_from(
+            {
+                "RTRL_KAFKA_SECURITY_PROTOCOL": "SSL",
+                "RTRL_KAFKA_SSL_CA": str(tmp_path / "missing.pem"),
+            }
+        )
     with pytest.raises(ValidationError, match="needs a username and a password"):
         security_from({"RTRL_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"})
     with pytest.raises(ValidationError, match="TLS files are set but the protocol is PLAINTEXT"):
@@ -90,8 +113,14 @@ def test_no_secret_in_a_repr_a_log_line_or_an_error(pki, caplog) -> None:
     logging.getLogger("t").info("kafka: %s / %r / %s", security.describe(), security, security)
     with pytest.raises(ValidationError) as refused:
         KafkaSecurity(protocol="SASL_SSL", username="u", password=SECRET, cert_file="x.pem")
-    for text in (repr(security), str(security), security.describe(), caplog.text,
-                 str(refused.value), explain(refused.value)):
+    for text in (
+        repr(security),
+        str(security),
+        security.describe(),
+        caplog.text,
+        str(refused.value),
+        explain(refused.value),
+    ):
         assert SECRET not in text and SECRET[-6:] not in text, text
 
 
@@ -104,16 +133,24 @@ def test_each_library_gets_the_same_identity(pki) -> None:
     assert conf["acks"] == "all" and conf["enable.idempotence"] is True
     consumer = manual_commit_consumer("h:1", "g", security)
     assert consumer["ssl.ca.location"] == str(pki[0]) and consumer["enable.auto.commit"] is False
-    assert client("h:1", KafkaSecurity()) == {"bootstrap.servers": "h:1",
-                                              "security.protocol": "PLAINTEXT"}
+    assert client("h:1", KafkaSecurity()) == {
+        "bootstrap.servers": "h:1",
+        "security.protocol": "PLAINTEXT",
+    }
     aio = aiokafka_options("h:1", security=security)
     assert (aio["security_protocol"], aio["sasl_mechanism"], aio["sasl_plain_password"]) == (
-        "SASL_SSL", "SCRAM-SHA-512", SECRET)
+        "SASL_SSL",
+        "SCRAM-SHA-512",
+        SECRET,
+    )
     assert isinstance(aio["ssl_context"], ssl.SSLContext)
     assert aio["ssl_context"].verify_mode == ssl.CERT_REQUIRED and aio["ssl_context"].check_hostname
     faust = faust_options("a:1,b:2", security=security)
     credentials = faust["broker_credentials"]
     assert faust["broker"] == ["kafka://a:1", "kafka://b:2"]
     assert (credentials.protocol.value, credentials.mechanism.value, credentials.username) == (
-        "SASL_SSL", "SCRAM-SHA-512", "sink")
+        "SASL_SSL",
+        "SCRAM-SHA-512",
+        "sink",
+    )
     assert credentials.ssl_context is not None

@@ -46,8 +46,9 @@ def _records() -> list[tuple[str, dict]]:
     return out
 
 
-def _assert_keyed_and_ordered(got: list[tuple[str, dict, int]],
-                              sent: list[tuple[str, dict]]) -> None:
+def _assert_keyed_and_ordered(
+    got: list[tuple[str, dict, int]], sent: list[tuple[str, dict]]
+) -> None:
     """``got`` is (key, value, partition) in consumption order."""
     assert sorted((k, v["n"]) for k, v, _ in got) == sorted((k, v["n"]) for k, v in sent)
     assert {(k, orjson.dumps(v)) for k, v, _ in got} == {(k, orjson.dumps(v)) for k, v in sent}
@@ -65,12 +66,17 @@ def _assert_keyed_and_ordered(got: list[tuple[str, dict, int]],
 def test_confluent_round_trip_keeps_keys_values_and_order(kafka_bootstrap):
     topic = _new_topic(kafka_bootstrap)
     sent = _records()
-    p = Producer(client(kafka_bootstrap, **{"enable.idempotence": True, "acks": "all",
-                                            "linger.ms": 5}))
+    p = Producer(
+        client(kafka_bootstrap, **{"enable.idempotence": True, "acks": "all", "linger.ms": 5})
+    )
     errors: list = []
     for k, v in sent:
-        p.produce(topic, key=k.encode(), value=orjson.dumps(v),
-                  on_delivery=lambda err, _m: err and errors.append(err))
+        p.produce(
+            topic,
+            key=k.encode(),
+            value=orjson.dumps(v),
+            on_delivery=lambda err, _m: err and errors.append(err),
+        )
     assert p.flush(30) == 0 and not errors
     msgs = drain(kafka_bootstrap, topic, expected=N, timeout=30)
     got = [(m.key().decode(), orjson.loads(m.value()), m.partition()) for m in msgs]
@@ -78,17 +84,24 @@ def test_confluent_round_trip_keeps_keys_values_and_order(kafka_bootstrap):
 
 
 async def _aiokafka_round_trip(bootstrap: str, topic: str, sent: list[tuple[str, dict]]):
-    producer = AIOKafkaProducer(**aiokafka_options(bootstrap), acks="all",
-                                enable_idempotence=True, linger_ms=5)
+    producer = AIOKafkaProducer(
+        **aiokafka_options(bootstrap), acks="all", enable_idempotence=True, linger_ms=5
+    )
     await producer.start()
     try:
-        futures = [await producer.send(topic, key=k.encode(), value=orjson.dumps(v))
-                   for k, v in sent]
+        futures = [
+            await producer.send(topic, key=k.encode(), value=orjson.dumps(v)) for k, v in sent
+        ]
         metas = await asyncio.gather(*futures)
     finally:
         await producer.stop()
-    consumer = AIOKafkaConsumer(topic, **aiokafka_options(bootstrap), group_id=None,
-                                auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        topic,
+        **aiokafka_options(bootstrap),
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     await consumer.start()
     got: list[tuple[str, dict, int]] = []
     try:

@@ -71,8 +71,12 @@ def _send_all(producer: Producer, on_kill) -> tuple[list[tuple[int, int]], list[
             on_kill()
         while True:
             try:
-                producer.produce(TOPIC, value=orjson.dumps({"n": n}), partition=n % PARTITIONS,
-                                 on_delivery=report)
+                producer.produce(
+                    TOPIC,
+                    value=orjson.dumps({"n": n}),
+                    partition=n % PARTITIONS,
+                    on_delivery=report,
+                )
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -86,8 +90,10 @@ def _send_all(producer: Producer, on_kill) -> tuple[list[tuple[int, int]], list[
 def _read_all(bootstrap: str) -> dict[int, list[int]]:
     c = Consumer(client(bootstrap, **{"group.id": "verify", "enable.auto.commit": False}))
     try:
-        ends = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=20)[1]
-                for p in range(PARTITIONS)}
+        ends = {
+            p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=20)[1]
+            for p in range(PARTITIONS)
+        }
         c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
         got: dict[int, list[int]] = defaultdict(list)
         deadline = time.monotonic() + 60

@@ -41,12 +41,27 @@ class ProbeWorker:
         self.data_dir = work / "store"
         self.log_path = work / f"worker-{run}.log"
         self.snapshot.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "tests.faust_probe_app", "--broker", bootstrap,
-               "--app-id", app_id, "--topic", topic, "--partitions", str(PARTITIONS),
-               "--data-dir", str(self.data_dir), "--snapshot", str(self.snapshot)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tests.faust_probe_app",
+            "--broker",
+            bootstrap,
+            "--app-id",
+            app_id,
+            "--topic",
+            topic,
+            "--partitions",
+            str(PARTITIONS),
+            "--data-dir",
+            str(self.data_dir),
+            "--snapshot",
+            str(self.snapshot),
+        ]
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
 
     def counts(self) -> dict[str, int] | None:
         try:
@@ -96,8 +111,12 @@ def _committed(bootstrap: str, group: str, topic: str) -> int:
 
 def _produce(bootstrap: str, topic: str, start: int, n: int) -> Counter:
     keys = [KEYS[(i * 3) % len(KEYS)] for i in range(start, start + n)]
-    produce_json(bootstrap, topic, [{"i": i, "key": k} for i, k in enumerate(keys, start)],
-                 key=lambda v: v["key"])
+    produce_json(
+        bootstrap,
+        topic,
+        [{"i": i, "key": k} for i, k in enumerate(keys, start)],
+        key=lambda v: v["key"],
+    )
     return Counter(keys)
 
 

@@ -21,15 +21,26 @@ def server() -> Iterator[ScriptedCollector]:
 
 
 def make_client(url: str, on_rejected: Any = None, **overrides: Any) -> Client:
-    settings: dict[str, Any] = {"endpoint": url, "api_key": "rtrl_test", "org_id": ORG,
-                                "flush_interval_s": 0.05}
+    settings: dict[str, Any] = {
+        "endpoint": url,
+        "api_key": "rtrl_test",
+        "org_id": ORG,
+        "flush_interval_s": 0.05,
+    }
     settings.update(overrides)
     return Client(SdkConfig(**settings), on_rejected=on_rejected)
 
 
 def emit_one(client: Client, interaction_id: str = "i-1", **fields: Any) -> EmitResult:
-    return client.emit("edit.accepted", interaction_id, {"edit_id": "e-1"}, session_id="s-1",
-                       user_id="u-1", checkpoint_id="ck-1", **fields)
+    return client.emit(
+        "edit.accepted",
+        interaction_id,
+        {"edit_id": "e-1"},
+        session_id="s-1",
+        user_id="u-1",
+        checkpoint_id="ck-1",
+        **fields,
+    )
 
 
 def test_emit_answers_instead_of_raising(server: ScriptedCollector) -> None:
@@ -145,7 +156,6 @@ def test_sender_restarts_in_a_forked_child(server: ScriptedCollector) -> None:
         assert os.waitstatus_to_exitcode(status) == 0
         emit_one(client, event_id="parent-after-fork")
         assert client.flush(5) == 0
-        assert sorted(server.received_ids()) == ["from-child", "from-parent",
-                                                 "parent-after-fork"]
+        assert sorted(server.received_ids()) == ["from-child", "from-parent", "parent-after-fork"]
     finally:
         client.close(1)

@@ -21,17 +21,28 @@ N = 300
 
 
 def sdk_config(url: str, key: str, spool: Path, **overrides: Any) -> SdkConfig:
-    settings: dict[str, Any] = {"endpoint": url, "api_key": key, "org_id": ORG,
-                                "spool_path": spool, "flush_interval_s": 0.05,
-                                "batch_max_events": 50}
+    settings: dict[str, Any] = {
+        "endpoint": url,
+        "api_key": key,
+        "org_id": ORG,
+        "spool_path": spool,
+        "flush_interval_s": 0.05,
+        "batch_max_events": 50,
+    }
     settings.update(overrides)
     return SdkConfig(**settings)
 
 
 def emit_interactions(client: Client, prefix: str, n: int) -> None:
     for i in range(n):
-        client.emit("interaction.started", f"{prefix}-{i}", {"mode": "agent"},
-                    session_id="s-1", user_id="u-1", checkpoint_id="ck-1")
+        client.emit(
+            "interaction.started",
+            f"{prefix}-{i}",
+            {"mode": "agent"},
+            session_id="s-1",
+            user_id="u-1",
+            checkpoint_id="ck-1",
+        )
 
 
 def assert_each_once_with_one_id(events: list[dict[str, Any]], prefix: str, n: int) -> None:
@@ -46,12 +57,15 @@ def assert_each_once_with_one_id(events: list[dict[str, Any]], prefix: str, n: i
 
 
 def _all_seen(prefix: str, n: int):
-    return lambda events: len({e["interaction_id"] for e in events
-                               if e["interaction_id"].startswith(prefix + "-")}) >= n
+    return lambda events: (
+        len({e["interaction_id"] for e in events if e["interaction_id"].startswith(prefix + "-")})
+        >= n
+    )
 
 
 def test_events_emitted_while_the_collector_is_down_arrive_later(
-        collector: CollectorHandle, kafka_bootstrap: str, tmp_path: Path) -> None:
+    collector: CollectorHandle, kafka_bootstrap: str, tmp_path: Path
+) -> None:
     collector.running.stop()
     client = Client(sdk_config(collector.url, collector.key, tmp_path / "spool.sqlite"))
     try:
@@ -84,10 +98,15 @@ time.sleep(60)
 
 
 def test_a_process_killed_with_sigkill_leaves_a_spool_the_next_one_delivers(
-        collector: CollectorHandle, kafka_bootstrap: str, tmp_path: Path) -> None:
+    collector: CollectorHandle, kafka_bootstrap: str, tmp_path: Path
+) -> None:
     spool = tmp_path / "spool.sqlite"
-    child = subprocess.Popen([sys.executable, "-c", EMITTER, collector.url, collector.key,
-                              str(spool), str(N)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", EMITTER, collector.url, collector.key, str(spool), str(N)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "spooled"
     finally:

@@ -50,7 +50,8 @@ def test_the_distribution_pins_what_the_platform_pins() -> None:
 
 
 def test_a_fresh_venv_with_only_rtrl_sdk_emits_to_the_collector(
-        collector: CollectorHandle, kafka_bootstrap: str, tmp_path: Path) -> None:
+    collector: CollectorHandle, kafka_bootstrap: str, tmp_path: Path
+) -> None:
     # Built from a copy, so no build/ or egg-info lands in the repository's tree.
     source = tmp_path / "src" / "ingest"
     skip = shutil.ignore_patterns("__pycache__", "build", "*.egg-info")
@@ -59,23 +60,36 @@ def test_a_fresh_venv_with_only_rtrl_sdk_emits_to_the_collector(
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "install", "--quiet", str(source / "sdk-py")],
-                   check=True, timeout=600)
-    listed = subprocess.run([python, "-m", "pip", "list", "--format", "json"], check=True,
-                            capture_output=True, text=True).stdout
+    subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", str(source / "sdk-py")], check=True, timeout=600
+    )
+    listed = subprocess.run(
+        [python, "-m", "pip", "list", "--format", "json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     installed = {p["name"].lower().replace("_", "-") for p in json.loads(listed)}
     print("installed:", sorted(installed))
     assert "rtrl-sdk" in installed and {"httpx", "orjson", "msgspec"} <= installed
     assert not installed & HEAVY, installed & HEAVY
     assert "rtrl" not in installed and len(installed) < 20
 
-    run = subprocess.run([python, "-c", EMIT, collector.url, collector.key, ORG, str(N)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [python, "-c", EMIT, collector.url, collector.key, ORG, str(N)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     answer = json.loads(run.stdout)
     assert answer["file"].startswith(str(venv))  # the installed copy, not the repository's
     assert answer["has_collector"] is False  # the SDK and the contract only
     assert answer["statuses"] == ["queued"] and answer["left"] == 0 and answer["sent"] == N
-    events = drain_until(kafka_bootstrap, collector.names.events,
-                         lambda got: len({e["interaction_id"] for e in got}) >= N)
+    events = drain_until(
+        kafka_bootstrap,
+        collector.names.events,
+        lambda got: len({e["interaction_id"] for e in got}) >= N,
+    )
     assert {e["interaction_id"] for e in events} == {f"dist-{i}" for i in range(N)}

@@ -11,8 +11,10 @@ from ingest.sdk.spool import ENTRY_OVERHEAD_BYTES
 
 
 def spools(tmp_path: Path, max_events: int, max_bytes: int) -> list[Spool]:
-    return [MemorySpool(max_events, max_bytes),
-            SqliteSpool(tmp_path / "spool.sqlite", max_events, max_bytes)]
+    return [
+        MemorySpool(max_events, max_bytes),
+        SqliteSpool(tmp_path / "spool.sqlite", max_events, max_bytes),
+    ]
 
 
 @pytest.mark.parametrize("kind", [0, 1], ids=["memory", "sqlite"])

@@ -20,12 +20,15 @@ N = 300
 
 
 def _all_seen(prefix: str, n: int) -> Any:
-    return lambda events: len({e["interaction_id"] for e in events
-                               if e["interaction_id"].startswith(prefix + "-")}) >= n
+    return lambda events: (
+        len({e["interaction_id"] for e in events if e["interaction_id"].startswith(prefix + "-")})
+        >= n
+    )
 
 
-def assert_each_arrived_with_its_id(events: list[dict[str, Any]], prefix: str, n: int,
-                                    chosen: dict[str, str]) -> None:
+def assert_each_arrived_with_its_id(
+    events: list[dict[str, Any]], prefix: str, n: int, chosen: dict[str, str]
+) -> None:
     ids_by_interaction: dict[str, set[str]] = defaultdict(set)
     for e in events:
         if e["interaction_id"].startswith(prefix + "-"):
@@ -40,7 +43,8 @@ def assert_each_arrived_with_its_id(events: list[dict[str, Any]], prefix: str, n
 
 
 def test_events_emitted_while_the_collector_is_down_arrive_later(
-        collector: CollectorHandle, kafka_bootstrap: str, tmp_path: Path) -> None:
+    collector: CollectorHandle, kafka_bootstrap: str, tmp_path: Path
+) -> None:
     collector.running.stop()
     emitter = NodeEmitter(collector.url, collector.key, tmp_path / "spool", "ts-outage", N)
     try:
@@ -60,7 +64,8 @@ def test_events_emitted_while_the_collector_is_down_arrive_later(
 
 
 def test_a_node_process_killed_with_sigkill_leaves_a_spool_the_next_one_delivers(
-        collector: CollectorHandle, kafka_bootstrap: str, tmp_path: Path) -> None:
+    collector: CollectorHandle, kafka_bootstrap: str, tmp_path: Path
+) -> None:
     spool = tmp_path / "spool"
     # Small batches: sending takes a while, so the kill finds work left in the spool.
     first = NodeEmitter(collector.url, collector.key, spool, "ts-killed", N, batch=2)

@@ -41,17 +41,24 @@ def test_the_package_serves_import_require_and_types_without_runtime_dependencie
     for condition in ("import", "require"):
         entry = package["exports"]["."][condition]
         assert (SDK_TS / entry["types"]).is_file() and (SDK_TS / entry["default"]).is_file()
-    check = ("const {Client, validateEvent} = %s; "
-             "const c = new Client({endpoint: 'http://127.0.0.1:9', apiKey: 'k', orgId: 'o', "
-             "closeOnExitMs: 0, logger: {debug() {}, warn() {}}}); "
-             "console.log(c.emit('edit.accepted', 'i', {edit_id: 'e'}, "
-             "{sessionId: 's', userId: 'u', checkpointId: 'c'}), typeof validateEvent); "
-             "c.close(10).then(() => process.exit(0));")
+    check = (
+        "const {Client, validateEvent} = %s; "
+        "const c = new Client({endpoint: 'http://127.0.0.1:9', apiKey: 'k', orgId: 'o', "
+        "closeOnExitMs: 0, logger: {debug() {}, warn() {}}}); "
+        "console.log(c.emit('edit.accepted', 'i', {edit_id: 'e'}, "
+        "{sessionId: 's', userId: 'u', checkpointId: 'c'}), typeof validateEvent); "
+        "c.close(10).then(() => process.exit(0));"
+    )
     cjs = node("-e", check % "require('@rtrl/sdk')", cwd=SDK_TS / "examples" / "vscode-extension")
-    esm = node("--input-type=module", "-e", check % "await import('@rtrl/sdk')",
-               cwd=SDK_TS / "examples" / "vscode-extension")
-    assert cjs.stdout.split() == esm.stdout.split() == ["queued", "function"], \
+    esm = node(
+        "--input-type=module",
+        "-e",
+        check % "await import('@rtrl/sdk')",
+        cwd=SDK_TS / "examples" / "vscode-extension",
+    )
+    assert cjs.stdout.split() == esm.stdout.split() == ["queued", "function"], (
         cjs.stderr + esm.stderr
+    )
     packed = npm("pack", "--dry-run", "--json")
     assert packed.returncode == 0, packed.stderr
     files = {f["path"] for f in json.loads(packed.stdout)[0]["files"]}
@@ -64,4 +71,4 @@ def test_the_example_vscode_extension_compiles_against_the_package() -> None:
     shutil.rmtree(example / "out", ignore_errors=True)
     built = npm("run", "build", cwd=example)
     assert built.returncode == 0, built.stdout + built.stderr
-    assert "require(\"@rtrl/sdk\")" in (example / "out" / "extension.js").read_text()
+    assert 'require("@rtrl/sdk")' in (example / "out" / "extension.js").read_text()

@@ -71,8 +71,9 @@ class Secured:
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    layout = ClusterLayout(tmp_path_factory.mktemp("secure-kafka"), port=free_port_block(2),
-                           secure=True)
+    layout = ClusterLayout(
+        tmp_path_factory.mktemp("secure-kafka"), port=free_port_block(2), secure=True
+    )
     bootstrap = broker.start(layout, default_cache_root(os.environ))
     try:
         found = Secured(layout, bootstrap)
@@ -83,9 +84,15 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
 
 
 def rtrl(secured: Secured, user: str, *args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "rtrl.cli", *args, "--bootstrap",
-                             secured.bootstrap], cwd=REPO, env=secured.env(user),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rtrl.cli", *args, "--bootstrap", secured.bootstrap],
+        cwd=REPO,
+        env=secured.env(user),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str, str]:
@@ -95,8 +102,9 @@ def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str, str]
 
 def read_all(secured: Secured, topic: str, expected: int, timeout: float = 90) -> list:
     """``topic``'s messages, read as the admin (the tests' own eyes, not a service's)."""
-    consumer = Consumer(manual_commit_consumer(secured.bootstrap, f"t-{time.time_ns()}",
-                                               secured.security("admin")))
+    consumer = Consumer(
+        manual_commit_consumer(secured.bootstrap, f"t-{time.time_ns()}", secured.security("admin"))
+    )
     consumer.subscribe([topic])
     got: list = []
     deadline = time.monotonic() + timeout
@@ -134,8 +142,12 @@ def _post_when_up(url: str, key: str, events: list) -> httpx.Response:
                 break
         except httpx.HTTPError:
             time.sleep(0.2)
-    return httpx.post(f"{url}/v1/events", json={"events": events},
-                      headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    return httpx.post(
+        f"{url}/v1/events",
+        json={"events": events},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
 
 
 def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path: Path) -> None:
@@ -144,12 +156,31 @@ def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path:
     keys.close()
     port = free_port_block(1)
     reward = tmp_path / "reward.json"
-    reward.write_text(json.dumps({"window_s": 2, "late_s": 1, "grace_s": 1,
-                                  "remember_closed_s": 3600}))
-    collector = rtrl(secured, "collector", "collector", "--port", str(port), "--db",
-                     str(tmp_path / "keys.sqlite"))
-    stream = rtrl(secured, "stream", "stream", "worker", "--no-supervisor", "--store", "memory",
-                  "--data-dir", str(tmp_path / "stream"), "--config", str(reward))
+    reward.write_text(
+        json.dumps({"window_s": 2, "late_s": 1, "grace_s": 1, "remember_closed_s": 3600})
+    )
+    collector = rtrl(
+        secured,
+        "collector",
+        "collector",
+        "--port",
+        str(port),
+        "--db",
+        str(tmp_path / "keys.sqlite"),
+    )
+    stream = rtrl(
+        secured,
+        "stream",
+        "stream",
+        "worker",
+        "--no-supervisor",
+        "--store",
+        "memory",
+        "--data-dir",
+        str(tmp_path / "stream"),
+        "--config",
+        str(reward),
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -161,13 +192,18 @@ def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path:
                 pass
             time.sleep(0.2)
         events = [valid_event() for _ in range(5)]
-        answer = httpx.post(f"{url}/v1/events", json={"events": events},
-                            headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        answer = httpx.post(
+            f"{url}/v1/events",
+            json={"events": events},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
         assert answer.status_code == 200 and answer.json()["accepted"] == 5, answer.text
         # telemetry.events -> stream worker (its own user) -> rewards
         rewards = read_all(secured, NAMES.rewards, expected=5)
         assert {orjson.loads(m.value())["interaction_id"] for m in rewards} == {
-            e["interaction_id"] for e in events}
+            e["interaction_id"] for e in events
+        }
     finally:
         for proc in (collector, stream):
             proc.terminate()
@@ -177,8 +213,9 @@ def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path:
 
     # the sink lands them with its own user
     root = tmp_path / "warehouse"
-    code, out, err = finish(rtrl(secured, "sink", "warehouse", "sink", "--root", str(root),
-                                 "--once"))
+    code, out, err = finish(
+        rtrl(secured, "sink", "warehouse", "sink", "--root", str(root), "--once")
+    )
     assert code == 0, err[-2000:]
     assert list((root / "rewards").rglob("*.parquet")), out
     # the batch builder reads (and would announce on) batches with its own
@@ -187,21 +224,53 @@ def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path:
 
     # the trainer registers the first checkpoint and announces it, with its own user
     registry = tmp_path / "checkpoints"
-    code, out, err = finish(rtrl(secured, "trainer", "checkpoints", "init", "--registry",
-                                 str(registry), "--id", "tiny-secure", "--model", "tiny",
-                                 "--publish"), 300)
+    code, out, err = finish(
+        rtrl(
+            secured,
+            "trainer",
+            "checkpoints",
+            "init",
+            "--registry",
+            str(registry),
+            "--id",
+            "tiny-secure",
+            "--model",
+            "tiny",
+            "--publish",
+        ),
+        300,
+    )
     assert code == 0, err[-2000:]
     assert set(_read_latest_as(secured, "admin", NAMES.checkpoints)) == {b"tiny-secure"}
     # ... and reads the offered batches as trainer.inputs does
-    done = subprocess.run([sys.executable, "-c", "import sys; from infra.compacted import "
-                           "read_latest; read_latest(sys.argv[1], 'batches')", secured.bootstrap],
-                          cwd=REPO, env=secured.env("trainer"), capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from infra.compacted import "
+            "read_latest; read_latest(sys.argv[1], 'batches')",
+            secured.bootstrap,
+        ],
+        cwd=REPO,
+        env=secured.env("trainer"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     # the serving side follows checkpoints and records a completion on rollouts, with its own
     port = free_port_block(1)
-    serving = rtrl(secured, "serving", "serve", "--port", str(port), "--registry",
-                   str(registry), "--db", str(tmp_path / "keys.sqlite"))
+    serving = rtrl(
+        secured,
+        "serving",
+        "serve",
+        "--port",
+        str(port),
+        "--registry",
+        str(registry),
+        "--db",
+        str(tmp_path / "keys.sqlite"),
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
@@ -212,10 +281,16 @@ def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path:
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
-        chat = httpx.post(f"{url}/v1/chat/completions", timeout=60,
-                          headers={"Authorization": f"Bearer {key}"},
-                          json={"model": "tiny-secure", "max_tokens": 4,
-                                "messages": [{"role": "user", "content": "hi"}]})
+        chat = httpx.post(
+            f"{url}/v1/chat/completions",
+            timeout=60,
+            headers={"Authorization": f"Bearer {key}"},
+            json={
+                "model": "tiny-secure",
+                "max_tokens": 4,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+        )
         assert chat.status_code == 200, chat.text
         assert len(read_all(secured, NAMES.rollouts, expected=1)) == 1
     finally:
@@ -225,16 +300,28 @@ def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path:
 
 def _read_latest_as(secured: Secured, user: str, topic: str) -> dict[bytes, bytes]:
     done = subprocess.run(
-        [sys.executable, "-c", "import sys, json; from infra.compacted import read_latest; "
-         "print(json.dumps({k.decode(): v.decode() for k, v in "
-         "read_latest(sys.argv[1], sys.argv[2]).items()}))", secured.bootstrap, topic],
-        cwd=REPO, env=secured.env(user), capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-c",
+            "import sys, json; from infra.compacted import read_latest; "
+            "print(json.dumps({k.decode(): v.decode() for k, v in "
+            "read_latest(sys.argv[1], sys.argv[2]).items()}))",
+            secured.bootstrap,
+            topic,
+        ],
+        cwd=REPO,
+        env=secured.env(user),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return {k.encode(): v.encode() for k, v in json.loads(done.stdout).items()}
 
 
-def test_the_collector_can_neither_read_rewards_nor_write_checkpoints(secured: Secured,
-                                                                      tmp_path: Path) -> None:
+def test_the_collector_can_neither_read_rewards_nor_write_checkpoints(
+    secured: Secured, tmp_path: Path
+) -> None:
     collector = secured.security("collector")
     # reading rewards: the topic's metadata comes back refused
     with pytest.raises(KafkaException) as refusal:
@@ -247,22 +334,33 @@ def test_the_collector_can_neither_read_rewards_nor_write_checkpoints(secured: S
         if err is not None:
             refused.append(err)
 
-    producer = Producer(reliable_producer(secured.bootstrap, collector,
-                                          **{"message.timeout.ms": 10_000}))
+    producer = Producer(
+        reliable_producer(secured.bootstrap, collector, **{"message.timeout.ms": 10_000})
+    )
     producer.produce(NAMES.checkpoints, key=b"ckpt-evil", value=b"{}", on_delivery=note)
     producer.flush(15)
     del producer  # closed now, not after the module's broker is gone
     assert [e.code() for e in refused] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     assert refusal_sentence(refused[0].code(), collector, "write", NAMES.checkpoints) == (
-        "Kafka refuses user 'collector' to write topic checkpoints: no ACL allows it.")
+        "Kafka refuses user 'collector' to write topic checkpoints: no ACL allows it."
+    )
     # a collector run with another service's identity (one that may write other topics)
     # answers 503 with the refusal's sentence
     keys = KeyStore(tmp_path / "keys.sqlite")
     key = keys.create(ORG)
     keys.close()
     port = free_port_block(1)
-    wrong_collector = rtrl(secured, "stream", "collector", "--port", str(port), "--db",
-                           str(tmp_path / "keys.sqlite"), "--delivery-timeout", "5")
+    wrong_collector = rtrl(
+        secured,
+        "stream",
+        "collector",
+        "--port",
+        str(port),
+        "--db",
+        str(tmp_path / "keys.sqlite"),
+        "--delivery-timeout",
+        "5",
+    )
     try:
         answer = _post_when_up(f"http://127.0.0.1:{port}", key, [valid_event()])
     finally:
@@ -270,10 +368,13 @@ def test_the_collector_can_neither_read_rewards_nor_write_checkpoints(secured: S
         finish(wrong_collector, 30)
     assert answer.status_code == 503
     assert answer.json()["detail"] == (
-        "Kafka refuses user 'stream' to write topic telemetry.events: no ACL allows it.")
+        "Kafka refuses user 'stream' to write topic telemetry.events: no ACL allows it."
+    )
     # a service run with the collector's identity says so in one sentence and stops
-    code, _, err = finish(rtrl(secured, "collector", "warehouse", "sink", "--root",
-                               str(tmp_path / "wh"), "--once"), 60)
+    code, _, err = finish(
+        rtrl(secured, "collector", "warehouse", "sink", "--root", str(tmp_path / "wh"), "--once"),
+        60,
+    )
     last = err.strip().splitlines()[-1]
     assert code == 1
     assert last.startswith("rtrl warehouse sink: Kafka refuses user 'collector' to read "), err
@@ -281,8 +382,22 @@ def test_the_collector_can_neither_read_rewards_nor_write_checkpoints(secured: S
 
 
 def test_a_stream_worker_without_its_rights_says_so(secured: Secured, tmp_path: Path) -> None:
-    code, _, err = finish(rtrl(secured, "batches", "stream", "worker", "--no-supervisor",
-                               "--store", "memory", "--data-dir", str(tmp_path / "s")), 90)
+    code, _, err = finish(
+        rtrl(
+            secured,
+            "batches",
+            "stream",
+            "worker",
+            "--no-supervisor",
+            "--store",
+            "memory",
+            "--data-dir",
+            str(tmp_path / "s"),
+        ),
+        90,
+    )
     assert code == 1
-    assert err.strip().splitlines()[-1] == ("rtrl stream worker: Kafka refuses user 'batches' "
-                                            "to read topic telemetry.events: no ACL allows it.")
+    assert err.strip().splitlines()[-1] == (
+        "rtrl stream worker: Kafka refuses user 'batches' "
+        "to read topic telemetry.events: no ACL allows it."
+    )

@@ -10,10 +10,13 @@ from hypothesis import strategies as st
 
 from streams.deadlines import DeadlineIndex
 
-_ops = st.lists(st.one_of(
-    st.tuples(st.just("push"), st.integers(0, 60), st.sampled_from("abcdefghij")),
-    st.tuples(st.just("advance"), st.integers(0, 8), st.just("")),
-), max_size=120)
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("push"), st.integers(0, 60), st.sampled_from("abcdefghij")),
+        st.tuples(st.just("advance"), st.integers(0, 8), st.just("")),
+    ),
+    max_size=120,
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -45,7 +45,8 @@ def _stream(events: list[dict], config: RewardConfig, chunk: int = 500,
         by_partition: dict[int, list[Incoming]] = {}
         for event in part:
             by_partition.setdefault(partition_of(event["interaction_id"]), []).append(
-                _incoming(event))
+                _incoming(event)
+            )
         for p, items in by_partition.items():
             out = procs[p].step(items, wall_us=0)
             records += [r.to_json_dict() for r in out.records]
@@ -101,13 +102,27 @@ def test_shuffled_chunks_and_redelivery_change_nothing() -> None:
 def test_a_crash_between_state_and_publication_republishes_the_same_record() -> None:
     config = RewardConfig(window_s=10, late_s=10, grace_s=1, remember_closed_s=3600)
     t0 = to_us(PAST_START)
-    base = {"schema_version": 1, "interaction_id": "i1", "session_id": "s", "user_id": "u",
-            "org_id": "o", "checkpoint_id": "c"}
+    base = {
+        "schema_version": 1,
+        "interaction_id": "i1",
+        "session_id": "s",
+        "user_id": "u",
+        "org_id": "o",
+        "checkpoint_id": "c",
+    }
 
     def ev(eid: str, at_s: float, type_: str = "interaction.started", payload=None) -> Incoming:
         at = format_us(t0 + int(at_s * US_PER_S))
-        return _incoming({**base, "event_id": eid, "type": type_, "ts": at, "received_at": at,
-                          "payload": payload or {}})
+        return _incoming(
+            {
+                **base,
+                "event_id": eid,
+                "type": type_,
+                "ts": at,
+                "received_at": at,
+                "payload": payload or {},
+            }
+        )
 
     store = DictStore()
     proc = PartitionProcessor(0, config, store)
@@ -128,9 +143,19 @@ def test_a_crash_between_state_and_publication_republishes_the_same_record() -> 
 def test_expired_ids_are_remembered_then_forgotten() -> None:
     config = RewardConfig(window_s=10, late_s=10, grace_s=1, remember_closed_s=100)
     t0 = to_us(PAST_START)
-    event = {"schema_version": 1, "interaction_id": "i9", "session_id": "s", "user_id": "u",
-             "org_id": "o", "checkpoint_id": "c", "event_id": "a", "type": "interaction.started",
-             "ts": PAST_START, "received_at": PAST_START, "payload": {}}
+    event = {
+        "schema_version": 1,
+        "interaction_id": "i9",
+        "session_id": "s",
+        "user_id": "u",
+        "org_id": "o",
+        "checkpoint_id": "c",
+        "event_id": "a",
+        "type": "interaction.started",
+        "ts": PAST_START,
+        "received_at": PAST_START,
+        "payload": {},
+    }
     store = DictStore()
     proc = PartitionProcessor(0, config, store)
     proc.step([_incoming(event)], wall_us=0)
@@ -143,10 +168,10 @@ def test_expired_ids_are_remembered_then_forgotten() -> None:
     proc._next_sweep = 0  # sweeps are rare; force one
     proc.step([], wall_us=0, idle_wall_us=t0 + 200 * US_PER_S)
     assert interaction_key("i9") not in store
-    reopened = proc.step([_incoming({**again, "received_at": format_us(t0 + 201 * US_PER_S)})],
-                         wall_us=0)
-    assert reopened.late == [] and isinstance(decode(store[interaction_key("i9")]),
-                                              OpenInteraction)
+    reopened = proc.step(
+        [_incoming({**again, "received_at": format_us(t0 + 201 * US_PER_S)})], wall_us=0
+    )
+    assert reopened.late == [] and isinstance(decode(store[interaction_key("i9")]), OpenInteraction)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -179,8 +204,11 @@ class LoggedStore(DictStore):
 def test_any_durable_prefix_of_a_step_recovers_without_gaps_or_conflicts() -> None:
     # one partition; a crash in the middle of chunk 3, after some of its writes were durable
     config = RewardConfig()
-    events = [e for e in generate_workload(200, seed=9, start=PAST_START)
-              if partition_of(e["interaction_id"]) == 0]
+    events = [
+        e
+        for e in generate_workload(200, seed=9, start=PAST_START)
+        if partition_of(e["interaction_id"]) == 0
+    ]
     parts = list(chunks([_incoming(e) for e in events], 40))
     store = LoggedStore()
     proc = PartitionProcessor(0, config, store)
@@ -208,8 +236,9 @@ def test_any_durable_prefix_of_a_step_recovers_without_gaps_or_conflicts() -> No
             records += [r.to_json_dict() for r in survivor.step(part, wall_us=0).records]
             survivor.published()
         for _ in range(5):
-            records += [r.to_json_dict()
-                        for r in survivor.step([], 0, idle_wall_us=FAR_FUTURE_US).records]
+            records += [
+                r.to_json_dict() for r in survivor.step([], 0, idle_wall_us=FAR_FUTURE_US).records
+            ]
             survivor.published()
         latest, problems = latest_revisions(records)
         assert problems == [], (cut, problems[:3])

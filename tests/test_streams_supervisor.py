@@ -62,13 +62,16 @@ def _script(tmp_path: Path, body: str) -> list[str]:
 
 
 def test_supervisor_restarts_until_a_clean_exit(tmp_path: Path) -> None:
-    cmd = _script(tmp_path, """
+    cmd = _script(
+        tmp_path,
+        """
         import sys, pathlib
         runs = pathlib.Path(sys.argv[1]) / "runs"
         n = len(runs.read_text()) if runs.exists() else 0
         runs.write_text("x" * (n + 1))
         sys.exit([75, 70, 75, 0][n])
-    """)
+    """,
+    )
     policy = RestartPolicy(first_pause_s=0.05)
     assert supervise(cmd, policy) == 0
     assert (tmp_path / "runs").read_text() == "xxxx"
@@ -86,17 +89,21 @@ def test_supervisor_gives_up_with_the_workers_code(tmp_path: Path) -> None:
 def _supervised_sleeper(tmp_path: Path) -> subprocess.Popen:
     """A real supervisor whose child records its pid, then waits for SIGTERM."""
     child = tmp_path / "child.py"
-    child.write_text(textwrap.dedent("""
+    child.write_text(
+        textwrap.dedent("""
         import os, signal, sys, time
         from infra.lifetime import die_with_parent
         die_with_parent(int(sys.argv[2]))
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         open(os.path.join(sys.argv[1], "pid"), "w").write(str(os.getpid()))
         time.sleep(120)
-    """))
-    code = ("import os, sys; from streams.supervisor import supervise; "
-            f"sys.exit(supervise([sys.executable, {str(child)!r}, {str(tmp_path)!r}, "
-            "str(os.getpid())]))")
+    """)
+    )
+    code = (
+        "import os, sys; from streams.supervisor import supervise; "
+        f"sys.exit(supervise([sys.executable, {str(child)!r}, {str(tmp_path)!r}, "
+        "str(os.getpid())]))"
+    )
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 

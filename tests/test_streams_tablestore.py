@@ -109,9 +109,13 @@ def test_a_changelog_write_that_failed_fails_the_wait(tmp_path) -> None:
 
 def test_the_rocksdb_store_gets_the_memory_budget(tmp_path: Path) -> None:
     """Faust's own defaults would give each partition's database a 2 GiB block cache."""
-    settings = WorkerSettings(bootstrap="localhost:1", store="rocksdb", data_dir=tmp_path,
-                              rocksdb_partition_mib=32)
+    settings = WorkerSettings(
+        bootstrap="localhost:1", store="rocksdb", data_dir=tmp_path, rocksdb_partition_mib=32
+    )
     _, worker = build_app(settings)
     options = worker.table.data.rocksdb_options
-    assert (options.write_buffer_size, options.max_write_buffer_number,
-            options.block_cache_size) == (8 * 2**20, 2, 16 * 2**20)
+    assert (
+        options.write_buffer_size,
+        options.max_write_buffer_number,
+        options.block_cache_size,
+    ) == (8 * 2**20, 2, 16 * 2**20)

@@ -50,8 +50,9 @@ class TopicReader:
     """Every message of a topic from the beginning, kept as it arrives."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
-        self.consumer = Consumer(client(bootstrap, **{"group.id": f"r{time.time_ns()}",
-                                                      "enable.auto.commit": False}))
+        self.consumer = Consumer(
+            client(bootstrap, **{"group.id": f"r{time.time_ns()}", "enable.auto.commit": False})
+        )
         parts = self.consumer.list_topics(topic, timeout=30).topics[topic].partitions
         self.consumer.assign([TopicPartition(topic, p, 0) for p in parts])
         self.messages: list = []
@@ -78,8 +79,14 @@ class Workers:
         self.procs: list = []
 
     def start(self, name: str, *extra: str):
-        proc = start_worker(self.bootstrap, self.names.prefix, self.tmp / name, None, *extra,
-                            log=self.tmp / f"{name}.log")
+        proc = start_worker(
+            self.bootstrap,
+            self.names.prefix,
+            self.tmp / name,
+            None,
+            *extra,
+            log=self.tmp / f"{name}.log",
+        )
         self.procs.append(proc)
         return proc
 
@@ -133,8 +140,10 @@ def wait_until_equal(reader: TopicReader, expected: dict[str, dict], workers: Wo
             break
     missing = [k for k in expected if k not in latest]
     wrong = [k for k in expected if k in latest and latest[k] != expected[k]]
-    pytest.fail(f"{len(missing)} interactions missing, {len(wrong)} differ "
-                f"(e.g. {(missing + wrong)[:2]})\n{workers.logs()}")
+    pytest.fail(
+        f"{len(missing)} interactions missing, {len(wrong)} differ "
+        f"(e.g. {(missing + wrong)[:2]})\n{workers.logs()}"
+    )
 
 
 def wait_for_records(reader: TopicReader, count: int, timeout: float = 120) -> None:
@@ -160,8 +169,13 @@ def _run(kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path, n_intera
 
 
 def test_stream_equals_batch_over_100k_events(kafka_bootstrap, topic_names, tmp_path) -> None:
-    events = _run(kafka_bootstrap, topic_names, tmp_path, 10_300,
-                  lambda workers, reader, n: workers.start("w0"))
+    events = _run(
+        kafka_bootstrap,
+        topic_names,
+        tmp_path,
+        10_300,
+        lambda workers, reader, n: workers.start("w0"),
+    )
     assert len(events) >= 100_000
     assert len({e["interaction_id"] for e in events}) >= 10_000
 
@@ -202,13 +216,21 @@ def test_garbage_goes_to_the_dlq_and_the_worker_goes_on(kafka_bootstrap, topic_n
         (b"i-x", b"{not json"),
         (b"i-x", b"[1, 2]"),
         (valid["interaction_id"].encode(), orjson.dumps({**valid, "type": "no.such.type"})),
-        (valid["interaction_id"].encode(), orjson.dumps({k: v for k, v in valid.items()
-                                                         if k != "received_at"})),
+        (
+            valid["interaction_id"].encode(),
+            orjson.dumps({k: v for k, v in valid.items() if k != "received_at"}),
+        ),
         (b"another-key", orjson.dumps(valid)),
         (None, b"\xff\xfe not utf-8"),
     ]
-    reasons = ["not_json", "not_object", "unknown_type", "missing_field", "key_mismatch",
-               "not_json"]
+    reasons = [
+        "not_json",
+        "not_object",
+        "unknown_type",
+        "missing_field",
+        "key_mismatch",
+        "not_json",
+    ]
     mixed: list = [(e["interaction_id"].encode(), orjson.dumps(e)) for e in events]
     for i, item in enumerate(garbage):
         mixed.insert(len(mixed) * (i + 1) // (len(garbage) + 1), item)
@@ -233,8 +255,9 @@ def test_garbage_goes_to_the_dlq_and_the_worker_goes_on(kafka_bootstrap, topic_n
         reader.close()
         dlq.close()
     got = sorted((m.value(), dict(m.headers())["rtrl.reason"].decode()) for m in dlq.messages)
-    assert got == sorted((value, reason) for (_, value), reason in zip(garbage, reasons,
-                                                                       strict=True))
+    assert got == sorted(
+        (value, reason) for (_, value), reason in zip(garbage, reasons, strict=True)
+    )
     assert metrics["rtrl_stream_events_total"] == len(mixed)
     assert metrics['rtrl_stream_dlq_total{reason="not_json"}'] == 2
     assert metrics['rtrl_stream_dlq_total{reason="key_mismatch"}'] == 1

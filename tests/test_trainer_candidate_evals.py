@@ -26,18 +26,33 @@ def _round(registry, tmp_path, reward_invalid: float):
     from tests.trainer_fixtures import serve
 
     served = serve(policy, root, 400, seed=5, params=PARAMS)
-    examples = [Example(e.rollout, reward_invalid if reader.invalid(e.rollout.completion_ids)
-                        else -reward_invalid) for e in served]
+    examples = [
+        Example(
+            e.rollout,
+            reward_invalid if reader.invalid(e.rollout.completion_ids) else -reward_invalid,
+        )
+        for e in served
+    ]
     batch = write_batch(tmp_path / "b.parquet", examples)
-    return train_round(registry, "t-0000", [("b", [batch])], "t-0001",
-                       learner=LearnerConfig(lr=1e-2, epochs=4, minibatch=32, micro_batch=32),
-                       gate=GateConfig(min_gain=-100, max_kl=100, min_ess_fraction=0,
-                                       eval_prompts=64, eval_samples=6), alarms=[])
+    return train_round(
+        registry,
+        "t-0000",
+        [("b", [batch])],
+        "t-0001",
+        learner=LearnerConfig(lr=1e-2, epochs=4, minibatch=32, micro_batch=32),
+        gate=GateConfig(
+            min_gain=-100, max_kl=100, min_ess_fraction=0, eval_prompts=64, eval_samples=6
+        ),
+        alarms=[],
+    )
 
 
 def _invalid_test(result):
-    return next(t for t in result.candidate.evals["candidate_evals"]
-                if t["metric"] == "invalid_tool_call_rate")
+    return next(
+        t
+        for t in result.candidate.evals["candidate_evals"]
+        if t["metric"] == "invalid_tool_call_rate"
+    )
 
 
 def test_a_candidate_that_calls_tools_badly_is_blocked_before_it_serves(registry, tmp_path):
@@ -45,8 +60,9 @@ def test_a_candidate_that_calls_tools_badly_is_blocked_before_it_serves(registry
     test = _invalid_test(result)
     assert test["candidate"] >= 2 * test["parent"] and test["alarm"]
     assert result.candidate.status == "rejected"
-    assert any(r.startswith("candidate eval: invalid_tool_call_rate")
-               for r in result.candidate.reasons)
+    assert any(
+        r.startswith("candidate eval: invalid_tool_call_rate") for r in result.candidate.reasons
+    )
 
 
 def test_a_candidate_that_calls_tools_well_is_not_blocked(registry, tmp_path):

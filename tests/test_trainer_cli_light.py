@@ -8,9 +8,10 @@ import sys
 
 
 def test_building_the_cli_loads_neither_torch_nor_transformers():
-    code = ("import sys, rtrl.cli; rtrl.cli.build_parser(); "
-            "print([m for m in ('torch', 'accelerate', 'transformers', 'peft') "
-            "if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys, rtrl.cli; rtrl.cli.build_parser(); "
+        "print([m for m in ('torch', 'accelerate', 'transformers', 'peft') "
+        "if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

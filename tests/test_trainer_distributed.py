@@ -22,8 +22,7 @@ tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  #
 pytestmark = pytest.mark.slow
 
 
-def test_two_processes_train_their_shards_to_the_same_weights_and_register_once(registry,
-                                                                               tmp_path):
+def test_two_processes_train_their_shards_to_the_same_weights_and_register_once(registry, tmp_path):
     root = registry.get("t-0000")
     examples = serve(load_policy(registry, root), root, 40, seed=0)
     batch = write_batch(tmp_path / "b.parquet", examples)

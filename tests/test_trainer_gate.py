@@ -15,13 +15,22 @@ from rewards.monitors import Alarm, MetricThreshold
 from trainer.gate import GateConfig, decide
 from trainer.offpolicy import Estimate
 
-GOOD = Estimate(value=0.55, behaviour_mean=0.50, ess=60.0, kl=0.2, n=100, lower=0.01,
-                resamples=2000)
+GOOD = Estimate(
+    value=0.55, behaviour_mean=0.50, ess=60.0, kl=0.2, n=100, lower=0.01, resamples=2000
+)
 
 
 def alarm(metric: str = "edit_rate") -> Alarm:
-    return Alarm(checkpoint="c2", parent="c1", metric=metric, parent_value=0.4, value=0.2,
-                 change=-0.5, threshold=MetricThreshold(), message=f"{metric} of c2 fell")
+    return Alarm(
+        checkpoint="c2",
+        parent="c1",
+        metric=metric,
+        parent_value=0.4,
+        value=0.2,
+        change=-0.5,
+        threshold=MetricThreshold(),
+        message=f"{metric} of c2 fell",
+    )
 
 
 def test_a_good_candidate_passes_with_its_figures() -> None:
@@ -65,8 +74,10 @@ def test_alarms_block_only_when_configured() -> None:
     alarms = [alarm("edit_rate"), alarm("censored_share")]
     blocked = decide(GOOD, alarms, GateConfig())
     assert not blocked.passed
-    assert blocked.reasons == ("monitor alarm: edit_rate of c2 fell",
-                               "monitor alarm: censored_share of c2 fell")
+    assert blocked.reasons == (
+        "monitor alarm: edit_rate of c2 fell",
+        "monitor alarm: censored_share of c2 fell",
+    )
     allowed = decide(GOOD, alarms, GateConfig(block_on_alarms=False))
     assert allowed.passed and allowed.figures["alarms"] == 2
 
@@ -92,8 +103,9 @@ configs = st.builds(
 )  # fmt: skip
 
 
-@given(estimates, configs, st.floats(0, 0.5), st.floats(0, 1), st.floats(0, 0.5),
-       st.integers(0, 50))
+@given(
+    estimates, configs, st.floats(0, 0.5), st.floats(0, 1), st.floats(0, 0.5), st.integers(0, 50)
+)
 def test_a_stricter_gate_never_passes_what_a_looser_one_failed(
         estimate: Estimate, config: GateConfig, more_gain: float, less_kl: float,
         more_ess: float, more_examples: int) -> None:  # fmt: skip

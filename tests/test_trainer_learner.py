@@ -75,8 +75,10 @@ def test_same_seed_same_weights_and_equal_rewards_change_nothing(registry):
     again, _ = _policy_and_examples(registry, n=24)
     update(policy, examples, FAST)
     update(again, examples, FAST)
-    assert all(torch.equal(a, b) for a, b in zip(policy.model.parameters(),
-                                                 again.model.parameters(), strict=True))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(policy.model.parameters(), again.model.parameters(), strict=True)
+    )
     flat, _ = _policy_and_examples(registry, n=24)
     before = [p.detach().clone() for p in flat.model.parameters()]
     same = [Example(e.rollout, 0.5) for e in examples]
@@ -109,9 +111,18 @@ def test_group_normalised_advantages_and_a_running_baseline():
     assert adv[2] > 0 > adv[3]
 
 
-@pytest.mark.parametrize(("field", "value"), [("lr", 0), ("epochs", 0), ("clip", 1.0),
-                                              ("tis_cap", 0.5), ("kl_coef", -1),
-                                              ("micro_batch", 0), ("save_every", -1)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("lr", 0),
+        ("epochs", 0),
+        ("clip", 1.0),
+        ("tis_cap", 0.5),
+        ("kl_coef", -1),
+        ("micro_batch", 0),
+        ("save_every", -1),
+    ],
+)
 def test_learner_config_refuses_bad_values(field, value):
     with pytest.raises(ValueError, match=field):
         LearnerConfig(**{field: value})

@@ -39,16 +39,16 @@ def test_a_real_gain_is_found():
     found = 0
     for k in range(40):
         ratios, rewards = _round(rng, 600, gain=0.3)
-        found += decide(snis_with_bound(ratios, rewards, resamples=500, seed=k), [],
-                        GateConfig(min_examples=1)).passed
+        found += decide(
+            snis_with_bound(ratios, rewards, resamples=500, seed=k), [], GateConfig(min_examples=1)
+        ).passed
     assert found / 40 >= 0.8
 
 
 def test_truncated_token_ratios_keep_long_completions_usable():
     rng = np.random.default_rng(9)
     # long completions of a candidate that sharpened a few tokens a lot (ratio 5 on 3 % of them)
-    ratios = [rng.normal(0.0, 0.05, size=200) + 1.6 * (rng.random(200) < 0.03)
-              for _ in range(300)]
+    ratios = [rng.normal(0.0, 0.05, size=200) + 1.6 * (rng.random(200) < 0.03) for _ in range(300)]
     rewards = list(rng.binomial(1, 0.5, size=300).astype(float))
     untruncated = snis_with_bound(ratios, rewards, tis_cap=1e9, resamples=0)
     truncated = snis_with_bound(ratios, rewards, tis_cap=2.0, resamples=0)

@@ -25,19 +25,25 @@ def policy(registry):
 
 
 def _prompts(policy):
-    return [policy.chat_prompt([{"role": "user", "content": "Write `slugify(s)` in Python."}]),
-            [5, 6, 7], policy.chat_prompt([{"role": "user", "content": "hi"}])]
+    return [
+        policy.chat_prompt([{"role": "user", "content": "Write `slugify(s)` in Python."}]),
+        [5, 6, 7],
+        policy.chat_prompt([{"role": "user", "content": "hi"}]),
+    ]
 
 
-@pytest.mark.parametrize("params", [SamplingParams(max_tokens=12),
-                                    SamplingParams(max_tokens=12, temperature=0.7, top_p=0.8)])
+@pytest.mark.parametrize(
+    "params",
+    [SamplingParams(max_tokens=12), SamplingParams(max_tokens=12, temperature=0.7, top_p=0.8)],
+)
 def test_sampled_logprobs_equal_a_separate_scoring_pass_for_mixed_lengths(policy, params):
     prompts = _prompts(policy)
     assert len({len(p) for p in prompts}) == 3
     done = policy.sample(prompts, params, torch.Generator().manual_seed(0))
     with torch.no_grad():
-        scored = policy.score(prompts, [d.token_ids for d in done], params.temperature,
-                              params.top_p)
+        scored = policy.score(
+            prompts, [d.token_ids for d in done], params.temperature, params.top_p
+        )
     for d, s in zip(done, scored, strict=True):
         assert len(d.token_ids) == len(d.logprobs) == len(s) <= 12
         assert torch.allclose(torch.tensor(d.logprobs), s, atol=1e-5)
@@ -92,9 +98,17 @@ IDENT = ModelIdentity("llama", "a" * 64, "b" * 64)
     ({"completion_ids": (1,) * 5, "logprobs": (-1.0,) * 5}, "max_tokens"),
 ])  # fmt: skip
 def test_rollouts_that_break_the_form_are_refused_with_the_field(changes, message):
-    fields = dict(interaction_id="i", checkpoint_id="c", model=IDENT,
-                  sampling=SamplingParams(max_tokens=4), prompt_ids=(1,), completion_ids=(2,),
-                  logprobs=(-0.1,), finish_reason="length", created_at=TS)
+    fields = dict(
+        interaction_id="i",
+        checkpoint_id="c",
+        model=IDENT,
+        sampling=SamplingParams(max_tokens=4),
+        prompt_ids=(1,),
+        completion_ids=(2,),
+        logprobs=(-0.1,),
+        finish_reason="length",
+        created_at=TS,
+    )
     with pytest.raises(RolloutError, match=message):
         Rollout(**{**fields, **changes})
 
@@ -104,9 +118,18 @@ def test_an_old_rollout_is_refused_with_its_own_reason_and_counted(tmp_path, reg
     examples = serve(policy, registry.get("t-0000"), 4, seed=0)
     base = {name: None for name in BATCH_DATA_SCHEMA.names()}
     old = b'{"rollout_version": 1, "interaction_id": "i-0", "checkpoint_id": "t-0000"}'
-    rows = [{**base, "batch_id": "b", "interaction_id": e.rollout.interaction_id,
-             "checkpoint_id": "t-0000", "status": "scored", "reward": e.reward,
-             "rollout_json": e.rollout.to_json().decode()} for e in examples]
+    rows = [
+        {
+            **base,
+            "batch_id": "b",
+            "interaction_id": e.rollout.interaction_id,
+            "checkpoint_id": "t-0000",
+            "status": "scored",
+            "reward": e.reward,
+            "rollout_json": e.rollout.to_json().decode(),
+        }
+        for e in examples
+    ]
     rows[0]["rollout_json"] = old.decode().replace("i-0", rows[0]["interaction_id"])
     rows[1]["rollout_json"] = None
     rows[2]["checkpoint_id"] = "t-0000"

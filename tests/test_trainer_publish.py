@@ -14,16 +14,28 @@ from trainer.registry import CheckpointInfo, ModelRef, TrainingRef, WeightsRef
 
 
 def info(checkpoint_id: str, parent: str | None = None, **changes: object) -> CheckpointInfo:
-    model = ModelRef(family="llama", base_path="/m", base_sha256="0" * 64,
-                     tokenizer_sha256="1" * 64)
-    base = CheckpointInfo(checkpoint_id, parent, f"/reg/{checkpoint_id}", model,
-                          WeightsRef(kind="base"), TrainingRef(), "2026-11-30T10:00:00Z",
-                          {"gate": {"gain": 0.1}}, ("b1",), "promoted", ())
+    model = ModelRef(
+        family="llama", base_path="/m", base_sha256="0" * 64, tokenizer_sha256="1" * 64
+    )
+    base = CheckpointInfo(
+        checkpoint_id,
+        parent,
+        f"/reg/{checkpoint_id}",
+        model,
+        WeightsRef(kind="base"),
+        TrainingRef(),
+        "2026-11-30T10:00:00Z",
+        {"gate": {"gain": 0.1}},
+        ("b1",),
+        "promoted",
+        (),
+    )
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
-def test_read_back_gives_the_latest_announcement_of_each(kafka_bootstrap: str,
-                                                         topic_names: TopicNames) -> None:
+def test_read_back_gives_the_latest_announcement_of_each(
+    kafka_bootstrap: str, topic_names: TopicNames
+) -> None:
     topic = topic_names.checkpoints
     assert read_checkpoints(kafka_bootstrap, topic) == {}  # an empty topic
     first, second = info("c1"), info("c2", parent="c1")

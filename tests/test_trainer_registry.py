@@ -29,15 +29,22 @@ def test_a_trained_checkpoint_loads_back_to_the_same_logprobs(registry, lora):
     examples = serve(policy, root, 16, seed=0)
     result = update(policy, examples, LearnerConfig(lr=1e-2, epochs=1, minibatch=8))
     weights, files = weight_writers(policy, lora, result.optimizer_state)
-    info = registry.register(checkpoint_id="t-0001", parent="t-0000", model=root.model,
-                             weights=weights, training=TrainingRef(step=2, file="trainer_state.pt"),
-                             files=files, evals={"x": 1.0}, batches=("b",), status="promoted")
+    info = registry.register(
+        checkpoint_id="t-0001",
+        parent="t-0000",
+        model=root.model,
+        weights=weights,
+        training=TrainingRef(step=2, file="trainer_state.pt"),
+        files=files,
+        evals={"x": 1.0},
+        batches=("b",),
+        status="promoted",
+    )
     assert info.weights.kind == ("lora" if lora else "full")
     if lora:  # an adapter only: far smaller than the model
         assert info.file("adapter.safetensors").stat().st_size < 0.2 * tiny_model_size(root)
     again = load_policy(registry, registry.get("t-0001"))
-    for a, b in zip(score_examples(policy, examples), score_examples(again, examples),
-                    strict=True):
+    for a, b in zip(score_examples(policy, examples), score_examples(again, examples), strict=True):
         assert torch.allclose(a, b, atol=1e-6)
     state = load_trainer_state(registry, info)
     assert state is not None and state["optimizer"]["state"]
@@ -83,8 +90,9 @@ def test_a_rollback_copies_the_weights_under_a_new_id(registry):
     back = copy_as(registry, old, "t-0002", evals={"rollback_of": "t-0001"})
     assert back.weights.sha256 == old.weights.sha256 and back.parent == "t-0001"
     a, b = load_policy(registry, old), load_policy(registry, back)
-    assert all(torch.equal(x, y) for x, y in zip(a.model.parameters(), b.model.parameters(),
-                                                 strict=True))
+    assert all(
+        torch.equal(x, y) for x, y in zip(a.model.parameters(), b.model.parameters(), strict=True)
+    )
 
 
 def test_a_crashed_register_leaves_nothing_that_counts(registry):
@@ -93,9 +101,17 @@ def test_a_crashed_register_leaves_nothing_that_counts(registry):
 
     root = registry.get("t-0000")
     with pytest.raises(OSError):
-        registry.register(checkpoint_id="t-0001", parent="t-0000", model=root.model,
-                          weights=root.weights, training=TrainingRef(),
-                          files={"x.bin": crash}, evals={}, batches=(), status="promoted")
+        registry.register(
+            checkpoint_id="t-0001",
+            parent="t-0000",
+            model=root.model,
+            weights=root.weights,
+            training=TrainingRef(),
+            files={"x.bin": crash},
+            evals={},
+            batches=(),
+            status="promoted",
+        )
     assert [i.checkpoint_id for i in registry.list()] == ["t-0000"]
     assert not any(p.name.startswith(".tmp-") for p in registry.root.iterdir())
 
@@ -110,5 +126,6 @@ def test_info_json_is_strict_and_an_old_registry_is_named(registry):
     with pytest.raises(ValueError, match="older rtrl"):
         CheckpointInfo.from_json_dict(old)
     with pytest.raises(ValueError, match="lora"):
-        CheckpointInfo.from_json_dict({**data, "weights": {"kind": "lora", "file": "a",
-                                                           "sha256": "0" * 64}})
+        CheckpointInfo.from_json_dict(
+            {**data, "weights": {"kind": "lora", "file": "a", "sha256": "0" * 64}}
+        )

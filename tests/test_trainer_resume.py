@@ -42,8 +42,10 @@ def test_a_round_killed_mid_update_resumes_to_the_same_weights(registry, tmp_pat
     assert total_steps > 20
 
     state = killed.root / ".rounds" / "t-0001.pt"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.round_probe", str(killed.root),
-                             str(batch), "t-0001"], stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.round_probe", str(killed.root), str(batch), "t-0001"],
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 120
     while _saved_step(state) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)
@@ -70,6 +72,13 @@ def test_a_saved_state_of_other_inputs_is_discarded(registry, tmp_path, caplog):
     state.parent.mkdir(parents=True)
     torch.save({"key": "another round", "trainable": {}, "optimizer": {}, "progress": {}}, state)
     with caplog.at_level(logging.INFO, logger="trainer.train"):
-        done = train_round(registry, "t-0000", [("a", [first])], "t-0001", learner=LEARNER,
-                           gate=GateConfig(), alarms=[])
+        done = train_round(
+            registry,
+            "t-0000",
+            [("a", [first])],
+            "t-0001",
+            learner=LEARNER,
+            gate=GateConfig(),
+            alarms=[],
+        )
     assert done is not None and not any("resuming" in r.getMessage() for r in caplog.records)

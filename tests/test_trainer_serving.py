@@ -18,8 +18,7 @@ tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  #
 PARAMS = SamplingParams(max_tokens=4, temperature=0.9, top_p=0.95)
 
 
-def _partitions_of(bootstrap: str, topic: str,
-                   keys: list[bytes]) -> dict[bytes | None, int | None]:
+def _partitions_of(bootstrap: str, topic: str, keys: list[bytes]) -> dict[bytes | None, int | None]:
     """Where the platform's producer puts each key on ``topic``."""
     where: dict[bytes | None, int | None] = {}
 
@@ -36,8 +35,12 @@ def _partitions_of(bootstrap: str, topic: str,
 def test_each_completion_is_published_as_its_rollout(kafka_bootstrap, topic_names, registry):
     server = PolicyServer(registry, kafka_bootstrap, topic_names, "t-0000", seed=3)
     try:
-        sent = [r for r, _ in server.complete_many([(f"i-{n}", [n % 8 + 1, 1, 2][: n % 3 + 1])
-                                                    for n in range(12)], PARAMS)]
+        sent = [
+            r
+            for r, _ in server.complete_many(
+                [(f"i-{n}", [n % 8 + 1, 1, 2][: n % 3 + 1]) for n in range(12)], PARAMS
+            )
+        ]
         server.flush()
     finally:
         server.close()
@@ -62,8 +65,15 @@ def test_the_server_switches_to_promoted_checkpoints_only(kafka_bootstrap, topic
     server = PolicyServer(registry, kafka_bootstrap, topic_names, "t-0000", seed=3)
     server.follow()
     try:
-        rejected = register_variant(registry, "t-0001", "t-0000", seed=1, status="rejected",
-                                    reasons=("no gain",), batches=("b1",))
+        rejected = register_variant(
+            registry,
+            "t-0001",
+            "t-0000",
+            seed=1,
+            status="rejected",
+            reasons=("no gain",),
+            batches=("b1",),
+        )
         publish_checkpoint(kafka_bootstrap, topic, rejected)
         assert not server.wait_for("t-0001", 3)
         promoted = register_variant(registry, "t-0002", "t-0000", seed=2, batches=("b2",))

@@ -39,7 +39,11 @@ def assert_matches_expected(rows) -> None:  # noqa: ANN001
     for metric, want in expected["metrics"].items():
         row = got[metric]
         assert (row.arm, row.control_arm, row.n_users, row.n_interactions) == (
-            expected["arm"], expected["control"], expected["n_users"], expected["n_interactions"])
+            expected["arm"],
+            expected["control"],
+            expected["n_users"],
+            expected["n_interactions"],
+        )
         for field, value in want.items():
             assert getattr(row, field) == pytest.approx(value, rel=1e-9, abs=1e-12), (metric, field)
 

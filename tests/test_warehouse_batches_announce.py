@@ -18,8 +18,9 @@ from warehouse.store import Store
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
-def test_batches_a_failed_announcement_left_behind_are_announced_once(kafka_bootstrap,
-                                                                       topic_names, tmp_path):
+def test_batches_a_failed_announcement_left_behind_are_announced_once(
+    kafka_bootstrap, topic_names, tmp_path
+):
     store = Store(str(tmp_path))
     records, _ = records_and_events(200, seed=3)
     land(store, "rewards", records)
@@ -37,9 +38,27 @@ def test_the_batch_service_builds_and_announces_until_sigterm(kafka_bootstrap, t
     log = tmp_path / "batches.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rtrl.cli", "batches", "build", "--watch", "--interval-s",
-             "0.5", "--root", str(root), "--settle-s", "0", "--bootstrap", kafka_bootstrap,
-             "--topic-prefix", topic_names.prefix], stdout=out, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "rtrl.cli",
+                "batches",
+                "build",
+                "--watch",
+                "--interval-s",
+                "0.5",
+                "--root",
+                str(root),
+                "--settle-s",
+                "0",
+                "--bootstrap",
+                kafka_bootstrap,
+                "--topic-prefix",
+                topic_names.prefix,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         records, _ = records_and_events(150, seed=4)  # its windows closed long ago
         land(Store(str(root)), "rewards", records)

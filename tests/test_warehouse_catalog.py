@@ -57,8 +57,10 @@ def test_a_broken_invariant_is_reported(warehouse, tmp_path):
     con = duckdb.connect(str(copy))
     try:
         con.execute("INSERT INTO rewards SELECT * FROM rewards LIMIT 1")  # a duplicate key
-        con.execute("UPDATE rewards SET reward = NULL WHERE interaction_id = "
-                    "(SELECT min(interaction_id) FROM rewards WHERE status = 'scored')")
+        con.execute(
+            "UPDATE rewards SET reward = NULL WHERE interaction_id = "
+            "(SELECT min(interaction_id) FROM rewards WHERE status = 'scored')"
+        )
         problems = list(check_models(con))
     finally:
         con.close()

@@ -60,8 +60,10 @@ def test_forget_removes_every_row_and_keeps_them_out(tmp_path):
                  "completion_token_ids": [1, 2, 3]} for r in records]  # fmt: skip
     land(store, "rollouts", rollouts)
     build_batches(store, now=datetime(2026, 12, 1, tzinfo=UTC))
-    user = max((r["user_id"] for r in records if r["user_id"]),
-               key=lambda u: sum(r["user_id"] == u for r in records))  # the busiest user
+    user = max(
+        (r["user_id"] for r in records if r["user_id"]),
+        key=lambda u: sum(r["user_id"] == u for r in records),
+    )  # the busiest user
     theirs = {r["interaction_id"] for r in records if r["user_id"] == user}
     others = len(records) - len(theirs)
 
@@ -83,13 +85,16 @@ def test_forget_removes_every_row_and_keeps_them_out(tmp_path):
 
 
 def _busiest_user(records: list[dict]) -> tuple[str, set[str]]:
-    user = max((r["user_id"] for r in records if r["user_id"]),
-               key=lambda u: sum(r["user_id"] == u for r in records))
+    user = max(
+        (r["user_id"] for r in records if r["user_id"]),
+        key=lambda u: sum(r["user_id"] == u for r in records),
+    )
     return user, {r["interaction_id"] for r in records if r["user_id"] == user}
 
 
 def test_forget_tombstones_the_users_records_on_the_rewards_topic(
-        tmp_path, kafka_bootstrap: str, topic_names: TopicNames) -> None:
+    tmp_path, kafka_bootstrap: str, topic_names: TopicNames
+) -> None:
     store = Store(str(tmp_path))
     records, events = records_and_events(120, seed=5)
     land(store, "events", events)

@@ -39,8 +39,12 @@ def test_sink_killed_mid_stream_lands_every_record_exactly_once(kafka_bootstrap,
     prefix = topic_names.prefix
 
     # Small flushes, so that the kill lands between a file and its commit more than once.
-    sink = subprocess.Popen(_sink_cmd(kafka_bootstrap, prefix, root, "--max-rows", "40"),
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    sink = subprocess.Popen(
+        _sink_cmd(kafka_bootstrap, prefix, root, "--max-rows", "40"),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     store = Store(str(root))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(list(store.files("events"))) < 15:
@@ -50,8 +54,12 @@ def test_sink_killed_mid_stream_lands_every_record_exactly_once(kafka_bootstrap,
     files_at_kill = len(list(store.files("")))
     assert files_at_kill >= 15, sink.stderr.read().decode()[-2000:]
 
-    done = subprocess.run(_sink_cmd(kafka_bootstrap, prefix, root, "--once", "--max-rows", "5000"),
-                          cwd=REPO, capture_output=True, timeout=120)
+    done = subprocess.run(
+        _sink_cmd(kafka_bootstrap, prefix, root, "--once", "--max-rows", "5000"),
+        cwd=REPO,
+        capture_output=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
 
     db = build_catalog(store)
@@ -59,7 +67,8 @@ def test_sink_killed_mid_stream_lands_every_record_exactly_once(kafka_bootstrap,
     try:
         # every consumed message is in exactly one file ...
         assert con.execute("SELECT count(*) FROM stg_rewards").fetchone()[0] == (
-            len(records) + len(revised))
+            len(records) + len(revised)
+        )
         assert con.execute("SELECT count(*) FROM stg_events").fetchone()[0] == len(events)
         # ... and every reward record is in the mart exactly once, at its latest revision.
         got = dict(con.execute("SELECT interaction_id, revision FROM rewards").fetchall())
@@ -98,8 +107,13 @@ def test_fixture_through_the_broker_report_batches_and_forget(kafka_bootstrap, t
                  [{"interaction_id": r["interaction_id"], "checkpoint_id": r["checkpoint_id"],
                    "completion_token_ids": [7, 8]} for r in records], key=by_id)  # fmt: skip
     store = Store(str(tmp_path / "wh"))
-    config = SinkConfig(bootstrap=kafka_bootstrap, root=store.root,
-                        topics=TopicNames(topic_names.prefix), group_id="e2e", once=True)
+    config = SinkConfig(
+        bootstrap=kafka_bootstrap,
+        root=store.root,
+        topics=TopicNames(topic_names.prefix),
+        group_id="e2e",
+        once=True,
+    )
     sink = Sink(config, store)
     stats = sink.run()
     assert stats.messages == len(fixture_events()) + 2 * len(records)
@@ -108,8 +122,12 @@ def test_fixture_through_the_broker_report_batches_and_forget(kafka_bootstrap, t
     assert sample("rtrl_sink_consumed_total", {"dataset": "events"}) == len(fixture_events())
     assert sample("rtrl_sink_landed_total", {"dataset": "rewards"}) == len(records)
     assert sample("rtrl_sink_landed_total", {"dataset": "rollouts"}) == len(records)
-    lags = [s.value for m in sink.metrics.registry.collect() if m.name == "rtrl_sink_lag"
-            for s in m.samples]
+    lags = [
+        s.value
+        for m in sink.metrics.registry.collect()
+        if m.name == "rtrl_sink_lag"
+        for s in m.samples
+    ]
     assert lags and set(lags) == {0}  # everything landed
 
     assert_matches_expected(ab_report(store, "exp-fixture", refresh=True))

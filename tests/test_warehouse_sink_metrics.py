@@ -18,8 +18,10 @@ class _Message:
 
 def test_consumed_messages_are_counted_per_dataset_and_served() -> None:
     metrics = SinkMetrics()
-    metrics.count_consumed([_Message("t.rewards"), _Message("t.events"), _Message("t.rewards")],
-                           {"t.rewards": "rewards", "t.events": "events"})
+    metrics.count_consumed(
+        [_Message("t.rewards"), _Message("t.events"), _Message("t.rewards")],
+        {"t.rewards": "rewards", "t.events": "events"},
+    )
     port = free_port_block(1)
     server = metrics.serve(port, host="127.0.0.1")
     try:

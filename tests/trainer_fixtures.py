@@ -47,9 +47,18 @@ def register_variant(registry: CheckpointRegistry, checkpoint_id: str, parent: s
         for p in policy.model.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=generator))
     weights, files = weight_writers(policy, None, None)
-    return registry.register(checkpoint_id=checkpoint_id, parent=parent, model=root.model,
-                             weights=weights, training=TrainingRef(), files=files, evals={},
-                             batches=batches, status=status, reasons=reasons)
+    return registry.register(
+        checkpoint_id=checkpoint_id,
+        parent=parent,
+        model=root.model,
+        weights=weights,
+        training=TrainingRef(),
+        files=files,
+        evals={},
+        batches=batches,
+        status=status,
+        reasons=reasons,
+    )
 
 
 def low_token_share(policy: CausalLMPolicy, ids: tuple[int, ...]) -> float:
@@ -73,13 +82,22 @@ def serve(policy: CausalLMPolicy, info: CheckpointInfo, n: int, seed: int,
     prompts = prompts[:n]
     examples = []
     for start in range(0, n, 32):
-        chunk = prompts[start:start + 32]
-        for k, (prompt, done) in enumerate(zip(chunk, policy.sample(chunk, params, generator),
-                                               strict=True)):
+        chunk = prompts[start : start + 32]
+        for k, (prompt, done) in enumerate(
+            zip(chunk, policy.sample(chunk, params, generator), strict=True)
+        ):
             reward = 1.0 if rng.random() < low_token_share(policy, done.token_ids) else -0.5
-            rollout = Rollout(f"{prefix}-{seed}-{start + k}", info.checkpoint_id,
-                              info.model.identity(), params, tuple(prompt), done.token_ids,
-                              done.logprobs, done.finish_reason, TS)
+            rollout = Rollout(
+                f"{prefix}-{seed}-{start + k}",
+                info.checkpoint_id,
+                info.model.identity(),
+                params,
+                tuple(prompt),
+                done.token_ids,
+                done.logprobs,
+                done.finish_reason,
+                TS,
+            )
             examples.append(Example(rollout, reward))
     return examples
 
@@ -91,9 +109,18 @@ def write_batch(path: Path, examples: list[Example], batch_id: str = "b") -> Pat
     from warehouse.manifest import BATCH_DATA_SCHEMA
 
     base = {name: None for name in BATCH_DATA_SCHEMA.names()}
-    rows = [{**base, "batch_id": batch_id, "interaction_id": e.rollout.interaction_id,
-             "checkpoint_id": e.rollout.checkpoint_id, "status": "scored", "reward": e.reward,
-             "rollout_json": e.rollout.to_json().decode()} for e in examples]
+    rows = [
+        {
+            **base,
+            "batch_id": batch_id,
+            "interaction_id": e.rollout.interaction_id,
+            "checkpoint_id": e.rollout.checkpoint_id,
+            "status": "scored",
+            "reward": e.reward,
+            "rollout_json": e.rollout.to_json().decode(),
+        }
+        for e in examples
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     pl.DataFrame(rows, schema=BATCH_DATA_SCHEMA).write_parquet(path)
     return path

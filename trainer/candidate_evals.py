@@ -43,8 +43,11 @@ class SimulatedBehaviour:
         return any(t >= self.vocab_size - self.invalid_tokens for t in token_ids)
 
     def __call__(self, completion: Completion) -> Behaviours:
-        return {"invalid_tool_call_rate": self.invalid(completion.token_ids),
-                "edit_rate": True, "clarifying_rate": False}
+        return {
+            "invalid_tool_call_rate": self.invalid(completion.token_ids),
+            "edit_rate": True,
+            "clarifying_rate": False,
+        }
 
 
 @dataclass(frozen=True)
@@ -59,12 +62,20 @@ class RateTest:
 
     @property
     def message(self) -> str:
-        return (f"candidate eval: {self.metric} {self.parent:.3f} -> {self.candidate:.3f} on "
-                f"{self.n} prompts (one-sided z {self.z:+.2f}, p {self.p_value:.4f})")
+        return (
+            f"candidate eval: {self.metric} {self.parent:.3f} -> {self.candidate:.3f} on "
+            f"{self.n} prompts (one-sided z {self.z:+.2f}, p {self.p_value:.4f})"
+        )
 
 
-def one_sided_test(metric: str, parent: Sequence[bool], candidate: Sequence[bool],
-                   alpha: float, min_relative: float, min_absolute: float) -> RateTest:
+def one_sided_test(
+    metric: str,
+    parent: Sequence[bool],
+    candidate: Sequence[bool],
+    alpha: float,
+    min_relative: float,
+    min_absolute: float,
+) -> RateTest:
     """Two-proportion z-test (pooled) of a move in ``metric``'s bad direction.
 
     >>> t = one_sided_test("invalid_tool_call_rate", [True] * 10 + [False] * 90,
@@ -89,16 +100,19 @@ def one_sided_test(metric: str, parent: Sequence[bool], candidate: Sequence[bool
     return RateTest(metric, p0, p1, n, z, p_value, p_value < alpha and big)
 
 
-def eval_prompts(policy: CausalLMPolicy, recent: Sequence[Sequence[int]],
-                 limit: int) -> list[list[int]]:
+def eval_prompts(
+    policy: CausalLMPolicy, recent: Sequence[Sequence[int]], limit: int
+) -> list[list[int]]:
     """Up to ``limit`` distinct recent prompts, then every shipped eval task."""
     seen: dict[tuple[int, ...], None] = {}
     for prompt in recent:
         if len(seen) >= limit:
             break
         seen.setdefault(tuple(prompt), None)
-    tasks = [policy.chat_prompt([{"role": "user", "content": f"Write `{t}` in Python."}])
-             for t in EVAL_TASKS]
+    tasks = [
+        policy.chat_prompt([{"role": "user", "content": f"Write `{t}` in Python."}])
+        for t in EVAL_TASKS
+    ]
     return [list(p) for p in seen] + tasks
 
 
@@ -114,8 +128,10 @@ def compare_behaviour(parent: CausalLMPolicy, candidate: CausalLMPolicy,
         generator = torch.Generator(policy.device).manual_seed(seed)
         batch = [list(p) for p in prompts for _ in range(samples)]
         for start in range(0, len(batch), 32):
-            for done in policy.sample(batch[start:start + 32], params, generator):
+            for done in policy.sample(batch[start : start + 32], params, generator):
                 for metric, value in reader(done).items():
                     rows.setdefault(metric, ([], []))[who].append(value)
-    return [one_sided_test(metric, p, c, alpha, min_relative, min_absolute)
-            for metric, (p, c) in rows.items()]
+    return [
+        one_sided_test(metric, p, c, alpha, min_relative, min_absolute)
+        for metric, (p, c) in rows.items()
+    ]

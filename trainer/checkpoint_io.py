@@ -35,18 +35,24 @@ STATE_FILE = "trainer_state.pt"
 
 
 def model_ref(base: LoadedBase) -> ModelRef:
-    return ModelRef(family=base.family, base_path=str(base.path), base_sha256=base.sha256,
-                    tokenizer_sha256=base.tokenizer_sha256)
+    return ModelRef(
+        family=base.family,
+        base_path=str(base.path),
+        base_sha256=base.sha256,
+        tokenizer_sha256=base.tokenizer_sha256,
+    )
 
 
-def load_policy(registry: CheckpointRegistry, info: CheckpointInfo,
-                new_lora: LoraSettings | None = None) -> CausalLMPolicy:
+def load_policy(
+    registry: CheckpointRegistry, info: CheckpointInfo, new_lora: LoraSettings | None = None
+) -> CausalLMPolicy:
     """The checkpoint's policy on the CPU. ``new_lora`` adds a fresh adapter to a base or full
     checkpoint (to train it with LoRA); a lora checkpoint's own adapter is always trainable."""
     base = load_base(Path(info.model.base_path), expect_sha256=info.model.base_sha256)
     if base.tokenizer_sha256 != info.model.tokenizer_sha256:
-        raise ValueError(f"{info.checkpoint_id}: the base's tokenizer has another hash than the "
-                         "registered one")
+        raise ValueError(
+            f"{info.checkpoint_id}: the base's tokenizer has another hash than the registered one"
+        )
     model: Any = base.model
     weights = info.weights
     if weights.kind == "full":
@@ -54,13 +60,16 @@ def load_policy(registry: CheckpointRegistry, info: CheckpointInfo,
         path = registry.checked_file(info, weights.file, weights.sha256)
         missing, unexpected = load_model_weights(model, str(path), strict=True)
         if missing or unexpected:
-            raise ValueError(f"{path}: weights do not fit the base ({missing[:2]}, "
-                             f"{unexpected[:2]})")
+            raise ValueError(
+                f"{path}: weights do not fit the base ({missing[:2]}, {unexpected[:2]})"
+            )
     if weights.kind == "lora":
         assert weights.file is not None and weights.lora is not None
         if new_lora is not None and new_lora != weights.lora:
-            raise ValueError(f"{info.checkpoint_id} has a LoRA adapter {weights.lora}; it is "
-                             f"trained as it is, not with {new_lora}")
+            raise ValueError(
+                f"{info.checkpoint_id} has a LoRA adapter {weights.lora}; it is "
+                f"trained as it is, not with {new_lora}"
+            )
         path = registry.checked_file(info, weights.file, weights.sha256)
         model = with_lora(model, weights.lora)
         load_adapter_state(model, load_file(str(path)))
@@ -97,20 +106,33 @@ def weight_writers(policy: CausalLMPolicy, lora: LoraSettings | None,
     return weights, files
 
 
-def register_base(registry: CheckpointRegistry, checkpoint_id: str, base_path: Path,
-                  evals: dict[str, Any] | None = None) -> CheckpointInfo:
+def register_base(
+    registry: CheckpointRegistry,
+    checkpoint_id: str,
+    base_path: Path,
+    evals: dict[str, Any] | None = None,
+) -> CheckpointInfo:
     """A root checkpoint that is its base model, promoted: nothing is copied, the base is
     named by its path and content hash."""
     from trainer.registry import PROMOTED, TrainingRef
 
     base = load_base(base_path)
-    return registry.register(checkpoint_id=checkpoint_id, parent=None, model=model_ref(base),
-                             weights=WeightsRef(kind="base"), training=TrainingRef(), files={},
-                             evals=evals or {}, batches=(), status=PROMOTED)
+    return registry.register(
+        checkpoint_id=checkpoint_id,
+        parent=None,
+        model=model_ref(base),
+        weights=WeightsRef(kind="base"),
+        training=TrainingRef(),
+        files={},
+        evals=evals or {},
+        batches=(),
+        status=PROMOTED,
+    )
 
 
-def copy_as(registry: CheckpointRegistry, old: CheckpointInfo, checkpoint_id: str,
-            evals: dict[str, Any]) -> CheckpointInfo:
+def copy_as(
+    registry: CheckpointRegistry, old: CheckpointInfo, checkpoint_id: str, evals: dict[str, Any]
+) -> CheckpointInfo:
     """``old``'s weights under a new id, promoted (a rollback: serving only moves forward)."""
     from trainer.registry import PROMOTED
 
@@ -120,9 +142,17 @@ def copy_as(registry: CheckpointRegistry, old: CheckpointInfo, checkpoint_id: st
         if name is not None:
             source = registry.checked_file(old, name, sha)
             files[name] = partial(_copy, source)
-    return registry.register(checkpoint_id=checkpoint_id, parent=old.checkpoint_id,
-                             model=old.model, weights=old.weights, training=old.training,
-                             files=files, evals=evals, batches=(), status=PROMOTED)
+    return registry.register(
+        checkpoint_id=checkpoint_id,
+        parent=old.checkpoint_id,
+        model=old.model,
+        weights=old.weights,
+        training=old.training,
+        files=files,
+        evals=evals,
+        batches=(),
+        status=PROMOTED,
+    )
 
 
 def _copy(source: Path, target: Path) -> None:

@@ -35,8 +35,9 @@ class BatchExamples:
 
 def read_examples(path: str | Path) -> BatchExamples:
     """The examples of one batch file (all its rows share one checkpoint)."""
-    frame = pl.read_parquet(path, columns=["interaction_id", "checkpoint_id", "reward",
-                                           "rollout_json"])
+    frame = pl.read_parquet(
+        path, columns=["interaction_id", "checkpoint_id", "reward", "rollout_json"]
+    )
     checkpoints = frame["checkpoint_id"].unique().to_list()
     if len(checkpoints) != 1:
         found = sorted(map(str, checkpoints))

@@ -45,18 +45,27 @@ class GateConfig:
         if not _finite(self.max_kl) or self.max_kl < 0:
             raise ValueError(f"GateConfig.max_kl must be a finite number >= 0, got {self.max_kl!r}")
         if not _finite(self.min_ess_fraction) or not 0 <= self.min_ess_fraction <= 1:
-            raise ValueError("GateConfig.min_ess_fraction must be in [0, 1], "
-                             f"got {self.min_ess_fraction!r}")
-        if (not isinstance(self.min_examples, int) or isinstance(self.min_examples, bool)
-                or self.min_examples < 1):
-            raise ValueError(f"GateConfig.min_examples must be an integer >= 1, "
-                             f"got {self.min_examples!r}")
+            raise ValueError(
+                f"GateConfig.min_ess_fraction must be in [0, 1], got {self.min_ess_fraction!r}"
+            )
+        if (
+            not isinstance(self.min_examples, int)
+            or isinstance(self.min_examples, bool)
+            or self.min_examples < 1
+        ):
+            raise ValueError(
+                f"GateConfig.min_examples must be an integer >= 1, got {self.min_examples!r}"
+            )
         if not _finite(self.level) or not 0.5 <= self.level < 1:
             raise ValueError(f"GateConfig.level must be in [0.5, 1), got {self.level!r}")
-        if (not isinstance(self.resamples, int) or isinstance(self.resamples, bool)
-                or self.resamples < 100):
-            raise ValueError(f"GateConfig.resamples must be an integer >= 100, "
-                             f"got {self.resamples!r}")
+        if (
+            not isinstance(self.resamples, int)
+            or isinstance(self.resamples, bool)
+            or self.resamples < 100
+        ):
+            raise ValueError(
+                f"GateConfig.resamples must be an integer >= 100, got {self.resamples!r}"
+            )
         if not _finite(self.tis_cap) or self.tis_cap < 1:
             raise ValueError(f"GateConfig.tis_cap must be >= 1, got {self.tis_cap!r}")
         for name in ("eval_prompts", "eval_samples"):
@@ -64,11 +73,11 @@ class GateConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"GateConfig.{name} must be an integer >= 0, got {value!r}")
         if not _finite(self.eval_alpha) or not 0 < self.eval_alpha < 0.5:
-            raise ValueError(f"GateConfig.eval_alpha must be in (0, 0.5), "
-                             f"got {self.eval_alpha!r}")
+            raise ValueError(f"GateConfig.eval_alpha must be in (0, 0.5), got {self.eval_alpha!r}")
         if not isinstance(self.block_on_alarms, bool):
-            raise ValueError(f"GateConfig.block_on_alarms must be a bool, "
-                             f"got {self.block_on_alarms!r}")
+            raise ValueError(
+                f"GateConfig.block_on_alarms must be a bool, got {self.block_on_alarms!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -78,8 +87,9 @@ class GateDecision:
     figures: dict[str, float | str]  # the numbers the rules looked at, and the method
 
 
-def decide(estimate: Estimate, alarms: Sequence[Alarm], config: GateConfig,
-           eval_alarms: Sequence[str] = ()) -> GateDecision:
+def decide(
+    estimate: Estimate, alarms: Sequence[Alarm], config: GateConfig, eval_alarms: Sequence[str] = ()
+) -> GateDecision:
     """Apply every rule to the candidate's estimate, its monitors' alarms and the alarms of its
     own evals (``trainer.candidate_evals``, one sentence each).
 
@@ -116,13 +126,16 @@ def decide(estimate: Estimate, alarms: Sequence[Alarm], config: GateConfig,
                   if not _finite(figures[name])]  # fmt: skip
     if not_finite:
         # NaN fails no comparison below: say so rather than let it pass
-        reasons.append("estimate not finite: " + ", ".join(
-            f"{name}={figures[name]}" for name in not_finite))
+        reasons.append(
+            "estimate not finite: " + ", ".join(f"{name}={figures[name]}" for name in not_finite)
+        )
     if n < config.min_examples:
         reasons.append(f"{n} examples, fewer than the {config.min_examples} needed")
     if not estimate.lower > config.min_gain:
-        reasons.append(f"gain {gain:.3f}, its {estimate.level:.0%} lower bound "
-                       f"{estimate.lower:.3f} not above {config.min_gain:.3f}")
+        reasons.append(
+            f"gain {gain:.3f}, its {estimate.level:.0%} lower bound "
+            f"{estimate.lower:.3f} not above {config.min_gain:.3f}"
+        )
     if estimate.kl > config.max_kl:
         reasons.append(f"KL {estimate.kl:.3f} above {config.max_kl:.3f}")
     if ess_fraction < config.min_ess_fraction:
@@ -134,5 +147,4 @@ def decide(estimate: Estimate, alarms: Sequence[Alarm], config: GateConfig,
 
 
 def _finite(value: object) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -35,8 +35,12 @@ def offered_batches(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list
     for value in read_latest(bootstrap, topic, timeout_s).values():
         entry = orjson.loads(value)
         if entry.get("offered"):
-            batches.append((entry["created_at"], OfferedBatch(
-                entry["batch_id"], entry["checkpoint_id"], tuple(entry["files"]))))
+            batches.append(
+                (
+                    entry["created_at"],
+                    OfferedBatch(entry["batch_id"], entry["checkpoint_id"], tuple(entry["files"])),
+                )
+            )
     return [batch for _, batch in sorted(batches, key=lambda item: item[0])]
 
 
@@ -67,8 +71,9 @@ def alarms_of(catalog: Path, registry: CheckpointRegistry, checkpoint_id: str,
     with duckdb.connect(str(catalog), read_only=True) as con:
         records = con.sql("SELECT * FROM rewards").pl()
     limits = load_thresholds(thresholds) if thresholds else MonitorThresholds()
-    return compare(checkpoint_rates(records, checkpoint_id), checkpoint_rates(records, parent),
-                   limits)
+    return compare(
+        checkpoint_rates(records, checkpoint_id), checkpoint_rates(records, parent), limits
+    )
 
 
 def next_id(registry: CheckpointRegistry, parent: CheckpointInfo) -> str:
@@ -79,6 +84,9 @@ def next_id(registry: CheckpointRegistry, parent: CheckpointInfo) -> str:
     """
     match = re.fullmatch(r"(.*?)-?(\d+)", parent.checkpoint_id)
     prefix = match.group(1) if match else parent.checkpoint_id
-    taken = [int(m.group(1)) for info in registry.list()
-             if (m := re.fullmatch(re.escape(prefix) + r"-?(\d+)", info.checkpoint_id))]
+    taken = [
+        int(m.group(1))
+        for info in registry.list()
+        if (m := re.fullmatch(re.escape(prefix) + r"-?(\d+)", info.checkpoint_id))
+    ]
     return f"{prefix}-{max(taken, default=0) + 1:04d}"

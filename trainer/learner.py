@@ -88,8 +88,9 @@ class UpdateResult:
     baseline: dict[str, float]  # the running baseline after this batch
 
 
-def advantages(prompts: Sequence[tuple[int, ...]], rewards: Sequence[float],
-               baseline: dict[str, float]) -> tuple[list[float], dict[str, float], float]:
+def advantages(
+    prompts: Sequence[tuple[int, ...]], rewards: Sequence[float], baseline: dict[str, float]
+) -> tuple[list[float], dict[str, float], float]:
     """Per example: group-normalised when it shares its prompt with others (GRPO), else its
     reward against the running ``baseline`` (``{"mean", "var"}``; empty before the first
     batch). Returns the advantages, the baseline to use next (decay applied by the caller) and
@@ -121,8 +122,7 @@ def advantages(prompts: Sequence[tuple[int, ...]], rewards: Sequence[float],
     return out, batch, float(single_rewards.mean()) if singles else 0.0
 
 
-def next_baseline(old: dict[str, float], batch: dict[str, float],
-                  decay: float) -> dict[str, float]:
+def next_baseline(old: dict[str, float], batch: dict[str, float], decay: float) -> dict[str, float]:
     if not batch:
         return dict(old)
     if not old:
@@ -146,8 +146,7 @@ def ppo_token_loss(new: torch.Tensor, old: torch.Tensor, behaviour: torch.Tensor
     """
     ratio = torch.exp(new - old)
     weight = torch.exp(old - behaviour).clamp(max=tis_cap).detach()
-    surrogate = torch.minimum(ratio * advantage,
-                              ratio.clamp(1.0 - clip, 1.0 + clip) * advantage)
+    surrogate = torch.minimum(ratio * advantage, ratio.clamp(1.0 - clip, 1.0 + clip) * advantage)
     return -surrogate * weight, (ratio - 1.0).abs() > clip
 
 
@@ -186,11 +185,11 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
         policy.check_tokens(r.prompt_ids, f"example {i}: prompt_ids")
         policy.check_tokens(r.completion_ids, f"example {i}: completion_ids")
         if not _finite(examples[i].reward):
-            raise ValueError(f"example {i}: reward must be a finite number, "
-                             f"got {examples[i].reward!r}")
+            raise ValueError(
+                f"example {i}: reward must be a finite number, got {examples[i].reward!r}"
+            )
     rewards = [float(e.reward) for e in examples]
-    adv, batch_baseline, _ = advantages([r.prompt_ids for r in rollouts], rewards,
-                                        baseline or {})
+    adv, batch_baseline, _ = advantages([r.prompt_ids for r in rollouts], rewards, baseline or {})
     new_baseline = next_baseline(baseline or {}, batch_baseline, config.baseline_decay)
     has_signal = any(abs(a) > 0 for a in adv)
     rank, world = accelerator.process_index, accelerator.num_processes
@@ -225,15 +224,17 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
                 step += 1
                 if step <= progress.step:  # taken before an interruption
                     continue
-                rows = [shard[k] for k in order[start:start + config.minibatch]]
+                rows = [shard[k] for k in order[start : start + config.minibatch]]
                 loss, clipped, kl_old, kl_ref = _step(
                     policy, scorer, optimizer, accelerator, examples, rows, old, behaviour,
                     adv, reference, config)  # fmt: skip
                 ref_kl = kl_ref
                 progress.step = step
                 progress.losses[epoch].append(loss)
-                progress.clipped = [progress.clipped[0] + clipped[0],
-                                    progress.clipped[1] + clipped[1]]
+                progress.clipped = [
+                    progress.clipped[0] + clipped[0],
+                    progress.clipped[1] + clipped[1],
+                ]
                 if config.target_kl > 0 and kl_old > config.target_kl:
                     progress.early_stopped = True
                 if on_step is not None:
@@ -269,23 +270,27 @@ def _step(policy: CausalLMPolicy, scorer: Any, optimizer: Any, accelerator: Acce
     device = policy.device
     step_tokens = sum(len(examples[i].rollout.completion_ids) for i in rows)
     total_loss = clipped = kl_old = kl_ref = 0.0
-    micro = [rows[k:k + config.micro_batch] for k in range(0, len(rows), config.micro_batch)]
+    micro = [rows[k : k + config.micro_batch] for k in range(0, len(rows), config.micro_batch)]
     optimizer.zero_grad()
     for n, part in enumerate(micro):
         rollouts = [examples[i].rollout for i in part]
         sync = n == len(micro) - 1
         with accelerator.no_sync(scorer) if not sync else _null():
-            new = policy.score([r.prompt_ids for r in rollouts],
-                               [r.completion_ids for r in rollouts],
-                               [r.sampling.temperature for r in rollouts],
-                               [r.sampling.top_p for r in rollouts], scorer=scorer)
+            new = policy.score(
+                [r.prompt_ids for r in rollouts],
+                [r.completion_ids for r in rollouts],
+                [r.sampling.temperature for r in rollouts],
+                [r.sampling.top_p for r in rollouts],
+                scorer=scorer,
+            )
             new_flat = torch.cat(new)
             old_flat = torch.cat([old[i] for i in part])
             mu_flat = torch.cat([behaviour[i] for i in part])
             adv_flat = torch.cat([torch.full((len(old[i]),), adv[i], device=device)
                                   for i in part])  # fmt: skip
-            token_loss, was_clipped = ppo_token_loss(new_flat, old_flat, mu_flat, adv_flat,
-                                                     config.clip, config.tis_cap)
+            token_loss, was_clipped = ppo_token_loss(
+                new_flat, old_flat, mu_flat, adv_flat, config.clip, config.tis_cap
+            )
             if config.kl_coef > 0:
                 assert reference is not None
                 ref_flat = torch.cat([reference[i].to(device) for i in part])
@@ -314,24 +319,28 @@ class _null:
 
 
 @torch.no_grad()
-def _score_all(policy: CausalLMPolicy, examples: Sequence[Example], rows: Sequence[int],
-               micro_batch: int) -> dict[int, torch.Tensor]:
+def _score_all(
+    policy: CausalLMPolicy, examples: Sequence[Example], rows: Sequence[int], micro_batch: int
+) -> dict[int, torch.Tensor]:
     """Per example (by index), its completion's log-probabilities under the policy now."""
     out: dict[int, torch.Tensor] = {}
     unique = list(dict.fromkeys(rows))
     for start in range(0, len(unique), micro_batch):
-        part = unique[start:start + micro_batch]
+        part = unique[start : start + micro_batch]
         rollouts = [examples[i].rollout for i in part]
-        scores = policy.score([r.prompt_ids for r in rollouts],
-                              [r.completion_ids for r in rollouts],
-                              [r.sampling.temperature for r in rollouts],
-                              [r.sampling.top_p for r in rollouts])
+        scores = policy.score(
+            [r.prompt_ids for r in rollouts],
+            [r.completion_ids for r in rollouts],
+            [r.sampling.temperature for r in rollouts],
+            [r.sampling.top_p for r in rollouts],
+        )
         out.update(zip(part, scores, strict=True))
     return out
 
 
-def score_examples(policy: CausalLMPolicy, examples: Sequence[Example],
-                   micro_batch: int = 8) -> list[torch.Tensor]:
+def score_examples(
+    policy: CausalLMPolicy, examples: Sequence[Example], micro_batch: int = 8
+) -> list[torch.Tensor]:
     """Every example's per-token log-probabilities under ``policy`` (no gradients)."""
     scored = _score_all(policy, examples, range(len(examples)), micro_batch)
     return [scored[i].cpu() for i in range(len(examples))]

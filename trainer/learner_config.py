@@ -13,8 +13,7 @@ def _positive_int(name: str, value: object) -> None:
 
 
 def _finite(value: object) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
@@ -47,14 +46,18 @@ class LearnerConfig:
         for name in ("kl_coef", "target_kl", "weight_decay"):
             value = getattr(self, name)
             if not _finite(value) or value < 0:
-                raise ValueError(f"LearnerConfig.{name} must be a finite number >= 0, "
-                                 f"got {value!r}")
+                raise ValueError(
+                    f"LearnerConfig.{name} must be a finite number >= 0, got {value!r}"
+                )
         if not _finite(self.max_grad_norm) or self.max_grad_norm <= 0:
-            raise ValueError("LearnerConfig.max_grad_norm must be a finite number > 0, "
-                             f"got {self.max_grad_norm!r}")
+            raise ValueError(
+                "LearnerConfig.max_grad_norm must be a finite number > 0, "
+                f"got {self.max_grad_norm!r}"
+            )
         if not _finite(self.baseline_decay) or not 0 <= self.baseline_decay < 1:
-            raise ValueError(f"LearnerConfig.baseline_decay must be in [0, 1), "
-                             f"got {self.baseline_decay!r}")
+            raise ValueError(
+                f"LearnerConfig.baseline_decay must be in [0, 1), got {self.baseline_decay!r}"
+            )
         for name in ("seed", "save_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

@@ -34,14 +34,19 @@ def measured_rewards(records: pl.DataFrame) -> dict[str, Measured]:
     >>> m["a"].mean, m["a"].n, round(m["a"].half_width, 3), m["b"].half_width
     (0.5, 2, 0.98, 0.0)
     """
-    scored = records.filter(pl.col("status") == "scored").group_by("checkpoint_id").agg(
-        pl.col("reward").mean().alias("mean"), pl.col("reward").std(ddof=1).alias("sd"),
-        pl.len().alias("n"))
+    scored = (
+        records.filter(pl.col("status") == "scored")
+        .group_by("checkpoint_id")
+        .agg(
+            pl.col("reward").mean().alias("mean"),
+            pl.col("reward").std(ddof=1).alias("sd"),
+            pl.len().alias("n"),
+        )
+    )
     out = {}
     for row in scored.iter_rows(named=True):
         sd = row["sd"] if row["sd"] is not None and math.isfinite(row["sd"]) else 0.0
-        out[row["checkpoint_id"]] = Measured(row["mean"], 1.96 * sd / math.sqrt(row["n"]),
-                                             row["n"])
+        out[row["checkpoint_id"]] = Measured(row["mean"], 1.96 * sd / math.sqrt(row["n"]), row["n"])
     return out
 
 
@@ -53,14 +58,26 @@ def plot_lineage(infos: Sequence[CheckpointInfo], measured: dict[str, Measured],
     for x, info in enumerate(infos):
         got = measured.get(info.checkpoint_id)
         if got is not None:
-            ax.errorbar([x], [got.mean], yerr=[got.half_width], fmt="o", color="tab:blue",
-                        capsize=4, label="measured (95 % CI)" if x == 0 else None)
+            ax.errorbar(
+                [x],
+                [got.mean],
+                yerr=[got.half_width],
+                fmt="o",
+                color="tab:blue",
+                capsize=4,
+                label="measured (95 % CI)" if x == 0 else None,
+            )
         estimate = info.evals.get("gate", {}).get("value")
         if isinstance(estimate, int | float) and math.isfinite(estimate):
             promoted = info.status == PROMOTED
-            ax.plot([x], [estimate], "o" if promoted else "x", mfc="none",
-                    color="tab:orange" if promoted else "tab:red",
-                    label="gate's estimate" if promoted else "rejected: estimate")
+            ax.plot(
+                [x],
+                [estimate],
+                "o" if promoted else "x",
+                mfc="none",
+                color="tab:orange" if promoted else "tab:red",
+                label="gate's estimate" if promoted else "rejected: estimate",
+            )
     ax.set_xticks(range(len(infos)), [i.checkpoint_id for i in infos], rotation=30, ha="right")
     ax.set_ylabel("mean reward")
     ax.set_title("reward by checkpoint")

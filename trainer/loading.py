@@ -61,22 +61,28 @@ def load_base(path: Path, expect_sha256: str | None = None) -> LoadedBase:
     path = Path(path).resolve()
     digest = content_sha256(path)
     if expect_sha256 is not None and digest != expect_sha256:
-        raise ValueError(f"base model {path} has content sha256 {digest}, but the checkpoint "
-                         f"was built on {expect_sha256}: it changed or is another model")
+        raise ValueError(
+            f"base model {path} has content sha256 {digest}, but the checkpoint "
+            f"was built on {expect_sha256}: it changed or is another model"
+        )
     if path.is_file():
         if path.suffix != ".gguf":
-            raise ValueError(f"{path}: a model file must be GGUF (.gguf); a directory in the "
-                             "Hugging Face layout is the other choice")
+            raise ValueError(
+                f"{path}: a model file must be GGUF (.gguf); a directory in the "
+                "Hugging Face layout is the other choice"
+            )
         where, extra = str(path.parent), {"gguf_file": path.name}
     elif (path / "config.json").is_file():
         where, extra = str(path), {}
     else:
         raise ValueError(f"{path}: neither a .gguf file nor a model directory with config.json")
     tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=True, **extra)
-    model = AutoModelForCausalLM.from_pretrained(where, local_files_only=True,
-                                                 dtype=torch.float32, **extra)
-    return LoadedBase(model, tokenizer, path, digest, str(model.config.model_type),
-                      tokenizer_sha256(tokenizer))
+    model = AutoModelForCausalLM.from_pretrained(
+        where, local_files_only=True, dtype=torch.float32, **extra
+    )
+    return LoadedBase(
+        model, tokenizer, path, digest, str(model.config.model_type), tokenizer_sha256(tokenizer)
+    )
 
 
 class LoraSettings(BaseModel):
@@ -87,17 +93,23 @@ class LoraSettings(BaseModel):
     r: int = Field(8, ge=1, le=1024, description="adapter rank")
     alpha: int = Field(16, ge=1, description="scale numerator (scale = alpha / r)")
     dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the adapter's input")
-    targets: tuple[str, ...] = Field(("q_proj", "v_proj"), min_length=1,
-                                     description="module names that get an adapter")
+    targets: tuple[str, ...] = Field(
+        ("q_proj", "v_proj"), min_length=1, description="module names that get an adapter"
+    )
 
 
 def with_lora(model: Any, settings: LoraSettings) -> Any:
     """``model`` wrapped by peft with a fresh adapter; only the adapter is trainable."""
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
-                        target_modules=list(settings.targets), bias="none",
-                        task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=settings.r,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=list(settings.targets),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
     return get_peft_model(model, config)
 
 

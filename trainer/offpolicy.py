@@ -86,20 +86,44 @@ def snis_with_bound(log_ratios: Sequence[np.ndarray], rewards: Sequence[float], 
             wi, ri = w[idx], r[idx]
             gains.append((wi * ri).sum(1) / wi.sum(1) - ri.mean(1))
         lower = float(np.quantile(np.concatenate(gains), 1 - level))
-    return Estimate(value=value, behaviour_mean=float(r.mean()), ess=ess, kl=kl, n=n,
-                    lower=lower, level=level, method=METHOD, resamples=resamples)
+    return Estimate(
+        value=value,
+        behaviour_mean=float(r.mean()),
+        ess=ess,
+        kl=kl,
+        n=n,
+        lower=lower,
+        level=level,
+        method=METHOD,
+        resamples=resamples,
+    )
 
 
 @torch.no_grad()
-def estimate(policy: CausalLMPolicy, examples: Sequence[Example], *, tis_cap: float = TIS_CAP,
-             level: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0) -> Estimate:
+def estimate(
+    policy: CausalLMPolicy,
+    examples: Sequence[Example],
+    *,
+    tis_cap: float = TIS_CAP,
+    level: float = LEVEL,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> Estimate:
     """The expected reward of ``policy`` estimated from ``examples`` (rollouts of another policy
     with their behaviour log-probabilities), without gradients. The candidate is scored under
     each rollout's own sampling transformation (temperature, nucleus), like the behaviour."""
     if not examples:
         raise ValueError("estimate needs at least one example")
     scores = score_examples(policy, examples)
-    log_ratios = [new.double().numpy() - np.asarray(e.rollout.logprobs, dtype=np.float64)
-                  for new, e in zip(scores, examples, strict=True)]
-    return snis_with_bound(log_ratios, [e.reward for e in examples], tis_cap=tis_cap,
-                           level=level, resamples=resamples, seed=seed)
+    log_ratios = [
+        new.double().numpy() - np.asarray(e.rollout.logprobs, dtype=np.float64)
+        for new, e in zip(scores, examples, strict=True)
+    ]
+    return snis_with_bound(
+        log_ratios,
+        [e.reward for e in examples],
+        tis_cap=tis_cap,
+        level=level,
+        resamples=resamples,
+        seed=seed,
+    )

@@ -54,8 +54,9 @@ class TokenScorer(nn.Module):
         ``targets[i]`` given everything up to ``positions[i]``; ``temperature``/``top_p`` per
         target."""
         core = _core(self.model)
-        hidden = core.get_decoder()(input_ids=input_ids,
-                                    attention_mask=attention_mask).last_hidden_state
+        hidden = core.get_decoder()(
+            input_ids=input_ids, attention_mask=attention_mask
+        ).last_hidden_state
         flat = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)
         head = core.get_output_embeddings()
         pieces = []
@@ -69,8 +70,13 @@ class TokenScorer(nn.Module):
         return torch.cat(pieces) if pieces else flat.new_zeros(0)
 
 
-def _chunk_logprobs(head: nn.Module, hidden: torch.Tensor, targets: torch.Tensor,
-                    temperature: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+def _chunk_logprobs(
+    head: nn.Module,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: torch.Tensor,
+    top_p: torch.Tensor,
+) -> torch.Tensor:
     log_dist = sampling_log_probs(head(hidden), temperature.unsqueeze(-1), top_p.unsqueeze(-1))
     return log_dist.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
@@ -91,8 +97,12 @@ class ScoreBatch:
     lengths: tuple[int, ...]  # completion tokens per row (sum = N)
 
 
-def score_batch(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
-                pad_id: int, device: torch.device | str = "cpu") -> ScoreBatch:
+def score_batch(
+    prompts: Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    pad_id: int,
+    device: torch.device | str = "cpu",
+) -> ScoreBatch:
     """
     >>> b = score_batch([[5, 6], [7]], [[8], [9, 10]], pad_id=0)
     >>> b.input_ids.tolist(), b.positions.tolist(), b.targets.tolist()
@@ -109,14 +119,18 @@ def score_batch(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence
     for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
         if not prompt or not completion:
             raise ValueError(f"row {i}: prompt and completion must be non-empty")
-        ids[i, :len(rows[i])] = torch.tensor(rows[i])
-        mask[i, :len(rows[i])] = 1
+        ids[i, : len(rows[i])] = torch.tensor(rows[i])
+        mask[i, : len(rows[i])] = 1
         start = i * width + len(prompt) - 1
         positions.extend(range(start, start + len(completion)))
         targets.extend(completion)
-    return ScoreBatch(ids.to(device), mask.to(device), torch.tensor(positions, device=device),
-                      torch.tensor(targets, device=device),
-                      tuple(len(c) for c in completions))
+    return ScoreBatch(
+        ids.to(device),
+        mask.to(device),
+        torch.tensor(positions, device=device),
+        torch.tensor(targets, device=device),
+        tuple(len(c) for c in completions),
+    )
 
 
 class CausalLMPolicy:
@@ -128,8 +142,9 @@ class CausalLMPolicy:
         self.scorer = TokenScorer(model)
         vocab = tokenizer.get_vocab()
         ends = {tokenizer.eos_token_id} | {vocab[t] for t in _END_TOKENS if t in vocab}
-        generation_eos = getattr(getattr(_core(model), "generation_config", None),
-                                 "eos_token_id", None)
+        generation_eos = getattr(
+            getattr(_core(model), "generation_config", None), "eos_token_id", None
+        )
         if isinstance(generation_eos, int):
             ends.add(generation_eos)
         elif isinstance(generation_eos, list):
@@ -152,8 +167,9 @@ class CausalLMPolicy:
 
     def chat_prompt(self, messages: Sequence[dict[str, str]]) -> list[int]:
         """Token ids of a chat ready for the assistant's turn, by the model's own template."""
-        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True,
-                                                  tokenize=False)
+        text = self.tokenizer.apply_chat_template(
+            list(messages), add_generation_prompt=True, tokenize=False
+        )
         return list(self.tokenizer(text, add_special_tokens=False).input_ids)
 
     def check_tokens(self, ids: Sequence[int], what: str) -> None:
@@ -165,8 +181,9 @@ class CausalLMPolicy:
                 raise ValueError(f"{what} holds {token!r}: token ids are integers in [0, {vocab})")
 
     @torch.no_grad()
-    def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
-               generator: torch.Generator) -> list[Completion]:
+    def sample(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams, generator: torch.Generator
+    ) -> list[Completion]:
         """One completion per prompt, all decoded together; ``generator`` (on this policy's
         device) makes it reproducible."""
         for i, prompt in enumerate(prompts):
@@ -178,18 +195,24 @@ class CausalLMPolicy:
         finally:
             self.model.train(was_training)
 
-    def _sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
-                generator: torch.Generator) -> list[Completion]:
+    def _sample(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams, generator: torch.Generator
+    ) -> list[Completion]:
         device, batch = self.device, len(prompts)
         width = max(map(len, prompts))
         ids = torch.full((batch, width), self.pad_id, dtype=torch.long, device=device)
         mask = torch.zeros((batch, width), dtype=torch.long, device=device)
         for i, prompt in enumerate(prompts):  # left padding: every row ends at the same column
-            ids[i, width - len(prompt):] = torch.tensor(list(prompt), device=device)
-            mask[i, width - len(prompt):] = 1
+            ids[i, width - len(prompt) :] = torch.tensor(list(prompt), device=device)
+            mask[i, width - len(prompt) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logprobs: list[list[float]] = [[] for _ in range(batch)]
         finish: list[str | None] = [None] * batch
@@ -211,10 +234,17 @@ class CausalLMPolicy:
                 break
             mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], 1)
             last = last + 1
-            out = self.model(input_ids=drawn, attention_mask=mask, position_ids=last,
-                             past_key_values=out.past_key_values, use_cache=True)
-        return [Completion(tuple(t), tuple(lp), f or LENGTH, self._text(t, params.stop))
-                for t, lp, f in zip(tokens, logprobs, finish, strict=True)]
+            out = self.model(
+                input_ids=drawn,
+                attention_mask=mask,
+                position_ids=last,
+                past_key_values=out.past_key_values,
+                use_cache=True,
+            )
+        return [
+            Completion(tuple(t), tuple(lp), f or LENGTH, self._text(t, params.stop))
+            for t, lp, f in zip(tokens, logprobs, finish, strict=True)
+        ]
 
     def _hits_stop(self, tokens: list[int], stop: Sequence[str]) -> bool:
         tail = self.tokenizer.decode(tokens[-16:], skip_special_tokens=True)
@@ -223,7 +253,7 @@ class CausalLMPolicy:
     def _text(self, tokens: list[int], stop: Sequence[str]) -> str:
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         cuts = [text.find(s) for s in stop if s in text]
-        return text[:min(cuts)] if cuts else text
+        return text[: min(cuts)] if cuts else text
 
     def score(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
               temperature: Sequence[float] | float = 1.0,
@@ -241,8 +271,14 @@ class CausalLMPolicy:
                                     for _ in range(k)], device=self.device)  # fmt: skip
         per_token_p = torch.tensor([p for p, k in zip(tops, batch.lengths, strict=True)
                                     for _ in range(k)], device=self.device)  # fmt: skip
-        flat = (scorer or self.scorer)(batch.input_ids, batch.attention_mask, batch.positions,
-                                       batch.targets, per_token_t, per_token_p)
+        flat = (scorer or self.scorer)(
+            batch.input_ids,
+            batch.attention_mask,
+            batch.positions,
+            batch.targets,
+            per_token_t,
+            per_token_p,
+        )
         return list(flat.split(list(batch.lengths)))
 
 

@@ -20,8 +20,9 @@ from trainer.registry import CheckpointInfo, CheckpointRegistry
 log = logging.getLogger(__name__)
 
 
-def publish_checkpoint(bootstrap: str, topic: str, info: CheckpointInfo,
-                       timeout_s: float = 30) -> None:
+def publish_checkpoint(
+    bootstrap: str, topic: str, info: CheckpointInfo, timeout_s: float = 30
+) -> None:
     """Produce one announcement and wait until every in-sync replica has it.
 
     Raises RuntimeError with the broker's reason when it is not acknowledged within ``timeout_s``.
@@ -36,18 +37,24 @@ def publish_checkpoint(bootstrap: str, topic: str, info: CheckpointInfo,
         if err:
             errors.append(err)
 
-    producer.produce(topic, key=info.checkpoint_id.encode(),
-                     value=orjson.dumps(info.to_json_dict()), on_delivery=note_error)
+    producer.produce(
+        topic,
+        key=info.checkpoint_id.encode(),
+        value=orjson.dumps(info.to_json_dict()),
+        on_delivery=note_error,
+    )
     # A little longer than the message timeout, so that its delivery report (the reason) arrives.
     left = producer.flush(timeout_s + 5)
     if left or errors:
         reason = errors[0].str() if errors else "no acknowledgement in time"
-        raise RuntimeError(f"checkpoint {info.checkpoint_id!r} was not announced on {topic}: "
-                           f"{reason}")
+        raise RuntimeError(
+            f"checkpoint {info.checkpoint_id!r} was not announced on {topic}: {reason}"
+        )
 
 
-def read_checkpoints(bootstrap: str, topic: str,
-                     timeout_s: float = 10) -> dict[str, CheckpointInfo]:
+def read_checkpoints(
+    bootstrap: str, topic: str, timeout_s: float = 10
+) -> dict[str, CheckpointInfo]:
     """The latest announcement of every checkpoint (``infra.compacted.read_latest``).
 
     A record that is not a valid announcement of its key is logged and counts as withdrawing that
@@ -74,8 +81,9 @@ def decode_announcement(key: bytes | None, value: bytes, topic: str) -> Checkpoi
     try:
         info = CheckpointInfo.from_json_dict(orjson.loads(value))
     except ValueError as exc:  # orjson's decode error is one too
-        log.warning("%s: not a checkpoint announcement (%s), key %r dropped", topic, exc,
-                    checkpoint_id)
+        log.warning(
+            "%s: not a checkpoint announcement (%s), key %r dropped", topic, exc, checkpoint_id
+        )
         return None
     if info.checkpoint_id != checkpoint_id:
         log.warning("%s: key %r announces %r, dropped", topic, checkpoint_id, info.checkpoint_id)
@@ -83,8 +91,9 @@ def decode_announcement(key: bytes | None, value: bytes, topic: str) -> Checkpoi
     return info
 
 
-def announce_missing(bootstrap: str, topic: str, registry: CheckpointRegistry,
-                     timeout_s: float = 30) -> list[str]:
+def announce_missing(
+    bootstrap: str, topic: str, registry: CheckpointRegistry, timeout_s: float = 30
+) -> list[str]:
     """Announce every registered checkpoint that ``topic`` does not hold as registered; return
     their ids.
 

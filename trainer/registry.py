@@ -60,8 +60,9 @@ def check_checkpoint_id(value: object, what: str = "checkpoint_id") -> str:
     ValueError: checkpoint_id: 1 to 128 characters of [A-Za-z0-9_.:-], not starting with '.', ...
     """
     if not isinstance(value, str) or _ID.fullmatch(value) is None or value.startswith("."):
-        raise ValueError(f"{what}: 1 to 128 characters of [A-Za-z0-9_.:-], "
-                         f"not starting with '.', got {value!r}")
+        raise ValueError(
+            f"{what}: 1 to 128 characters of [A-Za-z0-9_.:-], not starting with '.', got {value!r}"
+        )
     return value
 
 
@@ -84,8 +85,10 @@ def _json_figures(value: Any, where: str) -> Any:
         return value if math.isfinite(value) else None
     if value is None or isinstance(value, str | int | bool):
         return value
-    raise ValueError(f"{where}: JSON values only (object, array, string, number, bool, null), "
-                     f"got {type(value).__name__}")
+    raise ValueError(
+        f"{where}: JSON values only (object, array, string, number, bool, null), "
+        f"got {type(value).__name__}"
+    )
 
 
 def _check_strings(value: object, what: str) -> None:
@@ -120,8 +123,9 @@ class WeightsRef(PydModel):
     def _consistent(self) -> WeightsRef:
         if (self.kind == "base") != (self.file is None) or (self.file is None) != (
                 self.sha256 is None):  # fmt: skip
-            raise ValueError("a base checkpoint names no file; full and lora name one with "
-                             "its sha256")
+            raise ValueError(
+                "a base checkpoint names no file; full and lora name one with its sha256"
+            )
         if (self.kind == "lora") != (self.lora is not None):
             raise ValueError("lora settings come with a lora checkpoint, and only with one")
         return self
@@ -169,8 +173,9 @@ class CheckpointInfo:
                 elif not isinstance(value, kind):
                     raise ValueError(f"{name}: a {kind.__name__}, got {value!r}")
         except ValidationError as exc:
-            raise ValueError(f"{exc.title}: {exc.errors()[0]['msg']} at "
-                             f"{exc.errors()[0]['loc']}") from None
+            raise ValueError(
+                f"{exc.title}: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}"
+            ) from None
         try:
             object.__setattr__(self, "created_at", normalize_ts(self.created_at, "created_at"))
         except ContractError as exc:
@@ -188,13 +193,19 @@ class CheckpointInfo:
             raise ValueError("reasons: a rejected checkpoint says why (at least one reason)")
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"checkpoint_id": self.checkpoint_id, "parent": self.parent,
-                "directory": self.directory, "model": self.model.model_dump(mode="json"),
-                "weights": self.weights.model_dump(mode="json"),
-                "training": self.training.model_dump(mode="json"),
-                "created_at": self.created_at, "evals": self.evals,
-                "batches": list(self.batches), "status": self.status,
-                "reasons": list(self.reasons)}
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "parent": self.parent,
+            "directory": self.directory,
+            "model": self.model.model_dump(mode="json"),
+            "weights": self.weights.model_dump(mode="json"),
+            "training": self.training.model_dump(mode="json"),
+            "created_at": self.created_at,
+            "evals": self.evals,
+            "batches": list(self.batches),
+            "status": self.status,
+            "reasons": list(self.reasons),
+        }
 
     @classmethod
     def from_json_dict(cls, data: Any) -> CheckpointInfo:
@@ -214,9 +225,11 @@ class CheckpointInfo:
         if not isinstance(data, dict):
             raise ValueError(f"CheckpointInfo: a JSON object, got {type(data).__name__}")
         if "policy" in data and "model" not in data:
-            raise ValueError("written by an older rtrl whose registry held the GRU token "
-                             "policy, which no longer exists: start a new registry with "
-                             "`rtrl checkpoints init --model ...`")
+            raise ValueError(
+                "written by an older rtrl whose registry held the GRU token "
+                "policy, which no longer exists: start a new registry with "
+                "`rtrl checkpoints init --model ...`"
+            )
         names = {f.name for f in fields(cls)}
         if set(data) != names:
             missing, unknown = sorted(names - set(data)), sorted(set(data) - names)
@@ -224,8 +237,7 @@ class CheckpointInfo:
         for name in ("batches", "reasons"):
             if not isinstance(data[name], list):
                 raise ValueError(f"{name}: a list, got {data[name]!r}")
-        return cls(**{**data, "batches": tuple(data["batches"]),
-                      "reasons": tuple(data["reasons"])})
+        return cls(**{**data, "batches": tuple(data["batches"]), "reasons": tuple(data["reasons"])})
 
     def file(self, name: str) -> Path:
         return Path(self.directory) / name
@@ -265,8 +277,10 @@ class CheckpointRegistry:
         """
         final = self._dir(checkpoint_id)
         if final.exists():
-            raise ValueError(f"checkpoint {checkpoint_id!r} is registered already: an id names "
-                             "one set of weights forever, register under a new id")
+            raise ValueError(
+                f"checkpoint {checkpoint_id!r} is registered already: an id names "
+                "one set of weights forever, register under a new id"
+            )
         if parent is not None and not (self._dir(parent) / INFO_FILE).is_file():
             raise ValueError(f"parent {parent!r} of {checkpoint_id!r} is not registered")
         for name in (weights.file, training.file):
@@ -285,16 +299,28 @@ class CheckpointRegistry:
                 weights = weights.model_copy(update={"sha256": digests[weights.file]})
             if training.file is not None:
                 training = training.model_copy(update={"sha256": digests[training.file]})
-            info = CheckpointInfo(checkpoint_id, parent, str(final), model, weights, training,
-                                  now_ts(), evals, tuple(batches), status, tuple(reasons))
+            info = CheckpointInfo(
+                checkpoint_id,
+                parent,
+                str(final),
+                model,
+                weights,
+                training,
+                now_ts(),
+                evals,
+                tuple(batches),
+                status,
+                tuple(reasons),
+            )
             info_json = orjson.dumps(info.to_json_dict(), option=orjson.OPT_INDENT_2)
             _write_synced(tmp / INFO_FILE, info_json)
             fsync_dir(tmp)
             try:
                 os.rename(tmp, final)
             except OSError as exc:  # another writer registered the id meanwhile
-                raise ValueError(f"checkpoint {checkpoint_id!r} is registered already "
-                                 f"({exc.strerror})") from None
+                raise ValueError(
+                    f"checkpoint {checkpoint_id!r} is registered already ({exc.strerror})"
+                ) from None
             fsync_dir(self.root)
         finally:
             if tmp.exists():
@@ -306,8 +332,10 @@ class CheckpointRegistry:
         path = info.file(name)
         digest = file_sha256(path)
         if digest != sha256:
-            raise ValueError(f"{path}: sha256 {digest} differs from the registered {sha256}: "
-                             "the file was changed or damaged")
+            raise ValueError(
+                f"{path}: sha256 {digest} differs from the registered {sha256}: "
+                "the file was changed or damaged"
+            )
         return path
 
     def _remove_leftovers(self, checkpoint_id: str) -> None:
@@ -322,8 +350,9 @@ class CheckpointRegistry:
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
-            raise KeyError(f"no checkpoint {checkpoint_id!r} in the registry at {self.root}"
-                           ) from None
+            raise KeyError(
+                f"no checkpoint {checkpoint_id!r} in the registry at {self.root}"
+            ) from None
         try:
             info = CheckpointInfo.from_json_dict(orjson.loads(raw))
         except (orjson.JSONDecodeError, ValueError) as exc:
@@ -336,8 +365,11 @@ class CheckpointRegistry:
         """Every registered checkpoint, oldest first (by ``created_at``, then id)."""
         if not self.root.is_dir():
             return []
-        infos = [self.get(path.name) for path in self.root.iterdir()
-                 if not path.name.startswith(".") and (path / INFO_FILE).is_file()]
+        infos = [
+            self.get(path.name)
+            for path in self.root.iterdir()
+            if not path.name.startswith(".") and (path / INFO_FILE).is_file()
+        ]
         return sorted(infos, key=lambda info: (info.created_at, info.checkpoint_id))
 
     def current(self) -> CheckpointInfo | None:

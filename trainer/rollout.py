@@ -66,8 +66,11 @@ class ModelIdentity:
                 raise RolloutError(f"model.{name}: 64 lower-case hex digits, got {value!r}")
 
     def to_json_dict(self) -> dict[str, str]:
-        return {"family": self.family, "base_sha256": self.base_sha256,
-                "tokenizer_sha256": self.tokenizer_sha256}
+        return {
+            "family": self.family,
+            "base_sha256": self.base_sha256,
+            "tokenizer_sha256": self.tokenizer_sha256,
+        }
 
 
 @dataclass(frozen=True)
@@ -107,31 +110,43 @@ class Rollout:
             if not ids or not all(type(t) is int and t >= 0 for t in ids):
                 raise RolloutError(f"{name}: a non-empty list of integers >= 0")
         if len(self.completion_ids) > self.sampling.max_tokens:
-            raise RolloutError(f"completion_ids: {len(self.completion_ids)} tokens, more than "
-                               f"sampling.max_tokens {self.sampling.max_tokens}")
+            raise RolloutError(
+                f"completion_ids: {len(self.completion_ids)} tokens, more than "
+                f"sampling.max_tokens {self.sampling.max_tokens}"
+            )
         if len(self.logprobs) != len(self.completion_ids):
-            raise RolloutError(f"logprobs: one per completion token ({len(self.completion_ids)}),"
-                               f" got {len(self.logprobs)}")
+            raise RolloutError(
+                f"logprobs: one per completion token ({len(self.completion_ids)}),"
+                f" got {len(self.logprobs)}"
+            )
         for value in self.logprobs:
             if type(value) not in (int, float) or not math.isfinite(value) or value > 0:
                 raise RolloutError(f"logprobs: finite numbers <= 0, got {value!r}")
         if self.finish_reason not in FINISH_REASONS:
-            raise RolloutError(f"finish_reason: one of {list(FINISH_REASONS)}, "
-                               f"got {self.finish_reason!r}")
+            raise RolloutError(
+                f"finish_reason: one of {list(FINISH_REASONS)}, got {self.finish_reason!r}"
+            )
         try:
             object.__setattr__(self, "created_at", normalize_ts(self.created_at, "created_at"))
         except ContractError as exc:
             raise RolloutError(f"created_at: {exc.detail}") from None
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"rollout_version": ROLLOUT_VERSION, "interaction_id": self.interaction_id,
-                "checkpoint_id": self.checkpoint_id, "model": self.model.to_json_dict(),
-                "sampling": self.sampling.to_json_dict(), "prompt_ids": self.prompt_ids,
-                "completion_ids": self.completion_ids, "logprobs": self.logprobs,
-                "finish_reason": self.finish_reason,
-                "experiment": None if self.experiment is None else {
-                    "name": self.experiment.name, "arm": self.experiment.arm},
-                "created_at": self.created_at}
+        return {
+            "rollout_version": ROLLOUT_VERSION,
+            "interaction_id": self.interaction_id,
+            "checkpoint_id": self.checkpoint_id,
+            "model": self.model.to_json_dict(),
+            "sampling": self.sampling.to_json_dict(),
+            "prompt_ids": self.prompt_ids,
+            "completion_ids": self.completion_ids,
+            "logprobs": self.logprobs,
+            "finish_reason": self.finish_reason,
+            "experiment": None
+            if self.experiment is None
+            else {"name": self.experiment.name, "arm": self.experiment.arm},
+            "created_at": self.created_at,
+        }
 
     def to_json(self) -> bytes:
         return orjson.dumps(self.to_json_dict())
@@ -163,9 +178,12 @@ class Rollout:
             raise RolloutError("a rollout is a JSON object")
         version = data.get("rollout_version")
         if version == 1:
-            raise RolloutError("rollout_version 1 carries no model or sampling parameters: a "
-                               "learner cannot know how its tokens were drawn; serve with a "
-                               "current rtrl", reason="old_rollout_version")
+            raise RolloutError(
+                "rollout_version 1 carries no model or sampling parameters: a "
+                "learner cannot know how its tokens were drawn; serve with a "
+                "current rtrl",
+                reason="old_rollout_version",
+            )
         if version != ROLLOUT_VERSION:
             raise RolloutError(f"rollout_version: {ROLLOUT_VERSION} expected, got {version!r}")
         if set(data) != set(_FIELDS):
@@ -185,7 +203,15 @@ class Rollout:
         if experiment is not None and (not isinstance(experiment, dict)
                                        or set(experiment) != {"name", "arm"}):  # fmt: skip
             raise RolloutError("experiment: null or an object with exactly name and arm")
-        return cls(data["interaction_id"], data["checkpoint_id"], ModelIdentity(**model),
-                   sampling, tuple(data["prompt_ids"]), tuple(data["completion_ids"]),
-                   tuple(data["logprobs"]), data["finish_reason"], data["created_at"],
-                   None if experiment is None else Experiment(**experiment))
+        return cls(
+            data["interaction_id"],
+            data["checkpoint_id"],
+            ModelIdentity(**model),
+            sampling,
+            tuple(data["prompt_ids"]),
+            tuple(data["completion_ids"]),
+            tuple(data["logprobs"]),
+            data["finish_reason"],
+            data["created_at"],
+            None if experiment is None else Experiment(**experiment),
+        )

@@ -42,17 +42,27 @@ class RoundStateFile:
         self.path = Path(registry_root) / ".rounds" / f"{candidate_id}.pt"
         self.key = key
 
-    def save(self, policy: CausalLMPolicy, progress: Progress,
-             optimizer_state: dict[str, Any]) -> None:
-        trainable = {name: p.detach().cpu().clone()
-                     for name, p in policy.model.named_parameters() if p.requires_grad}
+    def save(
+        self, policy: CausalLMPolicy, progress: Progress, optimizer_state: dict[str, Any]
+    ) -> None:
+        trainable = {
+            name: p.detach().cpu().clone()
+            for name, p in policy.model.named_parameters()
+            if p.requires_grad
+        }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}")
         try:
             with open(tmp, "wb") as out:
-                torch.save({"key": self.key, "trainable": trainable,
-                            "optimizer": optimizer_state,
-                            "progress": progress.to_json_dict()}, out)
+                torch.save(
+                    {
+                        "key": self.key,
+                        "trainable": trainable,
+                        "optimizer": optimizer_state,
+                        "progress": progress.to_json_dict(),
+                    },
+                    out,
+                )
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, self.path)

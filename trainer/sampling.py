@@ -29,8 +29,11 @@ class SamplingParams(BaseModel):
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus: smallest set of tokens with "
                          "this much probability")  # fmt: skip
     max_tokens: int = Field(64, ge=1, le=32768, description="completion tokens at most")
-    stop: tuple[str, ...] = Field((), max_length=16, description="strings that end the "
-                                  "completion (the tokens that made them are kept)")
+    stop: tuple[str, ...] = Field(
+        (),
+        max_length=16,
+        description="strings that end the completion (the tokens that made them are kept)",
+    )
 
     @field_validator("temperature", "top_p")
     @classmethod
@@ -47,12 +50,17 @@ class SamplingParams(BaseModel):
         return value
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "top_p": self.top_p,
-                "max_tokens": self.max_tokens, "stop": list(self.stop)}
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "stop": list(self.stop),
+        }
 
 
-def sampling_log_probs(logits: torch.Tensor, temperature: float | torch.Tensor,
-                       top_p: float | torch.Tensor) -> torch.Tensor:
+def sampling_log_probs(
+    logits: torch.Tensor, temperature: float | torch.Tensor, top_p: float | torch.Tensor
+) -> torch.Tensor:
     """Log-probabilities ``[..., V]`` of the distribution sampled from: ``logits / temperature``,
     then restricted to the nucleus of ``top_p`` and renormalised. Differentiable in ``logits``
     (the nucleus itself is a choice, not a function with a gradient). ``temperature`` and

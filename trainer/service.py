@@ -33,6 +33,7 @@ from trainer.train import train_round
 
 log = logging.getLogger("rtrl.train")
 
+
 @dataclass(frozen=True)
 class RoundOptions:
     registry: Path
@@ -60,40 +61,68 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
         announce_missing(options.bootstrap, options.topics.checkpoints, registry)
     parent = registry.get(options.checkpoint) if options.checkpoint else registry.current()
     if parent is None:
-        log.log(logging.ERROR if idle_level == logging.INFO else idle_level,
-                "no promoted checkpoint in %s: `rtrl checkpoints init` makes the first",
-                options.registry)
+        log.log(
+            logging.ERROR if idle_level == logging.INFO else idle_level,
+            "no promoted checkpoint in %s: `rtrl checkpoints init` makes the first",
+            options.registry,
+        )
         return EXIT_NOTHING_TO_TRAIN
     offered = offered_batches(options.bootstrap, options.topics.batches)
     batches = untrained(offered, registry, parent.checkpoint_id, options.warehouse)
     if not batches:
-        log.log(idle_level, "no new offered batch of %s on %s (%d offered in all)",
-                parent.checkpoint_id, options.topics.batches, len(offered))
+        log.log(
+            idle_level,
+            "no new offered batch of %s on %s (%d offered in all)",
+            parent.checkpoint_id,
+            options.topics.batches,
+            len(offered),
+        )
         return EXIT_NOTHING_TO_TRAIN
     catalog = options.catalog or options.warehouse / "warehouse.duckdb"
     alarms = alarms_of(catalog, registry, parent.checkpoint_id, options.thresholds)
-    log.info("training %s on %d batch(es), %d monitor alarm(s) of it against its parent",
-             parent.checkpoint_id, len(batches), len(alarms))
+    log.info(
+        "training %s on %d batch(es), %d monitor alarm(s) of it against its parent",
+        parent.checkpoint_id,
+        len(batches),
+        len(alarms),
+    )
     accelerator = make_accelerator(options.device, options.bf16)
-    log.info("training on %s (%d process(es), mixed precision %s)", accelerator.device,
-             accelerator.num_processes, accelerator.mixed_precision)
-    result = train_round(registry, parent.checkpoint_id, batches,
-                         options.candidate_id or next_id(registry, parent),
-                         learner=options.learner, gate=options.gate, alarms=alarms,
-                         held_out_fraction=options.held_out, lora=options.lora,
-                         accelerator=accelerator)
+    log.info(
+        "training on %s (%d process(es), mixed precision %s)",
+        accelerator.device,
+        accelerator.num_processes,
+        accelerator.mixed_precision,
+    )
+    result = train_round(
+        registry,
+        parent.checkpoint_id,
+        batches,
+        options.candidate_id or next_id(registry, parent),
+        learner=options.learner,
+        gate=options.gate,
+        alarms=alarms,
+        held_out_fraction=options.held_out,
+        lora=options.lora,
+        accelerator=accelerator,
+    )
     if result is None:  # not the main process: the main one registers and announces
         return 0
     info, est = result.candidate, result.estimate
     stats = result.stats
-    print(f"  update: {stats.grad_steps} steps over {stats.epochs_run} epoch(s), "
-          f"{stats.tokens_per_s:.0f} tokens/s, KL from parent {stats.approx_kl:.4f}"
-          f"{' (stopped early at the target KL)' if stats.early_stopped else ''}", flush=True)
-    print(f"{info.checkpoint_id} from {parent.checkpoint_id}: {info.status.upper()}; "
-          f"{result.n_train} examples trained, {result.n_held_out} held out; reward "
-          f"{est.behaviour_mean:+.3f} served, {est.value:+.3f} estimated for the candidate, "
-          f"gain {est.gain:+.3f} with a {est.level:.0%} lower bound {est.lower:+.3f} "
-          f"(ESS {est.ess:.0f}, KL {est.kl:.3f}, {est.method}, n {est.n})", flush=True)
+    print(
+        f"  update: {stats.grad_steps} steps over {stats.epochs_run} epoch(s), "
+        f"{stats.tokens_per_s:.0f} tokens/s, KL from parent {stats.approx_kl:.4f}"
+        f"{' (stopped early at the target KL)' if stats.early_stopped else ''}",
+        flush=True,
+    )
+    print(
+        f"{info.checkpoint_id} from {parent.checkpoint_id}: {info.status.upper()}; "
+        f"{result.n_train} examples trained, {result.n_held_out} held out; reward "
+        f"{est.behaviour_mean:+.3f} served, {est.value:+.3f} estimated for the candidate, "
+        f"gain {est.gain:+.3f} with a {est.level:.0%} lower bound {est.lower:+.3f} "
+        f"(ESS {est.ess:.0f}, KL {est.kl:.3f}, {est.method}, n {est.n})",
+        flush=True,
+    )
     for reason in info.reasons:
         print(f"  gate: {reason}", flush=True)
     if options.publish:
@@ -106,8 +135,11 @@ def watch(options: RoundOptions, interval_s: float, stop: threading.Event) -> in
     ``stop`` is set; returns 0. ``options.checkpoint`` and ``candidate_id`` must be None."""
     if options.checkpoint or options.candidate_id:
         raise ValueError("the service trains the current promoted checkpoint under new ids")
-    log.info("watching %s every %g s for batches of the served checkpoint",
-             options.topics.batches, interval_s)
+    log.info(
+        "watching %s every %g s for batches of the served checkpoint",
+        options.topics.batches,
+        interval_s,
+    )
     idle_level = logging.INFO  # "nothing to train on" is said once until the next round
 
     def step() -> bool:
@@ -120,7 +152,8 @@ def watch(options: RoundOptions, interval_s: float, stop: threading.Event) -> in
         idle_level = logging.DEBUG if code == EXIT_NOTHING_TO_TRAIN else logging.INFO
         return code != EXIT_NOTHING_TO_TRAIN
 
-    rounds = run_every(step, interval_s, stop,
-                       (KafkaException, RuntimeError, OSError, duckdb.Error), log)
+    rounds = run_every(
+        step, interval_s, stop, (KafkaException, RuntimeError, OSError, duckdb.Error), log
+    )
     log.info("stopped after %d round(s)", rounds)
     return 0

@@ -46,7 +46,8 @@ class PolicyServer:
         self._generator = torch.Generator().manual_seed(seed)
         self._lock = threading.Lock()
         self._serving: tuple[CheckpointInfo, CausalLMPolicy] = self._load(
-            registry.get(checkpoint_id))
+            registry.get(checkpoint_id)
+        )
         self._recorder = RolloutRecorder(bootstrap, topics.rollouts, when_full="wait")
         self._stop = threading.Event()
         self._follower: CheckpointFollower | None = None
@@ -59,13 +60,15 @@ class PolicyServer:
     def policy(self) -> CausalLMPolicy:
         return self._serving[1]
 
-    def complete(self, interaction_id: str, prompt_ids: list[int],
-                 params: SamplingParams) -> tuple[Rollout, Completion]:
+    def complete(
+        self, interaction_id: str, prompt_ids: list[int], params: SamplingParams
+    ) -> tuple[Rollout, Completion]:
         """Sample a completion with the current checkpoint and publish it as a rollout."""
         return self.complete_many([(interaction_id, prompt_ids)], params)[0]
 
-    def complete_many(self, requests: list[tuple[str, list[int]]],
-                      params: SamplingParams) -> list[tuple[Rollout, Completion]]:
+    def complete_many(
+        self, requests: list[tuple[str, list[int]]], params: SamplingParams
+    ) -> list[tuple[Rollout, Completion]]:
         """Sample completions for several ``(interaction_id, prompt_ids)`` in one batch, each
         published as its rollout, with the log-probabilities of the distribution sampled from
         (``params``' temperature and nucleus), as the learner expects."""
@@ -74,9 +77,17 @@ class PolicyServer:
             completions = policy.sample([p for _, p in requests], params, self._generator)
         out = []
         for (interaction_id, prompt_ids), completion in zip(requests, completions, strict=True):
-            rollout = Rollout(interaction_id, info.checkpoint_id, info.model.identity(), params,
-                              tuple(prompt_ids), completion.token_ids, completion.logprobs,
-                              completion.finish_reason, now_ts())
+            rollout = Rollout(
+                interaction_id,
+                info.checkpoint_id,
+                info.model.identity(),
+                params,
+                tuple(prompt_ids),
+                completion.token_ids,
+                completion.logprobs,
+                completion.finish_reason,
+                now_ts(),
+            )
             self._recorder.record(rollout)  # waits for room when the spool is full
             out.append((rollout, completion))
         return out
@@ -85,13 +96,15 @@ class PolicyServer:
         """Wait for every rollout published so far; raise if one was not acknowledged."""
         left = self._recorder.flush(timeout_s)
         if left or self._recorder.errors:
-            raise RuntimeError(f"rollouts not acknowledged: {left} pending, "
-                               f"{self._recorder.errors[:3]}")
+            raise RuntimeError(
+                f"rollouts not acknowledged: {left} pending, {self._recorder.errors[:3]}"
+            )
 
     def follow(self) -> None:
         """Start following the checkpoints topic (a daemon thread, stopped by :meth:`close`)."""
-        self._follower = CheckpointFollower(self._bootstrap, self._topics.checkpoints,
-                                            self._consider)
+        self._follower = CheckpointFollower(
+            self._bootstrap, self._topics.checkpoints, self._consider
+        )
         self._follower.start()
 
     def wait_for(self, checkpoint_id: str, timeout_s: float) -> bool:
@@ -112,8 +125,12 @@ class PolicyServer:
     def _load(self, info: CheckpointInfo) -> tuple[CheckpointInfo, CausalLMPolicy]:
         policy = load_policy(self._registry, info)  # checks every file's sha256
         policy.model.eval()
-        log.info("serving: loaded %s (%s weights over base %s)", info.checkpoint_id,
-                 info.weights.kind, info.model.base_sha256[:12])
+        log.info(
+            "serving: loaded %s (%s weights over base %s)",
+            info.checkpoint_id,
+            info.weights.kind,
+            info.model.base_sha256[:12],
+        )
         return info, policy
 
     def _consider(self, info: CheckpointInfo) -> None:

@@ -39,9 +39,11 @@ def corpus(lines: int = 3000, seed: int = 0) -> list[str]:
     for _ in range(lines):
         name, arg = rng.choice(_NAMES), rng.choice(_ARGS)
         body = rng.choice(_BODIES).format(a=arg.split(",")[0])
-        out.append(f"<|im_start|>user\nWrite `{name}({arg})` in Python.<|im_end|>\n"
-                   f"<|im_start|>assistant\n```python\ndef {name}({arg}):\n    {body}\n```"
-                   "<|im_end|>")
+        out.append(
+            f"<|im_start|>user\nWrite `{name}({arg})` in Python.<|im_end|>\n"
+            f"<|im_start|>assistant\n```python\ndef {name}({arg}):\n    {body}\n```"
+            "<|im_end|>"
+        )
     return out
 
 
@@ -52,13 +54,21 @@ def build_tokenizer(vocab_size: int = 512):  # -> PreTrainedTokenizerFast
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tokenizer.train_from_iterator(corpus(), trainer=trainer)
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token=None, eos_token="<|im_end|>",
-        pad_token="<|pad|>", unk_token=None, chat_template=CHAT_TEMPLATE)
+        tokenizer_object=tokenizer,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|pad|>",
+        unk_token=None,
+        chat_template=CHAT_TEMPLATE,
+    )
 
 
 def build(out: Path, seed: int = 0, hidden: int = 64, layers: int = 2) -> Path:

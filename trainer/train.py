@@ -98,8 +98,10 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         for path in paths:
             read = read_examples(path)
             if read.checkpoint_id != parent_id:
-                raise ValueError(f"batch {batch} holds {read.checkpoint_id}'s interactions, not "
-                                 f"{parent_id}'s: on-policy training reads its own checkpoint's")
+                raise ValueError(
+                    f"batch {batch} holds {read.checkpoint_id}'s interactions, not "
+                    f"{parent_id}'s: on-policy training reads its own checkpoint's"
+                )
             for example in read.examples:
                 if example.rollout.model.tokenizer_sha256 != parent_info.model.tokenizer_sha256:
                     skipped["other_tokenizer"] += 1
@@ -107,14 +109,17 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                     examples.append(example)
             skipped.update(read.skipped)
     if not examples:
-        raise ValueError(f"no examples with a rollout of {parent_id} in {len(batches)} batch(es)"
-                         f" (rows left out, by reason: {dict(skipped) or 'none'})")
+        raise ValueError(
+            f"no examples with a rollout of {parent_id} in {len(batches)} batch(es)"
+            f" (rows left out, by reason: {dict(skipped) or 'none'})"
+        )
     train, held = split(examples, held_out_fraction)
     if not train or not held:
         raise ValueError(f"{len(examples)} examples: too few to both train and hold out")
     adapter = parent_info.weights.lora or lora
-    policy = load_policy(registry, parent_info,
-                         new_lora=lora if parent_info.weights.kind != "lora" else None)
+    policy = load_policy(
+        registry, parent_info, new_lora=lora if parent_info.weights.kind != "lora" else None
+    )
     policy.to(accelerator.device)
     same_params = (parent_info.weights.kind == "lora") == (adapter is not None)
     parent_state = load_trainer_state(registry, parent_info) if same_params else None
@@ -123,16 +128,22 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         reference_policy = load_policy(registry, registry.get(registry.root_of(parent_id)))
         reference = score_examples(reference_policy.to(accelerator.device), train)
         del reference_policy
-    key = round_key(parent=parent_id, batches=[b for b, _ in batches], candidate=candidate_id,
-                    learner=asdict(learner), lora=adapter.model_dump() if adapter else None)
+    key = round_key(
+        parent=parent_id,
+        batches=[b for b, _ in batches],
+        candidate=candidate_id,
+        learner=asdict(learner),
+        lora=adapter.model_dump() if adapter else None,
+    )
     state_file = RoundStateFile(registry.root, candidate_id, key)
 
     def resume() -> tuple[Progress, dict[str, Any]] | None:
         saved = state_file.load_into(policy)
         if saved is None:
             return None
-        log.info("resuming round %s from its saved state at step %d", candidate_id,
-                 saved.progress.step)
+        log.info(
+            "resuming round %s from its saved state at step %d", candidate_id, saved.progress.step
+        )
         return saved.progress, saved.optimizer_state
 
     def save_state(progress: Progress, optimizer_state: dict[str, Any]) -> None:
@@ -140,33 +151,63 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                 progress.step % learner.save_every == 0):  # fmt: skip
             state_file.save(policy, progress, optimizer_state)
 
-    result = update(policy, train, learner, accelerator,
-                    baseline=parent_info.training.state, reference=reference,
-                    optimizer_state=parent_state["optimizer"] if parent_state else None,
-                    resume=resume, on_step=save_state)
+    result = update(
+        policy,
+        train,
+        learner,
+        accelerator,
+        baseline=parent_info.training.state,
+        reference=reference,
+        optimizer_state=parent_state["optimizer"] if parent_state else None,
+        resume=resume,
+        on_step=save_state,
+    )
     if not accelerator.is_main_process:
         return None
-    figures = estimate(policy, held, tis_cap=gate.tis_cap, level=gate.level,
-                       resamples=gate.resamples, seed=learner.seed)
+    figures = estimate(
+        policy,
+        held,
+        tis_cap=gate.tis_cap,
+        level=gate.level,
+        resamples=gate.resamples,
+        seed=learner.seed,
+    )
     tests = _candidate_evals(registry, parent_info, policy, held, gate, learner.seed)
     decision = decide(figures, alarms, gate, [t.message for t in tests if t.alarm])
-    evals = {"offpolicy": asdict(figures), "gate": decision.figures,
-             "update": asdict(result.stats), "learner": asdict(learner),
-             "n_train": len(train), "n_held_out": len(held), "skipped": dict(skipped),
-             "alarms": [a.message for a in alarms],
-             "candidate_evals": [asdict(t) for t in tests],
-             "device": str(accelerator.device), "processes": accelerator.num_processes}
+    evals = {
+        "offpolicy": asdict(figures),
+        "gate": decision.figures,
+        "update": asdict(result.stats),
+        "learner": asdict(learner),
+        "n_train": len(train),
+        "n_held_out": len(held),
+        "skipped": dict(skipped),
+        "alarms": [a.message for a in alarms],
+        "candidate_evals": [asdict(t) for t in tests],
+        "device": str(accelerator.device),
+        "processes": accelerator.num_processes,
+    }
     weights, files = weight_writers(policy, adapter, result.optimizer_state)
-    training = TrainingRef(step=parent_info.training.step + result.stats.grad_steps,
-                           state=result.baseline, file=STATE_FILE, sha256="0" * 64)
-    info = registry.register(checkpoint_id=candidate_id, parent=parent_id,
-                             model=parent_info.model, weights=weights, training=training,
-                             files=files, evals=evals, batches=tuple(b for b, _ in batches),
-                             status=PROMOTED if decision.passed else REJECTED,
-                             reasons=decision.reasons)
+    training = TrainingRef(
+        step=parent_info.training.step + result.stats.grad_steps,
+        state=result.baseline,
+        file=STATE_FILE,
+        sha256="0" * 64,
+    )
+    info = registry.register(
+        checkpoint_id=candidate_id,
+        parent=parent_id,
+        model=parent_info.model,
+        weights=weights,
+        training=training,
+        files=files,
+        evals=evals,
+        batches=tuple(b for b, _ in batches),
+        status=PROMOTED if decision.passed else REJECTED,
+        reasons=decision.reasons,
+    )
     state_file.remove()
-    return TrainResult(info, decision, result.stats, figures, len(train), len(held),
-                       dict(skipped))
+    return TrainResult(info, decision, result.stats, figures, len(train), len(held), dict(skipped))
 
 
 def _candidate_evals(registry: CheckpointRegistry, parent_info: CheckpointInfo,
@@ -178,9 +219,16 @@ def _candidate_evals(registry: CheckpointRegistry, parent_info: CheckpointInfo,
         return []
     parent = load_policy(registry, parent_info).to(candidate.device)
     prompts = eval_prompts(candidate, [e.rollout.prompt_ids for e in held], gate.eval_prompts)
-    tests = compare_behaviour(parent, candidate, prompts, held[0].rollout.sampling,
-                              SimulatedBehaviour(candidate.vocab_size),
-                              samples=gate.eval_samples, alpha=gate.eval_alpha, seed=seed)
+    tests = compare_behaviour(
+        parent,
+        candidate,
+        prompts,
+        held[0].rollout.sampling,
+        SimulatedBehaviour(candidate.vocab_size),
+        samples=gate.eval_samples,
+        alpha=gate.eval_alpha,
+        seed=seed,
+    )
     for test in tests:
         log.info("%s%s", test.message, " ALARM" if test.alarm else "")
     return tests

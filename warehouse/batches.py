@@ -162,8 +162,7 @@ def announce_missing(bootstrap: str, topic: str, store: Store) -> list[str]:
     announcement is idempotent (a batch's entry never changes; the topic is compacted by id).
     """
     held = read_latest(bootstrap, topic)
-    missing = [e for e in list_batches(store, offered_only=True)
-               if e.batch_id.encode() not in held]
+    missing = [e for e in list_batches(store, offered_only=True) if e.batch_id.encode() not in held]
     publish(bootstrap, topic, missing)
     for e in missing:
         log.info("announced %s on %s", e.batch_id, topic)

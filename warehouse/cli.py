@@ -39,31 +39,51 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "them for reports, batches and dashboards.")  # fmt: skip
     wsub = w.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
 
-    s = wsub.add_parser("sink", help="consume rewards, telemetry.events and rollouts into Parquet",
-                        description="Writes each flush durably (temporary name, fsync, rename), "
-                        "THEN commits the offsets; a restart rewrites what was not committed.")
+    s = wsub.add_parser(
+        "sink",
+        help="consume rewards, telemetry.events and rollouts into Parquet",
+        description="Writes each flush durably (temporary name, fsync, rename), "
+        "THEN commits the offsets; a restart rewrites what was not committed.",
+    )
     add_bootstrap_arg(s)
     add_topic_prefix_arg(s)
     _add_root(s, db=False)
     s.add_argument("--group-id", default=DEFAULT_GROUP, help="consumer group of the sink")
-    s.add_argument("--instance-id", default=None,
-                   help="static group membership: a restart with the same id resumes at once")
+    s.add_argument(
+        "--instance-id",
+        default=None,
+        help="static group membership: a restart with the same id resumes at once",
+    )
     s.add_argument("--once", action="store_true", help="drain what the topics hold now and exit")
-    s.add_argument("--metrics-port", type=int, default=None,
-                   help="serve Prometheus metrics on this port (/metrics); default: none")
+    s.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics on this port (/metrics); default: none",
+    )
     s.add_argument("--max-rows", type=int, default=50_000, help="flush after this many messages")
-    s.add_argument("--max-seconds", type=float, default=5.0,
-                   help="flush when the oldest buffered message waited this long")
+    s.add_argument(
+        "--max-seconds",
+        type=float,
+        default=5.0,
+        help="flush when the oldest buffered message waited this long",
+    )
     s.set_defaults(func=_sink)
 
-    c = wsub.add_parser("catalog", help="(re)build the DuckDB views and marts, check invariants",
-                        description="Prints the read-only SQLAlchemy URL for dashboards.")
+    c = wsub.add_parser(
+        "catalog",
+        help="(re)build the DuckDB views and marts, check invariants",
+        description="Prints the read-only SQLAlchemy URL for dashboards.",
+    )
     _add_root(c)
     c.set_defaults(func=_catalog)
 
-    k = wsub.add_parser("compact", help="merge small committed Parquet files",
-                        description="Merges only files whose offsets the sink's group committed "
-                        "(asks Kafka), unless --all says no sink is running.")
+    k = wsub.add_parser(
+        "compact",
+        help="merge small committed Parquet files",
+        description="Merges only files whose offsets the sink's group committed "
+        "(asks Kafka), unless --all says no sink is running.",
+    )
     add_bootstrap_arg(k)
     add_topic_prefix_arg(k)
     _add_root(k, db=False)
@@ -73,17 +93,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     b = sub.add_parser("batches", help="build and list training batches (quality-gated)")
     bsub = b.add_subparsers(dest="batches_command", metavar="ACTION", required=True)
-    bb = bsub.add_parser("build", help="validate new rewards per checkpoint; offer or quarantine",
-                         description="Runs the Great Expectations suite on each candidate batch. "
-                         "A passing batch is written, added to the manifest and announced on the "
-                         "batches topic; a failing one is quarantined with its report.")
+    bb = bsub.add_parser(
+        "build",
+        help="validate new rewards per checkpoint; offer or quarantine",
+        description="Runs the Great Expectations suite on each candidate batch. "
+        "A passing batch is written, added to the manifest and announced on the "
+        "batches topic; a failing one is quarantined with its report.",
+    )
     add_bootstrap_arg(bb)
     add_topic_prefix_arg(bb)
     _add_root(bb)
     bb.add_argument("--no-publish", action="store_true", help="do not announce on Kafka")
     bb.add_argument("--min-rows", type=int, default=1, help="smallest batch worth building")
-    bb.add_argument("--settle-s", type=int, default=None,
-                    help="only interactions closed this long ago (default: late window + grace)")
+    bb.add_argument(
+        "--settle-s",
+        type=int,
+        default=None,
+        help="only interactions closed this long ago (default: late window + grace)",
+    )
     add_watch_args(bb, "rebuild the catalog, then build and announce what is due", 60.0)
     bb.set_defaults(func=_batches_build)
     bl = bsub.add_parser("list", help="show the manifest")
@@ -93,30 +120,42 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     r = sub.add_parser("report", help="reports on the warehouse")
     rsub = r.add_subparsers(dest="report_command", metavar="REPORT", required=True)
-    ab = rsub.add_parser("ab", help="A/B experiment: per-arm metrics, relative change, 95% CI",
-                         description="Kept edits, dissatisfied follow-ups, latency (mean, p50) "
-                         "and mean reward per arm; each treatment against the control arm.")
+    ab = rsub.add_parser(
+        "ab",
+        help="A/B experiment: per-arm metrics, relative change, 95% CI",
+        description="Kept edits, dissatisfied follow-ups, latency (mean, p50) "
+        "and mean reward per arm; each treatment against the control arm.",
+    )
     _add_root(ab)
     ab.add_argument("--experiment", required=True, help="experiment name")
     ab.add_argument("--control", default="control", help="the control arm's name")
     ab.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    ab.add_argument("--plot", type=Path, default=None,
-                    help="also write a forest plot of the changes and their 95 %% CIs "
-                    "(.svg, .png or .pdf)")
+    ab.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        help="also write a forest plot of the changes and their 95 %% CIs (.svg, .png or .pdf)",
+    )
     ab.set_defaults(func=_report_ab)
 
-    f = sub.add_parser("forget", help="remove a user's rows from every table and file",
-                       description="Sends a tombstone for each of the user's interactions to the "
-                       "compacted rewards topic, rewrites every warehouse file holding the user, "
-                       "records them so the sink and batch builder drop their future rows, and "
-                       "rebuilds the catalog. If Kafka fails nothing is rewritten: run it again.")
+    f = sub.add_parser(
+        "forget",
+        help="remove a user's rows from every table and file",
+        description="Sends a tombstone for each of the user's interactions to the "
+        "compacted rewards topic, rewrites every warehouse file holding the user, "
+        "records them so the sink and batch builder drop their future rows, and "
+        "rebuilds the catalog. If Kafka fails nothing is rewritten: run it again.",
+    )
     _add_root(f)
     f.add_argument("--user-id", required=True, help="the pseudonymous user id to forget")
     add_bootstrap_arg(f)
     add_topic_prefix_arg(f)
-    f.add_argument("--skip-kafka", action="store_true",
-                   help="leave the rewards topic alone (its records of the user stay until "
-                   "tombstoned by other means)")
+    f.add_argument(
+        "--skip-kafka",
+        action="store_true",
+        help="leave the rewards topic alone (its records of the user stay until "
+        "tombstoned by other means)",
+    )
     f.set_defaults(func=_forget)
 
 
@@ -126,8 +165,10 @@ def _store(args: argparse.Namespace, *, must_exist: bool = True):  # noqa: ANN20
 
     store = Store(args.root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
     if must_exist and store.local and not Path(store.root).is_dir():
-        raise FileNotFoundError(f"no warehouse at {store.root} (the sink makes one: `rtrl "
-                                "warehouse sink`; or give --root)")
+        raise FileNotFoundError(
+            f"no warehouse at {store.root} (the sink makes one: `rtrl "
+            "warehouse sink`; or give --root)"
+        )
     return store
 
 
@@ -137,11 +178,17 @@ def _sink(args: argparse.Namespace) -> int:
 
     store = _store(args, must_exist=False)
     try:
-        config = SinkConfig(bootstrap=bootstrap_from(args), root=store.root,
-                            topics=TopicNames(args.topic_prefix), group_id=args.group_id,
-                            max_rows=args.max_rows, max_seconds=args.max_seconds,
-                            once=args.once, instance_id=args.instance_id,
-                            metrics_port=args.metrics_port)
+        config = SinkConfig(
+            bootstrap=bootstrap_from(args),
+            root=store.root,
+            topics=TopicNames(args.topic_prefix),
+            group_id=args.group_id,
+            max_rows=args.max_rows,
+            max_seconds=args.max_seconds,
+            once=args.once,
+            instance_id=args.instance_id,
+            metrics_port=args.metrics_port,
+        )
     except ValueError as exc:
         print(f"rtrl warehouse sink: {exc}", file=sys.stderr)
         return 2
@@ -190,8 +237,12 @@ def _committed_offsets(args: argparse.Namespace) -> dict[tuple[str, int], int]:
     from infra.topics import TopicNames
     from warehouse.sink import SinkConfig
 
-    config = SinkConfig(bootstrap=bootstrap_from(args), root=".",
-                        topics=TopicNames(args.topic_prefix), group_id=args.group_id)
+    config = SinkConfig(
+        bootstrap=bootstrap_from(args),
+        root=".",
+        topics=TopicNames(args.topic_prefix),
+        group_id=args.group_id,
+    )
     consumer = Consumer(manual_commit_consumer(config.bootstrap, config.group_id))
     try:
         wanted = []
@@ -224,8 +275,11 @@ def _batches_build(args: argparse.Namespace) -> int:
     def build() -> bool:
         entries = build_batches(store, config, db=args.db)
         for e in entries:
-            print(f"{e.batch_id}  {e.quality:6}  {'offered' if e.offered else 'quarantined'}  "
-                  f"{e.n_rows} rows", flush=True)
+            print(
+                f"{e.batch_id}  {e.quality:6}  {'offered' if e.offered else 'quarantined'}  "
+                f"{e.n_rows} rows",
+                flush=True,
+            )
         if not args.no_publish:  # this build's offered batches, and any a failure left unsaid
             announce_missing(bootstrap_from(args), TopicNames(args.topic_prefix).batches, store)
         return False  # a build takes what is due: the next one waits for the interval
@@ -235,8 +289,9 @@ def _batches_build(args: argparse.Namespace) -> int:
         return 0
     stop = threading.Event()
     with stop_signals_call(lambda _signum, _frame: stop.set()):
-        run_every(build, args.interval_s, stop, (KafkaException, RuntimeError, OSError,
-                                                 duckdb.Error), log)
+        run_every(
+            build, args.interval_s, stop, (KafkaException, RuntimeError, OSError, duckdb.Error), log
+        )
     return 0
 
 
@@ -244,11 +299,15 @@ def _batches_list(args: argparse.Namespace) -> int:
     from warehouse.batches import list_batches
 
     rows = list_batches(_store(args), offered_only=args.offered)
-    print(f"{'batch_id':50} {'checkpoint':14} {'reward_version':14} {'rows':>7} {'quality':7} "
-          f"{'offered':7} created_at")
+    print(
+        f"{'batch_id':50} {'checkpoint':14} {'reward_version':14} {'rows':>7} {'quality':7} "
+        f"{'offered':7} created_at"
+    )
     for e in rows:
-        print(f"{e.batch_id:50} {e.checkpoint_id:14} {e.reward_version:14} {e.n_rows:>7} "
-              f"{e.quality:7} {str(e.offered):7} {e.created_at:%Y-%m-%dT%H:%M:%SZ}")
+        print(
+            f"{e.batch_id:50} {e.checkpoint_id:14} {e.reward_version:14} {e.n_rows:>7} "
+            f"{e.quality:7} {str(e.offered):7} {e.created_at:%Y-%m-%dT%H:%M:%SZ}"
+        )
     return 0
 
 
@@ -274,13 +333,20 @@ def _forget(args: argparse.Namespace) -> int:
     from warehouse.forget import forget
     from warehouse.tombstones import TombstoneError, tombstone_rewards
 
-    erase = None if args.skip_kafka else functools.partial(
-        tombstone_rewards, bootstrap_from(args), TopicNames(args.topic_prefix).rewards)
+    erase = (
+        None
+        if args.skip_kafka
+        else functools.partial(
+            tombstone_rewards, bootstrap_from(args), TopicNames(args.topic_prefix).rewards
+        )
+    )
     try:
         result = forget(_store(args), args.user_id, db=args.db, erase=erase)
     except TombstoneError as exc:
         print(f"rtrl forget: {exc}; no file was changed, run it again", file=sys.stderr)
         return 1
-    print(f"forgot {args.user_id}: {result.rows_removed} rows in {result.files_rewritten} files, "
-          f"{result.interactions} interactions, {result.erased} tombstones on the rewards topic")
+    print(
+        f"forgot {args.user_id}: {result.rows_removed} rows in {result.files_rewritten} files, "
+        f"{result.interactions} interactions, {result.erased} tombstones on the rewards topic"
+    )
     return 0

@@ -179,11 +179,14 @@ def _events(messages: Batch) -> pl.DataFrame:
 def _rollouts(messages: Batch) -> pl.DataFrame:
     if messages.keys is None or messages.timestamps_ms is None:
         raise ValueError("rollouts need the messages' keys and timestamps")
-    frame = pl.DataFrame({
-        "interaction_id": [None if k is None else k.decode() for k in messages.keys],
-        "produced_at": [t * 1000 for t in messages.timestamps_ms],
-        "value": [v.decode() for v in messages.values if v is not None],
-    }, schema={"interaction_id": pl.String, "produced_at": pl.Int64, "value": pl.String})
+    frame = pl.DataFrame(
+        {
+            "interaction_id": [None if k is None else k.decode() for k in messages.keys],
+            "produced_at": [t * 1000 for t in messages.timestamps_ms],
+            "value": [v.decode() for v in messages.values if v is not None],
+        },
+        schema={"interaction_id": pl.String, "produced_at": pl.Int64, "value": pl.String},
+    )
     frame = frame.with_columns(
         pl.col("value").str.json_path_match("$.checkpoint_id").alias("checkpoint_id"),
         pl.col("produced_at").cast(pl.Datetime("us", "UTC")),
@@ -200,5 +203,6 @@ def _drop_forgotten(frame: pl.DataFrame, forgotten: Forgotten) -> pl.DataFrame:
         keep = keep & ~pl.col("user_id").is_in(list(forgotten.user_ids)).fill_null(False)
     if forgotten.interaction_ids:
         keep = keep & ~pl.col("interaction_id").is_in(list(forgotten.interaction_ids)).fill_null(
-            False)
+            False
+        )
     return frame.filter(keep)

@@ -68,9 +68,14 @@ class _Scanner:
         found: set[str] = set()
         for source, cols in self.sources.items():
             if {"user_id", "interaction_id"} <= cols:
-                found |= {row[0] for row in self.con.execute(
-                    f"SELECT DISTINCT interaction_id FROM {source} "
-                    "WHERE user_id = ? AND interaction_id IS NOT NULL", [user_id]).fetchall()}
+                found |= {
+                    row[0]
+                    for row in self.con.execute(
+                        f"SELECT DISTINCT interaction_id FROM {source} "
+                        "WHERE user_id = ? AND interaction_id IS NOT NULL",
+                        [user_id],
+                    ).fetchall()
+                }
         return found
 
     def files_with(self, user_id: str, interactions: set[str]) -> list[str]:
@@ -89,7 +94,7 @@ class _Scanner:
             hits |= {row[0] for row in self.con.execute(
                 f"SELECT DISTINCT filename FROM {source} WHERE {' OR '.join(conditions)}",
                 params).fetchall()}  # fmt: skip
-        return sorted(h[len(prefix):] if h.startswith(prefix) else h for h in hits)
+        return sorted(h[len(prefix) :] if h.startswith(prefix) else h for h in hits)
 
     def close(self) -> None:
         self.con.close()

@@ -21,8 +21,9 @@ def load_forgotten(store: Store) -> Forgotten:
     if raw is None:
         return Forgotten()
     data = orjson.loads(raw)
-    return Forgotten(frozenset(data.get("user_ids", ())),
-                     frozenset(data.get("interaction_ids", ())))
+    return Forgotten(
+        frozenset(data.get("user_ids", ())), frozenset(data.get("interaction_ids", ()))
+    )
 
 
 def add_forgotten(store: Store, user_id: str, interaction_ids: set[str]) -> Forgotten:

@@ -131,13 +131,17 @@ def _table(rows: list[ReportRow]) -> str:
     lines = []
     for arm in dict.fromkeys(r.arm for r in rows):
         first = next(r for r in rows if r.arm == arm)
-        lines.append(f"experiment {first.experiment}: {arm} vs {first.control_arm} "
-                     f"({first.n_users} users, {first.n_interactions} interactions in {arm})")
+        lines.append(
+            f"experiment {first.experiment}: {arm} vs {first.control_arm} "
+            f"({first.n_users} users, {first.n_interactions} interactions in {arm})"
+        )
         header = f"{'metric':38} {first.control_arm:>12} {arm:>12} {'change':>10}  95 % CI"
         lines += [header, "-" * (len(header) + 22)]
         for r in (r for r in rows if r.arm == arm):
             ci = "-" if r.ci_low is None else f"[{_pct(r.ci_low)}, {_pct(r.ci_high)}]"
-            lines.append(f"{METRICS[r.metric][0]:38} {_num(r.control):>12} {_num(r.value):>12} "
-                         f"{_pct(r.relative_change):>10}  {ci}")
+            lines.append(
+                f"{METRICS[r.metric][0]:38} {_num(r.control):>12} {_num(r.value):>12} "
+                f"{_pct(r.relative_change):>10}  {ci}"
+            )
         lines.append("")
     return "\n".join(lines)

@@ -33,12 +33,24 @@ def plot_ab(rows: list[ReportRow], path: str | Path) -> Path:
         if row.ci_low is not None and row.ci_high is not None:
             low, high = 100 * row.ci_low, 100 * row.ci_high
             crosses = low <= 0 <= high
-            ax.errorbar(change, y, xerr=[[change - low], [high - change]], fmt="o", capsize=3,
-                        color="grey" if crosses else "tab:blue")
+            ax.errorbar(
+                change,
+                y,
+                xerr=[[change - low], [high - change]],
+                fmt="o",
+                capsize=3,
+                color="grey" if crosses else "tab:blue",
+            )
         else:
             ax.plot(change, y, "o", color="grey")
-        ax.annotate(f"{change:+.2f} %", (change, y), textcoords="offset points", xytext=(0, 6),
-                    ha="center", fontsize=8)
+        ax.annotate(
+            f"{change:+.2f} %",
+            (change, y),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=8,
+        )
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.set_ylim(-0.7, len(rows) - 0.3)

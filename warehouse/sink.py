@@ -121,8 +121,9 @@ class Sink:
         overrides: dict[str, object] = {"session.timeout.ms": self.config.session_timeout_ms}
         if self.config.instance_id:
             overrides["group.instance.id"] = self.config.instance_id
-        consumer = Consumer(manual_commit_consumer(self.config.bootstrap, self.config.group_id,
-                                                   **overrides))
+        consumer = Consumer(
+            manual_commit_consumer(self.config.bootstrap, self.config.group_id, **overrides)
+        )
         self._consumer = consumer
         self._writer = BackgroundWriter(depth=1)
         consumer.subscribe(list(self.datasets), on_assign=self._on_assign,
@@ -217,8 +218,9 @@ class Sink:
         self._consumer.commit(offsets=offsets, asynchronous=False)
         for tp in offsets:
             self._committed[(tp.topic, tp.partition)] = tp.offset
-            self.metrics.landed.labels(self.datasets[tp.topic]).inc(len(groups[(tp.topic,
-                                                                                tp.partition)]))
+            self.metrics.landed.labels(self.datasets[tp.topic]).inc(
+                len(groups[(tp.topic, tp.partition)])
+            )
             _, high = self._consumer.get_watermark_offsets(tp, cached=True)
             if high >= 0:
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - tp.offset))
@@ -253,7 +255,9 @@ class Sink:
             self._admin = AdminClient(admin(self.config.bootstrap))
         futures = self._admin.list_offsets(
             {TopicPartition(tp.topic, tp.partition): spec for tp in partitions},
-            isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=30)
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=30,
+        )
         return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
 
     def _discard_uncommitted(self, dataset: str, partition: int, committed: int) -> None:

@@ -97,7 +97,7 @@ class Store:
         for path in sorted(self.fs.find(base)):
             name = path.rpartition("/")[2]
             if name.endswith(suffix) and not name.startswith("."):
-                yield path[len(prefix):] if path.startswith(prefix) else path.lstrip("/")
+                yield path[len(prefix) :] if path.startswith(prefix) else path.lstrip("/")
 
     def remove_stale_temporaries(self, under: str, older_than_s: float) -> int:
         """Delete temporary files a crash left behind (local roots only: object stores never
@@ -121,4 +121,3 @@ class Store:
             if part is not None:
                 out.append((relative, part))
         return out
-

@@ -54,11 +54,17 @@ def event_components() -> dict[str, Any]:
     ``$defs`` become ``components/schemas`` and their references follow. Its per-type
     ``if``/``then`` rules become the equivalent ``oneOf`` (one branch per ``type`` constant),
     which OpenAPI tools, schemathesis among them, can generate from."""
+
     def move(node: Any) -> Any:
         if isinstance(node, dict):
-            return {k: (_COMPONENTS_REF + v[len(_DEFS_REF):]
-                        if k == "$ref" and isinstance(v, str) and v.startswith(_DEFS_REF)
-                        else move(v)) for k, v in node.items()}
+            return {
+                k: (
+                    _COMPONENTS_REF + v[len(_DEFS_REF) :]
+                    if k == "$ref" and isinstance(v, str) and v.startswith(_DEFS_REF)
+                    else move(v)
+                )
+                for k, v in node.items()
+            }
         if isinstance(node, list):
             return [move(v) for v in node]
         return node
@@ -80,9 +86,16 @@ def _if_then_as_one_of(schema: dict[str, Any]) -> dict[str, Any]:
     rules = schema.get("allOf", [])
     if not rules or not all(set(rule) == {"if", "then"} for rule in rules):
         return schema
-    branches = [{"properties": {**rule["if"].get("properties", {}),
-                                **rule["then"].get("properties", {})},
-                 "required": rule["if"].get("required", [])} for rule in rules]
+    branches = [
+        {
+            "properties": {
+                **rule["if"].get("properties", {}),
+                **rule["then"].get("properties", {}),
+            },
+            "required": rule["if"].get("required", []),
+        }
+        for rule in rules
+    ]
     rest = {k: v for k, v in schema.items() if k != "allOf"}
     return {**rest, "oneOf": branches}
 
@@ -91,20 +104,28 @@ def request_body_schema(max_events: int) -> dict[str, Any]:
     event = {"$ref": _COMPONENTS_REF + "client_event"}
     return {
         "required": True,
-        "content": {"application/json": {"schema": {
-            "type": "object",
-            "required": ["events"],
-            "properties": {"events": {"type": "array", "items": event, "maxItems": max_events}},
-        }}},
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["events"],
+                    "properties": {
+                        "events": {"type": "array", "items": event, "maxItems": max_events}
+                    },
+                }
+            }
+        },
         "description": "a batch of events; the body may be gzip (Content-Encoding: gzip)",
     }
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    why = {400: "malformed body (not JSON, nested too deep, not {\"events\": [...]}, bad gzip)",
-           401: "missing or unknown API key",
-           413: "body or batch too large",
-           415: "unsupported Content-Encoding",
-           429: "too many requests for this key; see Retry-After",
-           503: "Kafka unavailable or producer queue full; nothing was accepted, see Retry-After"}
+    why = {
+        400: 'malformed body (not JSON, nested too deep, not {"events": [...]}, bad gzip)',
+        401: "missing or unknown API key",
+        413: "body or batch too large",
+        415: "unsupported Content-Encoding",
+        429: "too many requests for this key; see Retry-After",
+        503: "Kafka unavailable or producer queue full; nothing was accepted, see Retry-After",
+    }
     return {s: {"model": ErrorAnswer, "description": why[s]} for s in statuses}

@@ -72,8 +72,12 @@ class EventsFirst:
     """The collector as served: ``POST /v1/events`` to ``handler``, the rest to ``api``; each
     request with its id (``errors.RequestIds``)."""
 
-    def __init__(self, api: FastAPI, handler: Callable[[Request], Awaitable[Response]],
-                 metrics: CollectorMetrics | None = None) -> None:
+    def __init__(
+        self,
+        api: FastAPI,
+        handler: Callable[[Request], Awaitable[Response]],
+        metrics: CollectorMetrics | None = None,
+    ) -> None:
         self.api = api
         self.handler = handler
         self.metrics = metrics or CollectorMetrics()
@@ -95,8 +99,9 @@ class EventsFirst:
         await response(scope, receive, send)
 
 
-def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
-               clock: Callable[[], str] = now_ts) -> EventsFirst:
+def create_app(
+    config: CollectorConfig, keys: KeyStore, sink: Sink, clock: Callable[[], str] = now_ts
+) -> EventsFirst:
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         reports = asyncio.create_task(sink.serve_reports(), name="rtrl-delivery-reports")
@@ -107,45 +112,64 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
             with contextlib.suppress(asyncio.CancelledError):
                 await reports
 
-    app = FastAPI(title="rtrl collector", version="1", lifespan=lifespan,
-                  description="Receives telemetry events from emitters (the rtrl SDK) and "
-                  "writes them to Kafka. Authenticate with `Authorization: Bearer <key>`.")
+    app = FastAPI(
+        title="rtrl collector",
+        version="1",
+        lifespan=lifespan,
+        description="Receives telemetry events from emitters (the rtrl SDK) and "
+        "writes them to Kafka. Authenticate with `Authorization: Bearer <key>`.",
+    )
     topics = TopicNames(config.topic_prefix)
     limiter = RateLimiter(config.rate_per_key, config.burst_per_key)
     metrics = CollectorMetrics()
 
-    def refuse(request: Request, status: int, reason: BatchReason, detail: str,
-               retry_after_s: float | None = None) -> Response:
+    def refuse(
+        request: Request,
+        status: int,
+        reason: BatchReason,
+        detail: str,
+        retry_after_s: float | None = None,
+    ) -> Response:
         headers = {}
         if retry_after_s is not None:
             headers["Retry-After"] = str(max(1, math.ceil(retry_after_s)))
         if status == 401:
             headers["WWW-Authenticate"] = "Bearer"
         metrics.requests.labels(str(status)).inc()
-        return error_response(status, str(reason), detail, scope_request_id(request.scope),
-                              headers)
+        return error_response(status, str(reason), detail, scope_request_id(request.scope), headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        return error_response(exc.status_code, None, str(exc.detail),
-                              scope_request_id(request.scope), dict(exc.headers or {}))
+        return error_response(
+            exc.status_code,
+            None,
+            str(exc.detail),
+            scope_request_id(request.scope),
+            dict(exc.headers or {}),
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
-        return error_response(400, "bad_request", str(exc.errors())[:300],
-                              scope_request_id(request.scope))
+        return error_response(
+            400, "bad_request", str(exc.errors())[:300], scope_request_id(request.scope)
+        )
 
     @app.exception_handler(Exception)
     async def failed(request: Request, exc: Exception) -> Response:
         rid = scope_request_id(request.scope)
-        log.error("%s %s failed (request %s)", request.method, request.url.path, rid,
-                  exc_info=exc)
+        log.error("%s %s failed (request %s)", request.method, request.url.path, rid, exc_info=exc)
         return error_response(500, "internal_error", "see the collector's log", rid)
 
-    @app.post(EVENTS_PATH, response_model=BatchAnswer, summary="Send a batch of events",
-              responses=error_responses(400, 401, 413, 415, 429, 503),
-              openapi_extra={"requestBody": request_body_schema(config.max_events_per_batch),
-                             "security": [{"bearer": []}]})
+    @app.post(
+        EVENTS_PATH,
+        response_model=BatchAnswer,
+        summary="Send a batch of events",
+        responses=error_responses(400, 401, 413, 415, 429, 503),
+        openapi_extra={
+            "requestBody": request_body_schema(config.max_events_per_batch),
+            "security": [{"bearer": []}],
+        },
+    )
     async def post_events(request: Request) -> Response:
         started = time.perf_counter()
         try:
@@ -160,17 +184,25 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
         key_id, tenant = found
         wait_s = limiter.check(key_id)
         if wait_s is not None:
-            return refuse(request, 429, BatchReason.rate_limited,
-                          f"more than {config.rate_per_key:g} requests/s for this key", wait_s)
+            return refuse(
+                request,
+                429,
+                BatchReason.rate_limited,
+                f"more than {config.rate_per_key:g} requests/s for this key",
+                wait_s,
+            )
         if not sink.reachable:
-            return refuse(request, 503, BatchReason.unavailable, sink.unavailable_detail,
-                          config.retry_after_s)
+            return refuse(
+                request, 503, BatchReason.unavailable, sink.unavailable_detail, config.retry_after_s
+            )
         try:
             body = await _read_body(request, config.max_body_bytes)
-            events = decode_body(body, request.headers.get("content-encoding"),
-                                 config.max_body_bytes)
-            plan = plan_batch(events, tenant, clock(), topics.events, topics.dlq,
-                              config.max_events_per_batch)
+            events = decode_body(
+                body, request.headers.get("content-encoding"), config.max_body_bytes
+            )
+            plan = plan_batch(
+                events, tenant, clock(), topics.events, topics.dlq, config.max_events_per_batch
+            )
         except BatchRefused as refused:
             return refuse(request, refused.status, refused.reason, refused.detail)
         try:
@@ -182,8 +214,9 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
         metrics.events.labels("rejected").inc(len(plan.rejections))
         for reason in plan.rejections:
             metrics.rejections.labels(reason).inc()
-        return _json({"accepted": plan.accepted, "rejected": len(plan.rejections),
-                      "results": plan.results})
+        return _json(
+            {"accepted": plan.accepted, "rejected": len(plan.rejections), "results": plan.results}
+        )
 
     @app.get("/livez", response_model=Live, summary="Liveness: the process serves requests")
     async def livez() -> Response:
@@ -192,15 +225,30 @@ def create_app(config: CollectorConfig, keys: KeyStore, sink: Sink,
     async def ready(request: Request) -> Response:
         if sink.reachable:
             return _json({"status": "ready", "kafka": "reachable"})
-        return error_response(503, "unavailable", sink.unavailable_detail,
-                              scope_request_id(request.scope), {"Retry-After": "1"})
+        return error_response(
+            503,
+            "unavailable",
+            sink.unavailable_detail,
+            scope_request_id(request.scope),
+            {"Retry-After": "1"},
+        )
 
     unready: dict[int | str, dict[str, Any]] = {
-        503: {"model": ErrorAnswer, "description": "Kafka unreachable"}}
-    app.get("/readyz", response_model=Health, responses=unready,
-            summary="Readiness: Kafka is reachable, events are accepted")(ready)
-    app.get("/health", response_model=Health, responses=unready, deprecated=True,
-            summary="The same as /readyz (its former name)")(ready)
+        503: {"model": ErrorAnswer, "description": "Kafka unreachable"}
+    }
+    app.get(
+        "/readyz",
+        response_model=Health,
+        responses=unready,
+        summary="Readiness: Kafka is reachable, events are accepted",
+    )(ready)
+    app.get(
+        "/health",
+        response_model=Health,
+        responses=unready,
+        deprecated=True,
+        summary="The same as /readyz (its former name)",
+    )(ready)
 
     _complete_openapi(app)
     metrics.kafka_reachable.set_function(lambda: 1 if sink.reachable else 0)
@@ -228,8 +276,7 @@ async def _read_body(request: Request, max_bytes: int) -> bytes:
         async for chunk in request.stream():
             size += len(chunk)
             if size > max_bytes:
-                raise BatchRefused(413, BatchReason.body_too_large,
-                                   f"more than {max_bytes} bytes")
+                raise BatchRefused(413, BatchReason.body_too_large, f"more than {max_bytes} bytes")
             chunks.append(chunk)
     except ClientDisconnect:
         raise BatchRefused(400, BatchReason.bad_batch, "the body ended early") from None
@@ -247,8 +294,12 @@ def _complete_openapi(app: FastAPI) -> None:
             components = schema.setdefault("components", {})
             components.setdefault("schemas", {}).update(event_components())
             components["securitySchemes"] = {
-                "bearer": {"type": "http", "scheme": "bearer",
-                           "description": "an API key from `rtrl keys create --org ORG`"}}
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "an API key from `rtrl keys create --org ORG`",
+                }
+            }
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -86,8 +86,11 @@ def decode_body(body: bytes, content_encoding: str | None, max_bytes: int) -> li
     if encoding == "gzip":
         body = _gunzip(body, max_bytes)
     elif encoding != "identity":
-        raise BatchRefused(415, BatchReason.unsupported_encoding,
-                           f"Content-Encoding {encoding!r}; use gzip or none")
+        raise BatchRefused(
+            415,
+            BatchReason.unsupported_encoding,
+            f"Content-Encoding {encoding!r}; use gzip or none",
+        )
     try:
         return _BATCH.decode(body).events
     except msgspec.DecodeError:
@@ -111,15 +114,22 @@ def _gunzip(body: bytes, max_bytes: int) -> bytes:
     except zlib.error as exc:
         raise BatchRefused(400, BatchReason.bad_encoding, f"bad gzip data: {exc}") from None
     if len(out) > max_bytes:
-        raise BatchRefused(413, BatchReason.body_too_large,
-                           f"more than {max_bytes} bytes once decompressed")
+        raise BatchRefused(
+            413, BatchReason.body_too_large, f"more than {max_bytes} bytes once decompressed"
+        )
     if not inflater.eof:
         raise BatchRefused(400, BatchReason.bad_encoding, "truncated gzip data")
     return out
 
 
-def plan_batch(events: list[Any], tenant: str, received_at: str, events_topic: str,
-               dlq_topic: str, max_events: int) -> BatchPlan:
+def plan_batch(
+    events: list[Any],
+    tenant: str,
+    received_at: str,
+    events_topic: str,
+    dlq_topic: str,
+    max_events: int,
+) -> BatchPlan:
     """Validate every event (encoded, as from ``decode_body``, or parsed) and say where each goes.
 
     >>> plan = plan_batch([{"event_id": "e1"}], "acme", "2026-11-30T02:23:05.000000Z",
@@ -128,8 +138,11 @@ def plan_batch(events: list[Any], tenant: str, received_at: str, events_topic: s
     (0, 'missing_field', 'telemetry.dlq')
     """
     if len(events) > max_events:
-        raise BatchRefused(413, BatchReason.too_many_events,
-                           f"{len(events)} events; at most {max_events} per request")
+        raise BatchRefused(
+            413,
+            BatchReason.too_many_events,
+            f"{len(events)} events; at most {max_events} per request",
+        )
     accepted: list[OutRecord] = []
     dead: list[OutRecord] = []
     results: list[dict[str, Any]] = []
@@ -143,17 +156,33 @@ def plan_batch(events: list[Any], tenant: str, received_at: str, events_topic: s
         except ContractError as err:
             raw, event_id = _as_rejected(item)
             status = 403 if err.reason == Reason.tenant_mismatch else 400
-            results.append({"index": index, "event_id": event_id, "accepted": False,
-                            "status": status, **err.to_dict()})
+            results.append(
+                {
+                    "index": index,
+                    "event_id": event_id,
+                    "accepted": False,
+                    "status": status,
+                    **err.to_dict(),
+                }
+            )
             rejections.append(str(err.reason))
-            dead.append(OutRecord(dlq_topic, None, orjson.dumps(
-                {**err.to_dict(), "raw": raw, "received_at": received_at, "org_id": tenant})))
+            dead.append(
+                OutRecord(
+                    dlq_topic,
+                    None,
+                    orjson.dumps(
+                        {**err.to_dict(), "raw": raw, "received_at": received_at, "org_id": tenant}
+                    ),
+                )
+            )
             continue
         event["received_at"] = received_at
-        accepted.append(OutRecord(events_topic, str(event["interaction_id"]).encode(),
-                                  orjson.dumps(event)))
-        results.append({"index": index, "event_id": event["event_id"], "accepted": True,
-                        "status": 202})
+        accepted.append(
+            OutRecord(events_topic, str(event["interaction_id"]).encode(), orjson.dumps(event))
+        )
+        results.append(
+            {"index": index, "event_id": event["event_id"], "accepted": True, "status": 202}
+        )
     return BatchPlan(accepted + dead, results, len(accepted), rejections)
 
 

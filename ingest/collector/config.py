@@ -48,15 +48,24 @@ class CollectorConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
-        for name in ("max_body_bytes", "max_events_per_batch", "burst_per_key",
-                     "producer_queue_max", "retry_after_s", "workers"):
+        for name in (
+            "max_body_bytes",
+            "max_events_per_batch",
+            "burst_per_key",
+            "producer_queue_max",
+            "retry_after_s",
+            "workers",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.rate_per_key <= 0 or self.delivery_timeout_s <= 0:
             raise ValueError("rate_per_key and delivery_timeout_s must be > 0")
         if self.metrics_port is not None and not (
-                0 <= self.metrics_port <= 65535 - self.workers + 1):
-            raise ValueError(f"metrics_port must leave room for {self.workers} worker(s) "
-                             f"in 0..65535, got {self.metrics_port}")
+            0 <= self.metrics_port <= 65535 - self.workers + 1
+        ):
+            raise ValueError(
+                f"metrics_port must leave room for {self.workers} worker(s) "
+                f"in 0..65535, got {self.metrics_port}"
+            )
         if not self.bootstrap:
             raise ValueError("bootstrap is required")

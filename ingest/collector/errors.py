@@ -57,8 +57,9 @@ def error_body(reason: str, detail: str, rid: str) -> dict[str, str]:
     return {"reason": reason, "detail": detail, "request_id": rid}
 
 
-def error_response(status: int, reason: str | None, detail: str, rid: str,
-                   headers: dict[str, str] | None = None) -> Response:
+def error_response(
+    status: int, reason: str | None, detail: str, rid: str, headers: dict[str, str] | None = None
+) -> Response:
     """The collector's answer to a refused request (``reason`` None: the status's own)."""
     body = error_body(reason or REASON_OF_STATUS.get(status, f"http_{status}"), detail, rid)
     return Response(orjson.dumps(body), status, headers, media_type="application/json")
@@ -80,8 +81,13 @@ class RequestIds:
 
         async def send_with_id(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  (REQUEST_ID_HEADER.encode(), rid.encode())]}
+                message = {
+                    **message,
+                    "headers": [
+                        *message.get("headers", []),
+                        (REQUEST_ID_HEADER.encode(), rid.encode()),
+                    ],
+                }
             await send(message)
 
         await self.app(scope, receive, send_with_id)

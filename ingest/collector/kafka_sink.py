@@ -81,18 +81,25 @@ class _Acks:
 class KafkaSink:
     def __init__(self, bootstrap: str, delivery_timeout_s: float, queue_max: int) -> None:
         self._delivery_timeout_s = delivery_timeout_s
-        self._producer = Producer(reliable_producer(
-            bootstrap,
-            **{"message.timeout.ms": int(delivery_timeout_s * 1000),
-               "queue.buffering.max.messages": queue_max,
-               "error_cb": self._on_error, "logger": log}))
+        self._producer = Producer(
+            reliable_producer(
+                bootstrap,
+                **{
+                    "message.timeout.ms": int(delivery_timeout_s * 1000),
+                    "queue.buffering.max.messages": queue_max,
+                    "error_cb": self._on_error,
+                    "logger": log,
+                },
+            )
+        )
         self.reachable = True
         self._refused: str | None = None  # Kafka refused this identity: no recovery
         self._waiting = 0  # requests awaiting their reports
         self._wake = asyncio.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._probe_loop, name="rtrl-collector-probe",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._probe_loop, name="rtrl-collector-probe", daemon=True
+        )
         self._thread.start()
 
     @property
@@ -124,8 +131,9 @@ class KafkaSink:
         acks = _Acks(asyncio.get_running_loop(), len(records))
         for i, record in enumerate(records):
             try:
-                self._producer.produce(record.topic, record.value, record.key,
-                                       on_delivery=acks.report)
+                self._producer.produce(
+                    record.topic, record.value, record.key, on_delivery=acks.report
+                )
             except (BufferError, KafkaException) as exc:
                 acks.cancel_unproduced(len(records) - i)
                 reason = "producer queue full" if isinstance(exc, BufferError) else str(exc)
@@ -158,9 +166,11 @@ class KafkaSink:
         """The producer cannot go on (refused credentials, a missing ACL, a fatal error)."""
         self.reachable = False
         if self._refused is None:
-            self._refused = (refusal_sentence(err.code(), process_security(), "produce to",
-                                              "the cluster")
-                             if is_refusal(err.code()) else f"Kafka: {err.str()}")
+            self._refused = (
+                refusal_sentence(err.code(), process_security(), "produce to", "the cluster")
+                if is_refusal(err.code())
+                else f"Kafka: {err.str()}"
+            )
             log.error("%s", self._refused)
 
     def _probe_loop(self) -> None:

@@ -68,14 +68,17 @@ class KeyStore:
             raise ValueError("org_id must be 1..128 characters")
         key = new_key()
         with self._lock:
-            self._db.execute("INSERT INTO api_keys (key_sha256, org_id, created_at) "
-                             "VALUES (?, ?, ?)", (hash_key(key), org_id, time.time()))
+            self._db.execute(
+                "INSERT INTO api_keys (key_sha256, org_id, created_at) VALUES (?, ?, ?)",
+                (hash_key(key), org_id, time.time()),
+            )
         return key
 
     def revoke(self, key: str) -> bool:
         with self._lock:
-            cur = self._db.execute("UPDATE api_keys SET revoked = 1 WHERE key_sha256 = ?",
-                                   (hash_key(key),))
+            cur = self._db.execute(
+                "UPDATE api_keys SET revoked = 1 WHERE key_sha256 = ?", (hash_key(key),)
+            )
             self._cache.pop(hash_key(key), None)
         return cur.rowcount > 0
 
@@ -86,8 +89,10 @@ class KeyStore:
         if len(key_id) < MIN_ID_CHARS or any(c not in "0123456789abcdef" for c in key_id):
             raise ValueError(f"a key id is at least {MIN_ID_CHARS} hex digits, as listed")
         with self._lock:
-            rows = self._db.execute("SELECT key_sha256, org_id, created_at FROM api_keys "
-                                    "WHERE key_sha256 LIKE ?", (key_id + "%",)).fetchall()
+            rows = self._db.execute(
+                "SELECT key_sha256, org_id, created_at FROM api_keys WHERE key_sha256 LIKE ?",
+                (key_id + "%",),
+            ).fetchall()
             if len(rows) != 1:
                 raise LookupError(f"{len(rows)} keys have an id starting with {key_id}")
             digest, org_id, created_at = rows[0]
@@ -98,10 +103,13 @@ class KeyStore:
     def list(self) -> list[KeyInfo]:
         """Every key (never the key itself: its id), oldest first."""
         with self._lock:
-            rows = self._db.execute("SELECT key_sha256, org_id, created_at, revoked FROM "
-                                    "api_keys ORDER BY created_at").fetchall()
-        return [KeyInfo(d[:KEY_ID_CHARS], org, created, bool(revoked))
-                for d, org, created, revoked in rows]
+            rows = self._db.execute(
+                "SELECT key_sha256, org_id, created_at, revoked FROM api_keys ORDER BY created_at"
+            ).fetchall()
+        return [
+            KeyInfo(d[:KEY_ID_CHARS], org, created, bool(revoked))
+            for d, org, created, revoked in rows
+        ]
 
     def lookup(self, key: str) -> tuple[str, str] | None:
         """``(key_id, org_id)`` of a valid key, else None; ``key_id`` is the hash (loggable)."""
@@ -113,8 +121,9 @@ class KeyStore:
         if hit is not None and hit[1] > now:
             return digest, hit[0]
         with self._lock:
-            row = self._db.execute("SELECT org_id FROM api_keys WHERE key_sha256 = ? "
-                                   "AND revoked = 0", (digest,)).fetchone()
+            row = self._db.execute(
+                "SELECT org_id FROM api_keys WHERE key_sha256 = ? AND revoked = 0", (digest,)
+            ).fetchone()
         if row is None:
             return None
         self._cache[digest] = (row[0], now + CACHE_TTL_S)

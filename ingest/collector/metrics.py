@@ -13,18 +13,35 @@ __all__ = ["CONTENT_TYPE_LATEST", "CollectorMetrics"]
 class CollectorMetrics(ServiceMetrics):
     def __init__(self) -> None:
         super().__init__()
-        self.requests = Counter("rtrl_collector_requests", "POST /v1/events by HTTP status",
-                                ["status"], registry=self.registry)
-        self.events = Counter("rtrl_collector_events", "events by outcome (accepted, rejected)",
-                              ["outcome"], registry=self.registry)
-        self.rejections = Counter("rtrl_collector_rejections", "rejected events by reason code",
-                                  ["reason"], registry=self.registry)
+        self.requests = Counter(
+            "rtrl_collector_requests",
+            "POST /v1/events by HTTP status",
+            ["status"],
+            registry=self.registry,
+        )
+        self.events = Counter(
+            "rtrl_collector_events",
+            "events by outcome (accepted, rejected)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.rejections = Counter(
+            "rtrl_collector_rejections",
+            "rejected events by reason code",
+            ["reason"],
+            registry=self.registry,
+        )
         self.latency = Histogram(
-            "rtrl_collector_request_seconds", "POST /v1/events latency, Kafka acks included",
+            "rtrl_collector_request_seconds",
+            "POST /v1/events latency, Kafka acks included",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-            registry=self.registry)
-        self.kafka_reachable = Gauge("rtrl_collector_kafka_reachable",
-                                     "1 when the producer reaches Kafka", registry=self.registry)
+            registry=self.registry,
+        )
+        self.kafka_reachable = Gauge(
+            "rtrl_collector_kafka_reachable",
+            "1 when the producer reaches Kafka",
+            registry=self.registry,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

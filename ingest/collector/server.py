@@ -30,15 +30,25 @@ STARTUP_TIMEOUT_S = 30.0
 log = logging.getLogger("ingest.collector")
 
 
-def _server(config: CollectorConfig,
-            worker: int = 0) -> tuple[uvicorn.Server, KafkaSink, KeyStore, Any]:
+def _server(
+    config: CollectorConfig, worker: int = 0
+) -> tuple[uvicorn.Server, KafkaSink, KeyStore, Any]:
     """The server, its sink and key store, and its metrics server (None without a port)."""
     keys = KeyStore(config.key_db)
     sink = KafkaSink(config.bootstrap, config.delivery_timeout_s, config.producer_queue_max)
     app = create_app(config, keys, sink)
-    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,
-                                           log_level="warning", access_log=False,
-                                           lifespan="on", loop="asyncio", http="h11"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            loop="asyncio",
+            http="h11",
+        )
+    )
     metrics = None
     if config.metrics_port is not None:
         port = config.metrics_port + worker if config.metrics_port else 0
@@ -96,7 +106,8 @@ def _tcp_listener(host: str, port: int) -> socket.socket:
     connections only then (``socket.create_server`` leaves it 0, and every answer then waits
     40 ms for a delayed ACK)."""
     family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0]
+        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+    )[0]
     listener = socket.socket(family, kind, proto)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(address)
@@ -161,7 +172,7 @@ def start_in_thread(config: CollectorConfig) -> RunningCollector:
         keys.close()
         raise RuntimeError(f"collector did not start on {config.host}:{config.port}")
     port = server.servers[0].sockets[0].getsockname()[1]
-    metrics_url = (None if metrics is None
-                   else f"http://{config.host}:{metrics.server_port}/metrics")
-    return RunningCollector(f"http://{config.host}:{port}", port, server, thread, sink, keys,
-                            metrics, metrics_url)
+    metrics_url = None if metrics is None else f"http://{config.host}:{metrics.server_port}/metrics"
+    return RunningCollector(
+        f"http://{config.host}:{port}", port, server, thread, sink, keys, metrics, metrics_url
+    )

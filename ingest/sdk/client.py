@@ -82,8 +82,13 @@ class Client:
 
     # -- the editor's side -------------------------------------------------------------------
 
-    def emit(self, event_type: str, interaction_id: str, payload: Mapping[str, Any] | None = None,
-             **fields: Any) -> EmitResult:
+    def emit(
+        self,
+        event_type: str,
+        interaction_id: str,
+        payload: Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> EmitResult:
         """Validate one event and hand it to the sender; returns at once.
 
         ``fields`` are the other envelope fields (``session_id``, ``user_id``, ``checkpoint_id``,
@@ -97,8 +102,13 @@ class Client:
             self._counters.add("invalid")
             return EmitResult.invalid
 
-    def _emit(self, event_type: str, interaction_id: str, payload: Mapping[str, Any] | None,
-              fields: dict[str, Any]) -> EmitResult:
+    def _emit(
+        self,
+        event_type: str,
+        interaction_id: str,
+        payload: Mapping[str, Any] | None,
+        fields: dict[str, Any],
+    ) -> EmitResult:
         if self._closed:
             return EmitResult.closed
         self._ensure_sender()
@@ -149,7 +159,8 @@ class Client:
         self._outbox.wake()
         try:
             while time.monotonic() < deadline and (
-                    not sender.opened.is_set() or self._pending(sender)):
+                not sender.opened.is_set() or self._pending(sender)
+            ):
                 time.sleep(FLUSH_POLL_S)
         finally:
             sender.flush_requested.clear()
@@ -175,8 +186,11 @@ class Client:
         if left and self.config.spool_path is None:
             self._counters.add("dropped", left)
         if left:
-            log.warning("rtrl sdk: closing with %d undelivered events (%s)", left,
-                        "kept in the spool file" if self.config.spool_path else "dropped")
+            log.warning(
+                "rtrl sdk: closing with %d undelivered events (%s)",
+                left,
+                "kept in the spool file" if self.config.spool_path else "dropped",
+            )
         _live_clients.discard(self)
         return left
 
@@ -195,8 +209,9 @@ class Client:
     def _start(self) -> None:
         self._pid = os.getpid()
         self._outbox = Outbox(self.config.queue_max_events)
-        self._sender = Sender(self.config, self._outbox, self._counters, self._open_spool,
-                              self._on_rejected)
+        self._sender = Sender(
+            self.config, self._outbox, self._counters, self._open_spool, self._on_rejected
+        )
         self._sender.start()
 
     def _open_spool(self) -> Spool:
@@ -205,8 +220,9 @@ class Client:
             try:
                 return SqliteSpool(c.spool_path, c.spool_max_events, c.spool_max_bytes)
             except Exception:  # unwritable path, corrupt file: degrade, do not go silent
-                log.exception("rtrl sdk: cannot open spool %s; keeping events in memory",
-                              c.spool_path)
+                log.exception(
+                    "rtrl sdk: cannot open spool %s; keeping events in memory", c.spool_path
+                )
         return MemorySpool(c.spool_max_events, c.spool_max_bytes)
 
     def _ensure_sender(self) -> None:

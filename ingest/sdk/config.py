@@ -63,8 +63,13 @@ class SdkConfig:
             raise ValueError("org_id is required")
         if not 0.0 <= self.sample_rate <= 1.0:
             raise ValueError(f"sample_rate must be in [0, 1], got {self.sample_rate}")
-        for name in ("spool_max_bytes", "spool_max_events", "queue_max_events",
-                     "batch_max_events", "batch_max_bytes"):
+        for name in (
+            "spool_max_bytes",
+            "spool_max_events",
+            "queue_max_events",
+            "batch_max_events",
+            "batch_max_bytes",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if self.batch_max_events > MAX_BATCH_EVENTS:

@@ -55,14 +55,16 @@ def _chunk_sizes(n: int) -> list[int]:
 class SqliteSpool:
     """Bounded by count and bytes; over the bound the oldest rows are deleted in ``add``."""
 
-    def __init__(self, path: Path, max_events: int, max_bytes: int,
-                 durable_fsync: bool = False) -> None:
+    def __init__(
+        self, path: Path, max_events: int, max_bytes: int, durable_fsync: bool = False
+    ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._max_events = max_events
         self._max_bytes = max_bytes
         # Autocommit off by hand: every public method is one explicit transaction.
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
-                                   timeout=30.0)
+        self._db = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=30.0
+        )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={'FULL' if durable_fsync else 'NORMAL'}")
         self._db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")
@@ -73,7 +75,7 @@ class SqliteSpool:
         with self._transaction():
             start = 0
             for size in _chunk_sizes(len(events)):
-                chunk = events[start:start + size]
+                chunk = events[start : start + size]
                 start += size
                 self._db.execute(_insert_statement(size), [v for e in chunk for v in (len(e), e)])
             self._count(len(events), sum(len(e) for e in events))
@@ -101,8 +103,7 @@ class SqliteSpool:
         return int(dropped)
 
     def _count(self, events: int, size: int) -> None:
-        self._db.execute("UPDATE totals SET events = events + ?, bytes = bytes + ?",
-                         (events, size))
+        self._db.execute("UPDATE totals SET events = events + ?, bytes = bytes + ?", (events, size))
 
     def _totals(self) -> tuple[int, int]:
         events, total = self._db.execute("SELECT events, bytes FROM totals").fetchone()
@@ -113,7 +114,8 @@ class SqliteSpool:
         events: list[bytes] = []
         total = 0
         for row_id, body in self._db.execute(
-                    "SELECT id, body FROM spool ORDER BY id LIMIT ?", (max_events,)):
+            "SELECT id, body FROM spool ORDER BY id LIMIT ?", (max_events,)
+        ):
             if ids and total + len(body) > max_bytes:
                 break
             ids.append(row_id)
@@ -129,7 +131,8 @@ class SqliteSpool:
             placeholders = ",".join("?" * len(batch.ids))
             removed, removed_bytes = self._db.execute(
                 f"SELECT count(*), coalesce(sum(size), 0) FROM spool WHERE id IN ({placeholders})",
-                batch.ids).fetchone()
+                batch.ids,
+            ).fetchone()
             self._db.execute(f"DELETE FROM spool WHERE id IN ({placeholders})", batch.ids)
             self._count(-removed, -removed_bytes)
 

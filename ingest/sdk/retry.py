@@ -31,8 +31,9 @@ def is_retryable(status: int | None) -> bool:
     return status is None or status in RETRYABLE_4XX or status >= 500
 
 
-def backoff_delay(attempt: int, retry_after_s: float | None = None,
-                  rand: Callable[[], float] = random.random) -> float:
+def backoff_delay(
+    attempt: int, retry_after_s: float | None = None, rand: Callable[[], float] = random.random
+) -> float:
     """Seconds to wait before retry number ``attempt`` (1 = first retry).
 
     "Equal jitter": half the capped exponential delay is fixed, half random, so clients that

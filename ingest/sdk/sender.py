@@ -46,8 +46,14 @@ RejectionCallback = Callable[[list[Rejection]], None]
 
 
 class Sender(threading.Thread):
-    def __init__(self, config: SdkConfig, outbox: Outbox, counters: Counters,
-                 open_spool: Callable[[], Spool], on_rejected: RejectionCallback | None) -> None:
+    def __init__(
+        self,
+        config: SdkConfig,
+        outbox: Outbox,
+        counters: Counters,
+        open_spool: Callable[[], Spool],
+        on_rejected: RejectionCallback | None,
+    ) -> None:
         super().__init__(name="rtrl-sdk-sender", daemon=True)
         self._config = config
         self._outbox = outbox
@@ -65,9 +71,13 @@ class Sender(threading.Thread):
 
     def run(self) -> None:
         spool = self._open_spool()
-        transport = HttpTransport(self._config.events_url, self._config.api_key,
-                                  self._config.request_timeout_s, self._config.compress,
-                                  f"{self._config.client_name}/{self._config.client_version}")
+        transport = HttpTransport(
+            self._config.events_url,
+            self._config.api_key,
+            self._config.request_timeout_s,
+            self._config.compress,
+            f"{self._config.client_name}/{self._config.client_version}",
+        )
         self.backlog = spool.size()
         self.opened.set()
         try:
@@ -90,8 +100,11 @@ class Sender(threading.Thread):
     def _due(self, now: float) -> bool:
         if now < self._retry_at:
             return False
-        return (self.backlog >= self._config.batch_max_events or self.flush_requested.is_set()
-                or now - self._last_send_at >= self._config.flush_interval_s)
+        return (
+            self.backlog >= self._config.batch_max_events
+            or self.flush_requested.is_set()
+            or now - self._last_send_at >= self._config.flush_interval_s
+        )
 
     def _wait_s(self, now: float) -> float:
         if not self.backlog:
@@ -131,8 +144,14 @@ class Sender(threading.Thread):
             self._counters.add("retried", len(batch))
             log.debug("rtrl sdk: %s; retrying %d events in %.2fs", outcome.error, len(batch), delay)
         else:
-            self._report([Rejection(_event_id(e), f"http_{outcome.status}", None, outcome.error,
-                                    outcome.status) for e in batch.events])
+            self._report(
+                [
+                    Rejection(
+                        _event_id(e), f"http_{outcome.status}", None, outcome.error, outcome.status
+                    )
+                    for e in batch.events
+                ]
+            )
             spool.ack(batch, retry=False)
             self._attempt = 0
         self.backlog = spool.size()
@@ -143,9 +162,17 @@ class Sender(threading.Thread):
         if results is None or len(results) != len(batch):
             self._counters.add("sent", len(batch))  # a 2xx without details accepts everything
             return
-        rejected = [Rejection(r.get("event_id"), str(r.get("reason") or "rejected"),
-                              r.get("field"), r.get("detail"), r.get("status"))
-                    for r in results if isinstance(r, dict) and not r.get("accepted")]
+        rejected = [
+            Rejection(
+                r.get("event_id"),
+                str(r.get("reason") or "rejected"),
+                r.get("field"),
+                r.get("detail"),
+                r.get("status"),
+            )
+            for r in results
+            if isinstance(r, dict) and not r.get("accepted")
+        ]
         self._counters.add("sent", len(batch) - len(rejected))
         self._report(rejected)
 
@@ -154,8 +181,9 @@ class Sender(threading.Thread):
             return
         self._counters.add("rejected", len(rejected))
         if self._on_rejected is None:
-            log.warning("rtrl sdk: collector rejected %d events, first: %s", len(rejected),
-                        rejected[0])
+            log.warning(
+                "rtrl sdk: collector rejected %d events, first: %s", len(rejected), rejected[0]
+            )
             return
         try:
             self._on_rejected(rejected)

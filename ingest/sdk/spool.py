@@ -38,11 +38,9 @@ class Spool(Protocol):
         """Done with ``batch``: forget it, or (``retry``) keep it to be offered again."""
         ...
 
-    def size(self) -> int:
-        ...
+    def size(self) -> int: ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 # What keeping one event costs beyond its bytes (bytes object header, ordered-dict entry), so
@@ -77,8 +75,9 @@ class MemorySpool:
             self._next_id += 1
             self._bytes += len(event) + ENTRY_OVERHEAD_BYTES
         dropped = 0
-        while self._items and (len(self._items) > self._max_events
-                               or self._bytes > self._max_bytes):
+        while self._items and (
+            len(self._items) > self._max_events or self._bytes > self._max_bytes
+        ):
             _, event = self._items.popitem(last=False)
             self._bytes -= len(event) + ENTRY_OVERHEAD_BYTES
             dropped += 1

@@ -44,12 +44,16 @@ def build_body(events: tuple[bytes, ...], sent_at: str) -> bytes:
 
 
 class HttpTransport:
-    def __init__(self, url: str, api_key: str, timeout_s: float, compress: bool,
-                 user_agent: str) -> None:
+    def __init__(
+        self, url: str, api_key: str, timeout_s: float, compress: bool, user_agent: str
+    ) -> None:
         self._url = url
         self._compress = compress
-        self._headers = {"Authorization": f"Bearer {api_key}",
-                         "Content-Type": "application/json", "User-Agent": user_agent}
+        self._headers = {
+            "Authorization": f"Bearer {api_key}",
+            "Content-Type": "application/json",
+            "User-Agent": user_agent,
+        }
         if compress:
             self._headers["Content-Encoding"] = "gzip"
         self._http = httpx.Client(timeout=timeout_s)
@@ -67,8 +71,9 @@ class HttpTransport:
         if response.status_code >= 300:
             reason = answer.get("reason") if isinstance(answer, dict) else None
             error = f"HTTP {response.status_code}" + (f" {reason}" if reason else "")
-        return SendOutcome(response.status_code, retry_after,
-                           results if isinstance(results, list) else None, error)
+        return SendOutcome(
+            response.status_code, retry_after, results if isinstance(results, list) else None, error
+        )
 
     def close(self) -> None:
         self._http.close()

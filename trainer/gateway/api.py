@@ -73,10 +73,16 @@ class Backend(Protocol):
     def target(self, checkpoint: str, model: str = "") -> Any: ...
     def models(self) -> list[str]: ...
     def take_up(self, info: CheckpointInfo) -> bool: ...
-    async def chat(self, target: Any, request: ChatCompletionRequest, raw: dict[str, Any],
-                   params: SamplingParams) -> Generation: ...
-    async def complete(self, target: Any, request: CompletionRequest, raw: dict[str, Any],
-                       params: SamplingParams) -> Generation: ...
+    async def chat(
+        self,
+        target: Any,
+        request: ChatCompletionRequest,
+        raw: dict[str, Any],
+        params: SamplingParams,
+    ) -> Generation: ...
+    async def complete(
+        self, target: Any, request: CompletionRequest, raw: dict[str, Any], params: SamplingParams
+    ) -> Generation: ...
     def ready(self) -> bool: ...
     async def close(self) -> None: ...
 
@@ -128,10 +134,14 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
         finally:
             await backend.close()
 
-    app = FastAPI(title="rtrl serve", version="1", lifespan=lifespan,
-                  description="OpenAI-compatible completions that record every answer as a "
-                  "rollout on Kafka. Authenticate with `Authorization: Bearer <key>` (keys from "
-                  "`rtrl keys create`).")
+    app = FastAPI(
+        title="rtrl serve",
+        version="1",
+        lifespan=lifespan,
+        description="OpenAI-compatible completions that record every answer as a "
+        "rollout on Kafka. Authenticate with `Authorization: Bearer <key>` (keys from "
+        "`rtrl keys create`).",
+    )
     app.state.metrics = metrics
 
     @app.exception_handler(ApiError)
@@ -152,8 +162,9 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
     def tenant(request: Request) -> str:
         found = keys.lookup(_bearer(request.headers.get("authorization")))
         if found is None:
-            raise ApiError(401, "missing or unknown API key", "authentication_error",
-                           "invalid_api_key")
+            raise ApiError(
+                401, "missing or unknown API key", "authentication_error", "invalid_api_key"
+            )
         return found[1]
 
     def admit(request: Request, model: str) -> tuple[str, bool, Experiment | None, Any]:
@@ -165,19 +176,31 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
         if split is not None:
             arm = split.assign(request.headers.get(USER) or interaction)
             experiment, checkpoint = Experiment(split.experiment, arm.name), arm.checkpoint
-        return interaction, _truthy(request.headers.get(PRIVACY)), experiment, \
-            backend.target(checkpoint, model)
+        return (
+            interaction,
+            _truthy(request.headers.get(PRIVACY)),
+            experiment,
+            backend.target(checkpoint, model),
+        )
 
     def sampling(req: ChatCompletionRequest | CompletionRequest) -> SamplingParams:
         try:
-            return SamplingParams(temperature=req.temperature or 1.0, top_p=req.top_p or 1.0,
-                                  max_tokens=req.token_budget() or config.default_max_tokens,
-                                  stop=req.stops())
+            return SamplingParams(
+                temperature=req.temperature or 1.0,
+                top_p=req.top_p or 1.0,
+                max_tokens=req.token_budget() or config.default_max_tokens,
+                stop=req.stops(),
+            )
         except ValidationError as exc:
             raise ApiError(400, str(exc.errors()[0]["msg"]), "invalid_request_error") from None
 
-    def record(gen: Generation, interaction: str, private: bool, params: SamplingParams,
-               experiment: Experiment | None) -> None:
+    def record(
+        gen: Generation,
+        interaction: str,
+        private: bool,
+        params: SamplingParams,
+        experiment: Experiment | None,
+    ) -> None:
         if recorder is None:
             return
         if private:
@@ -191,8 +214,9 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
             return
         metrics.rollouts.labels("recorded" if recorder.record(rollout) else "dropped").inc()
 
-    async def serve(request: Request, endpoint: str,
-                    req: ChatCompletionRequest | CompletionRequest) -> Response:
+    async def serve(
+        request: Request, endpoint: str, req: ChatCompletionRequest | CompletionRequest
+    ) -> Response:
         started = time.perf_counter()
         status = 500
         try:
@@ -232,25 +256,38 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
         created, model = int(time.time()), gen.checkpoint_id
         if req.stream:
             chunks = (chat_chunks if chat else completion_chunks)(gen, rid, created, model, shown)
-            return StreamingResponse(_sse(chunks), media_type="text/event-stream",  # type: ignore[arg-type]
-                                     headers=headers)
+            return StreamingResponse(
+                _sse(chunks),
+                media_type="text/event-stream",  # type: ignore[arg-type]
+                headers=headers,
+            )
         body = (chat_response if chat else completion_response)(gen, rid, created, model, shown)
-        return Response(body.model_dump_json(exclude_none=True), 200, headers,
-                        media_type="application/json")
+        return Response(
+            body.model_dump_json(exclude_none=True), 200, headers, media_type="application/json"
+        )
 
     errors: dict[int | str, dict[str, Any]] = {
-        code: {"model": ErrorResponse} for code in (400, 401, 502)}
+        code: {"model": ErrorResponse} for code in (400, 401, 502)
+    }
 
-    @app.post("/v1/chat/completions", response_model=ChatCompletionResponse, responses=errors,
-              summary="A chat completion, recorded as a rollout",
-              openapi_extra={"security": [{"bearer": []}]})
+    @app.post(
+        "/v1/chat/completions",
+        response_model=ChatCompletionResponse,
+        responses=errors,
+        summary="A chat completion, recorded as a rollout",
+        openapi_extra={"security": [{"bearer": []}]},
+    )
     async def chat_completions(req: ChatCompletionRequest, request: Request,
                                _: str = Depends(tenant)) -> Response:  # fmt: skip
         return await serve(request, "chat", req)
 
-    @app.post("/v1/completions", response_model=CompletionResponse, responses=errors,
-              summary="A text completion, recorded as a rollout",
-              openapi_extra={"security": [{"bearer": []}]})
+    @app.post(
+        "/v1/completions",
+        response_model=CompletionResponse,
+        responses=errors,
+        summary="A text completion, recorded as a rollout",
+        openapi_extra={"security": [{"bearer": []}]},
+    )
     async def completions(req: CompletionRequest, request: Request,
                           _: str = Depends(tenant)) -> Response:  # fmt: skip
         return await serve(request, "completions", req)
@@ -260,33 +297,45 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
         now = int(time.time())
         return ModelList(data=[ModelCard(id=m, created=now) for m in backend.models()])
 
-    @app.post("/v1/load_lora_adapter", response_class=PlainTextResponse,
-              summary="vLLM's runtime adapter endpoint (local backend): serve a peft adapter "
-              "directory under a model name")
+    @app.post(
+        "/v1/load_lora_adapter",
+        response_class=PlainTextResponse,
+        summary="vLLM's runtime adapter endpoint (local backend): serve a peft adapter "
+        "directory under a model name",
+    )
     async def load_lora_adapter(body: LoadLoraAdapterRequest,
                                 _: str = Depends(tenant)) -> Response:  # fmt: skip
         load = getattr(backend, "load_adapter", None)
         if load is None:
-            raise ApiError(400, "an upstream backend loads adapters into its upstream",
-                           "invalid_request_error")
+            raise ApiError(
+                400, "an upstream backend loads adapters into its upstream", "invalid_request_error"
+            )
         try:
             await asyncio.to_thread(load, body.lora_name, Path(body.lora_path))
         except (OSError, ValueError) as exc:
-            raise ApiError(400, f"adapter {body.lora_name}: {exc}", "invalid_request_error"
-                           ) from None
+            raise ApiError(
+                400, f"adapter {body.lora_name}: {exc}", "invalid_request_error"
+            ) from None
         return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' added successfully.")
 
     @app.get("/livez", summary="Liveness: the process serves requests")
     async def livez() -> dict[str, str]:
         return {"status": "alive"}
 
-    @app.get("/readyz", summary="Readiness: a checkpoint is loaded (Kafka is not needed to "
-             "serve: rollouts wait in the spool)")
+    @app.get(
+        "/readyz",
+        summary="Readiness: a checkpoint is loaded (Kafka is not needed to "
+        "serve: rollouts wait in the spool)",
+    )
     async def readyz() -> Response:
         if not backend.ready():
             return _error(503, "no checkpoint is ready", "unavailable")
-        body = {"status": "ready", "backend": backend.kind, "models": backend.models(),
-                "spooled_rollouts": recorder.spooled() if recorder is not None else 0}
+        body = {
+            "status": "ready",
+            "backend": backend.kind,
+            "models": backend.models(),
+            "spooled_rollouts": recorder.spooled() if recorder is not None else 0,
+        }
         return Response(orjson.dumps(body), 200, media_type="application/json")
 
     _bearer_scheme(app)
@@ -300,8 +349,12 @@ def _bearer_scheme(app: FastAPI) -> None:
         if app.openapi_schema is None:
             schema = build()
             schema.setdefault("components", {})["securitySchemes"] = {
-                "bearer": {"type": "http", "scheme": "bearer",
-                           "description": "an API key from `rtrl keys create --org ORG`"}}
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "an API key from `rtrl keys create --org ORG`",
+                }
+            }
             app.openapi_schema = schema
         return app.openapi_schema
 

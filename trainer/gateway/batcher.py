@@ -114,8 +114,9 @@ class Batcher:
                     continue
                 policy = live[0].policy
                 try:
-                    done = policy.sample([j.prompt for j in live], live[0].params,
-                                         self._generator(policy.device))
+                    done = policy.sample(
+                        [j.prompt for j in live], live[0].params, self._generator(policy.device)
+                    )
                 except Exception as exc:  # a bad batch fails its requests, not the server
                     log.exception("sampling a batch of %d failed", len(live))
                     for job in live:

@@ -26,7 +26,9 @@ def moves_forward(info: CheckpointInfo, current: CheckpointInfo) -> bool:
     one: a rejected one never, an older one (a replay of the topic) never; a rollback is a new
     id with old weights, so serving only ever moves forward."""
     return info.status == PROMOTED and (info.created_at, info.checkpoint_id) > (
-        current.created_at, current.checkpoint_id)
+        current.created_at,
+        current.checkpoint_id,
+    )
 
 
 class CheckpointFollower:
@@ -39,8 +41,7 @@ class CheckpointFollower:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._follow, name="rtrl-checkpoints",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._follow, name="rtrl-checkpoints", daemon=True)
         self._thread.start()
 
     def close(self, timeout_s: float = 10.0) -> None:
@@ -49,9 +50,16 @@ class CheckpointFollower:
             self._thread.join(timeout_s)
 
     def _follow(self) -> None:
-        consumer = Consumer(client(self._bootstrap, **{
-            "group.id": "rtrl-serving", "enable.auto.commit": False,
-            "enable.partition.eof": False}))
+        consumer = Consumer(
+            client(
+                self._bootstrap,
+                **{
+                    "group.id": "rtrl-serving",
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": False,
+                },
+            )
+        )
         topic = self._topic
         try:
             partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions

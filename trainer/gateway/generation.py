@@ -52,8 +52,13 @@ class Shown:
 
 
 # --- rollouts ------------------------------------------------------------------------------
-def rollout_of(gen: Generation, interaction_id: str, params: SamplingParams,
-               experiment: Experiment | None, created_at: str) -> Rollout | str:
+def rollout_of(
+    gen: Generation,
+    interaction_id: str,
+    params: SamplingParams,
+    experiment: Experiment | None,
+    created_at: str,
+) -> Rollout | str:
     """The generation's rollout, or the reason (a code for counting) why it cannot be one.
 
     >>> ident = ModelIdentity("llama", "a" * 64, "b" * 64)
@@ -76,8 +81,18 @@ def rollout_of(gen: Generation, interaction_id: str, params: SamplingParams,
     if len(gen.logprobs) != len(gen.token_ids):
         return "logprobs_mismatch"
     try:
-        return Rollout(interaction_id, gen.checkpoint_id, gen.model, params, gen.prompt_ids,
-                       gen.token_ids, gen.logprobs, gen.finish_reason, created_at, experiment)
+        return Rollout(
+            interaction_id,
+            gen.checkpoint_id,
+            gen.model,
+            params,
+            gen.prompt_ids,
+            gen.token_ids,
+            gen.logprobs,
+            gen.finish_reason,
+            created_at,
+            experiment,
+        )
     except RolloutError as exc:
         return exc.reason
 
@@ -86,32 +101,42 @@ def rollout_of(gen: Generation, interaction_id: str, params: SamplingParams,
 def usage(gen: Generation) -> Usage:
     prompt = len(gen.prompt_ids or ())
     completion = len(gen.token_ids or ())
-    return Usage(prompt_tokens=prompt, completion_tokens=completion,
-                 total_tokens=prompt + completion)
+    return Usage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+    )
 
 
-def _chat_logprobs(gen: Generation, start: int = 0,
-                   stop: int | None = None) -> ChatLogprobs | None:
+def _chat_logprobs(gen: Generation, start: int = 0, stop: int | None = None) -> ChatLogprobs | None:
     if gen.logprobs is None:
         return None
     pieces = gen.pieces or tuple("" for _ in gen.logprobs)
-    return ChatLogprobs(content=[
-        TokenLogprob(token=piece, logprob=lp, bytes=list(piece.encode()))
-        for piece, lp in zip(pieces[start:stop], gen.logprobs[start:stop], strict=True)])
+    return ChatLogprobs(
+        content=[
+            TokenLogprob(token=piece, logprob=lp, bytes=list(piece.encode()))
+            for piece, lp in zip(pieces[start:stop], gen.logprobs[start:stop], strict=True)
+        ]
+    )
 
 
-def chat_response(gen: Generation, request_id: str, created: int, model: str,
-                  shown: Shown) -> ChatCompletionResponse:
+def chat_response(
+    gen: Generation, request_id: str, created: int, model: str, shown: Shown
+) -> ChatCompletionResponse:
     ids = shown.token_ids and gen.token_ids is not None
     return ChatCompletionResponse(
-        id=request_id, created=created, model=model,
-        choices=[ChatChoice(message=AssistantMessage(content=gen.text),
-                            logprobs=_chat_logprobs(gen) if shown.logprobs else None,
-                            finish_reason=gen.finish_reason,
-                            token_ids=list(gen.token_ids or ()) if ids else None)],
+        id=request_id,
+        created=created,
+        model=model,
+        choices=[
+            ChatChoice(
+                message=AssistantMessage(content=gen.text),
+                logprobs=_chat_logprobs(gen) if shown.logprobs else None,
+                finish_reason=gen.finish_reason,
+                token_ids=list(gen.token_ids or ()) if ids else None,
+            )
+        ],
         usage=usage(gen),
-        prompt_token_ids=list(gen.prompt_ids or ()) if shown.token_ids and gen.prompt_ids
-        else None)
+        prompt_token_ids=list(gen.prompt_ids or ()) if shown.token_ids and gen.prompt_ids else None,
+    )
 
 
 def _steps(gen: Generation) -> list[tuple[int, int, str]]:
@@ -123,26 +148,33 @@ def _steps(gen: Generation) -> list[tuple[int, int, str]]:
     return [(0, len(gen.token_ids or ()), gen.text)]
 
 
-def chat_chunks(gen: Generation, request_id: str, created: int, model: str,
-                shown: Shown) -> Iterator[ChatCompletionChunk]:
+def chat_chunks(
+    gen: Generation, request_id: str, created: int, model: str, shown: Shown
+) -> Iterator[ChatCompletionChunk]:
     """The streamed form: a role chunk (with the prompt's ids when asked), a chunk per token,
     then the finish reason; the contents joined are the text."""
-    def chunk(choice: ChatChunkChoice, prompt: list[int] | None = None) -> ChatCompletionChunk:
-        return ChatCompletionChunk(id=request_id, created=created, model=model,
-                                   choices=[choice], prompt_token_ids=prompt)
 
-    first_prompt = (list(gen.prompt_ids) if shown.token_ids and gen.prompt_ids else None)
+    def chunk(choice: ChatChunkChoice, prompt: list[int] | None = None) -> ChatCompletionChunk:
+        return ChatCompletionChunk(
+            id=request_id, created=created, model=model, choices=[choice], prompt_token_ids=prompt
+        )
+
+    first_prompt = list(gen.prompt_ids) if shown.token_ids and gen.prompt_ids else None
     yield chunk(ChatChunkChoice(delta=ChatDelta(role="assistant", content="")), first_prompt)
     for start, end, text in _steps(gen):
-        yield chunk(ChatChunkChoice(
-            delta=ChatDelta(content=text),
-            logprobs=_chat_logprobs(gen, start, end) if shown.logprobs else None,
-            token_ids=list((gen.token_ids or ())[start:end]) if shown.token_ids else None))
+        yield chunk(
+            ChatChunkChoice(
+                delta=ChatDelta(content=text),
+                logprobs=_chat_logprobs(gen, start, end) if shown.logprobs else None,
+                token_ids=list((gen.token_ids or ())[start:end]) if shown.token_ids else None,
+            )
+        )
     yield chunk(ChatChunkChoice(delta=ChatDelta(), finish_reason=gen.finish_reason))
 
 
-def _completion_logprobs(gen: Generation, start: int = 0,
-                         stop: int | None = None) -> CompletionLogprobs | None:
+def _completion_logprobs(
+    gen: Generation, start: int = 0, stop: int | None = None
+) -> CompletionLogprobs | None:
     if gen.logprobs is None:
         return None
     pieces = list(gen.pieces or tuple("" for _ in gen.logprobs))[start:stop]
@@ -150,36 +182,59 @@ def _completion_logprobs(gen: Generation, start: int = 0,
     for piece in pieces:
         offsets.append(at)
         at += len(piece)
-    return CompletionLogprobs(tokens=pieces, token_logprobs=list(gen.logprobs[start:stop]),
-                              top_logprobs=None, text_offset=offsets)
+    return CompletionLogprobs(
+        tokens=pieces,
+        token_logprobs=list(gen.logprobs[start:stop]),
+        top_logprobs=None,
+        text_offset=offsets,
+    )
 
 
-def completion_response(gen: Generation, request_id: str, created: int, model: str,
-                        shown: Shown) -> CompletionResponse:
+def completion_response(
+    gen: Generation, request_id: str, created: int, model: str, shown: Shown
+) -> CompletionResponse:
     return CompletionResponse(
-        id=request_id, created=created, model=model, usage=usage(gen),
-        choices=[CompletionChoice(
-            text=gen.text, finish_reason=gen.finish_reason,
-            logprobs=_completion_logprobs(gen) if shown.logprobs else None,
-            prompt_token_ids=list(gen.prompt_ids or ()) if shown.token_ids and gen.prompt_ids
-            else None,
-            token_ids=list(gen.token_ids or ()) if shown.token_ids and gen.token_ids else None)])
+        id=request_id,
+        created=created,
+        model=model,
+        usage=usage(gen),
+        choices=[
+            CompletionChoice(
+                text=gen.text,
+                finish_reason=gen.finish_reason,
+                logprobs=_completion_logprobs(gen) if shown.logprobs else None,
+                prompt_token_ids=list(gen.prompt_ids or ())
+                if shown.token_ids and gen.prompt_ids
+                else None,
+                token_ids=list(gen.token_ids or ()) if shown.token_ids and gen.token_ids else None,
+            )
+        ],
+    )
 
 
-def completion_chunks(gen: Generation, request_id: str, created: int, model: str,
-                      shown: Shown) -> Iterator[CompletionResponse]:
+def completion_chunks(
+    gen: Generation, request_id: str, created: int, model: str, shown: Shown
+) -> Iterator[CompletionResponse]:
     steps = _steps(gen)
     for k, (start, end, text) in enumerate(steps):
         last = k == len(steps) - 1
         yield CompletionResponse(
-            id=request_id, created=created, model=model, usage=usage(gen) if last else None,
-            choices=[CompletionChoice(
-                text=text, finish_reason=gen.finish_reason if last else None,
-                logprobs=_completion_logprobs(gen, start, end) if shown.logprobs else None,
-                prompt_token_ids=list(gen.prompt_ids or ()) if k == 0 and shown.token_ids
-                and gen.prompt_ids else None,
-                token_ids=list((gen.token_ids or ())[start:end]) if shown.token_ids
-                else None)])
+            id=request_id,
+            created=created,
+            model=model,
+            usage=usage(gen) if last else None,
+            choices=[
+                CompletionChoice(
+                    text=text,
+                    finish_reason=gen.finish_reason if last else None,
+                    logprobs=_completion_logprobs(gen, start, end) if shown.logprobs else None,
+                    prompt_token_ids=list(gen.prompt_ids or ())
+                    if k == 0 and shown.token_ids and gen.prompt_ids
+                    else None,
+                    token_ids=list((gen.token_ids or ())[start:end]) if shown.token_ids else None,
+                )
+            ],
+        )
 
 
 def text_pieces(decode, token_ids: tuple[int, ...], text: str) -> tuple[str, ...]:  # noqa: ANN001
@@ -196,7 +251,7 @@ def text_pieces(decode, token_ids: tuple[int, ...], text: str) -> tuple[str, ...
         if i == len(token_ids) - 1:
             pieces.append(text[sent:])
             break
-        prefix = decode(token_ids[:i + 1])
+        prefix = decode(token_ids[: i + 1])
         common = sent  # what was sent is a prefix of both already
         limit = min(len(prefix), len(text))
         while common < limit and prefix[common] == text[common]:

@@ -54,8 +54,13 @@ def _served(registry: CheckpointRegistry, info: CheckpointInfo,
             device: str) -> Served:  # fmt: skip
     policy = load_policy(registry, info).to(device)
     policy.model.eval()
-    log.info("serving: loaded %s (%s weights over base %s) on %s", info.checkpoint_id,
-             info.weights.kind, info.model.base_sha256[:12], device)
+    log.info(
+        "serving: loaded %s (%s weights over base %s) on %s",
+        info.checkpoint_id,
+        info.weights.kind,
+        info.model.base_sha256[:12],
+        device,
+    )
     return Served(info.checkpoint_id, info.model.identity(), policy)
 
 
@@ -123,8 +128,9 @@ class LocalBackend:
     # --- sampling ----------------------------------------------------------------------------
     async def chat(self, served: Served, request: ChatCompletionRequest, raw: dict[str, Any],
                    params: SamplingParams) -> Generation:  # fmt: skip
-        prompt = served.policy.chat_prompt([{"role": m.role, "content": m.text()}
-                                            for m in request.messages])
+        prompt = served.policy.chat_prompt(
+            [{"role": m.role, "content": m.text()} for m in request.messages]
+        )
         return await self._sample(served, prompt, params)
 
     async def complete(self, served: Served, request: CompletionRequest, raw: dict[str, Any],
@@ -139,12 +145,24 @@ class LocalBackend:
                       params: SamplingParams) -> Generation:  # fmt: skip
         served.policy.check_tokens(prompt, "the prompt")
         done: Completion = await asyncio.wrap_future(
-            self.batcher.submit(served.policy, prompt, params))
+            self.batcher.submit(served.policy, prompt, params)
+        )
         tokenizer = served.policy.tokenizer
-        pieces = text_pieces(lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True),
-                             done.token_ids, done.text)
-        return Generation(served.checkpoint_id, served.identity, tuple(prompt), done.token_ids,
-                          done.logprobs, done.text, done.finish_reason, pieces)
+        pieces = text_pieces(
+            lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True),
+            done.token_ids,
+            done.text,
+        )
+        return Generation(
+            served.checkpoint_id,
+            served.identity,
+            tuple(prompt),
+            done.token_ids,
+            done.logprobs,
+            done.text,
+            done.finish_reason,
+            pieces,
+        )
 
     def ready(self) -> bool:
         return True

@@ -28,37 +28,60 @@ class GatewayMetrics(ServiceMetrics):
     def __init__(self) -> None:
         super().__init__()
         r = self.registry
-        self.requests = Counter("rtrl_gateway_requests", "requests answered, by endpoint and "
-                                "HTTP status", ["endpoint", "status"], registry=r)
+        self.requests = Counter(
+            "rtrl_gateway_requests",
+            "requests answered, by endpoint and HTTP status",
+            ["endpoint", "status"],
+            registry=r,
+        )
         self.latency = Histogram("rtrl_gateway_request_seconds", "time to answer a completion "
                                  "(to the last byte of a stream)", ["endpoint"], registry=r,
                                  buckets=(.002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
                                           30))  # fmt: skip
-        self.rollouts = Counter("rtrl_gateway_rollouts", "completions by what became of their "
-                                "rollout: recorded (spooled for Kafka), private (privacy mode, "
-                                "never recorded), refused (see refused_by_reason), dropped "
-                                "(the spool was full)", ["outcome"], registry=r)
-        self.refused = Counter("rtrl_gateway_rollouts_refused", "rollouts not recorded because "
-                               "the answer lacked what a rollout needs", ["reason"], registry=r)
+        self.rollouts = Counter(
+            "rtrl_gateway_rollouts",
+            "completions by what became of their "
+            "rollout: recorded (spooled for Kafka), private (privacy mode, "
+            "never recorded), refused (see refused_by_reason), dropped "
+            "(the spool was full)",
+            ["outcome"],
+            registry=r,
+        )
+        self.refused = Counter(
+            "rtrl_gateway_rollouts_refused",
+            "rollouts not recorded because the answer lacked what a rollout needs",
+            ["reason"],
+            registry=r,
+        )
 
     def watch(self, spooled: Callable[[], int], dropped: Callable[[], Mapping[str, int]],
               delivered: Callable[[], int], switches: Callable[[], int],
               not_loaded: Callable[[], Mapping[str, int]]) -> None:  # fmt: skip
         def read() -> Iterable[Metric]:
-            yield GaugeMetricFamily("rtrl_gateway_spool_rollouts", "rollouts waiting for Kafka's "
-                                    "acknowledgement", value=spooled())
-            drops = CounterMetricFamily("rtrl_gateway_rollouts_dropped", "rollouts lost, by "
-                                        "reason", labels=["reason"])
+            yield GaugeMetricFamily(
+                "rtrl_gateway_spool_rollouts",
+                "rollouts waiting for Kafka's acknowledgement",
+                value=spooled(),
+            )
+            drops = CounterMetricFamily(
+                "rtrl_gateway_rollouts_dropped", "rollouts lost, by reason", labels=["reason"]
+            )
             for reason, n in dropped().items():
                 drops.add_metric([reason], n)
             yield drops
-            yield CounterMetricFamily("rtrl_gateway_rollouts_delivered", "rollouts Kafka "
-                                      "acknowledged", value=delivered())
-            yield CounterMetricFamily("rtrl_gateway_checkpoint_switches", "times serving moved "
-                                      "to a newly promoted checkpoint", value=switches())
-            skipped = CounterMetricFamily("rtrl_gateway_checkpoints_not_loaded", "promoted "
-                                          "checkpoints the backend could not serve, by reason",
-                                          labels=["reason"])
+            yield CounterMetricFamily(
+                "rtrl_gateway_rollouts_delivered", "rollouts Kafka acknowledged", value=delivered()
+            )
+            yield CounterMetricFamily(
+                "rtrl_gateway_checkpoint_switches",
+                "times serving moved to a newly promoted checkpoint",
+                value=switches(),
+            )
+            skipped = CounterMetricFamily(
+                "rtrl_gateway_checkpoints_not_loaded",
+                "promoted checkpoints the backend could not serve, by reason",
+                labels=["reason"],
+            )
             for reason, n in not_loaded().items():
                 skipped.add_metric([reason], n)
             yield skipped

@@ -98,13 +98,19 @@ class RolloutRecorder:
         now = time.monotonic()
         with self._lock:
             total = sum(self.dropped.values())
-            if total == self._logged_drops or (not force and self._logged_drops
-                                               and now - self._last_log < LOG_EVERY_S):
+            if total == self._logged_drops or (
+                not force and self._logged_drops and now - self._last_log < LOG_EVERY_S
+            ):
                 return
             self._last_log, self._logged_drops = now, total
             by_reason = dict(self.dropped)
-        log.warning("rollouts dropped, %d so far (%s); the spool holds %d of %d", total,
-                    by_reason, self.spooled(), self.spool_max)
+        log.warning(
+            "rollouts dropped, %d so far (%s); the spool holds %d of %d",
+            total,
+            by_reason,
+            self.spooled(),
+            self.spool_max,
+        )
 
     def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
         if err is None:

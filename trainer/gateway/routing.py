@@ -96,5 +96,7 @@ def canary(candidate: str, percent: float) -> Split:
     if not 0 < percent < 100:
         raise ValueError(f"--canary: a share strictly between 0 and 100, got {percent:g}")
     check_checkpoint_id(candidate, "--canary")
-    return Split(f"canary-{candidate}"[:64], (Arm("parent", CURRENT, 100.0 - percent),
-                                             Arm("canary", candidate, float(percent))))
+    return Split(
+        f"canary-{candidate}"[:64],
+        (Arm("parent", CURRENT, 100.0 - percent), Arm("canary", candidate, float(percent))),
+    )

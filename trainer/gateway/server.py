@@ -68,20 +68,36 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
     if checkpoint is None:
         current = registry.current()
         if current is None:
-            raise ValueError(f"no promoted checkpoint in {registry.root}: give --checkpoint or "
-                             "run `rtrl checkpoints init`")
+            raise ValueError(
+                f"no promoted checkpoint in {registry.root}: give --checkpoint or "
+                "run `rtrl checkpoints init`"
+            )
         checkpoint = current.checkpoint_id
     pinned = config.split.checkpoints() if config.split is not None else set()
     if config.upstream is not None:
         from trainer.gateway.upstream import UpstreamBackend
 
         model = config.upstream_model or _first_model(config.upstream, config.upstream_api_key)
-        return UpstreamBackend(config.upstream, registry, checkpoint, model,
-                               config.adapter_dir.resolve(), pinned, config.upstream_api_key)
+        return UpstreamBackend(
+            config.upstream,
+            registry,
+            checkpoint,
+            model,
+            config.adapter_dir.resolve(),
+            pinned,
+            config.upstream_api_key,
+        )
     from trainer.gateway.local import LocalBackend
 
-    return LocalBackend(registry, checkpoint, pinned, config.device, config.seed,
-                        config.max_batch, config.batch_wait_s)
+    return LocalBackend(
+        registry,
+        checkpoint,
+        pinned,
+        config.device,
+        config.seed,
+        config.max_batch,
+        config.batch_wait_s,
+    )
 
 
 @dataclass
@@ -111,34 +127,57 @@ def build(config: ServeConfig) -> Gateway:
     registry = CheckpointRegistry(config.registry)
     topics = TopicNames(config.topic_prefix)
     backend = build_backend(config, registry)
-    recorder = (RolloutRecorder(config.bootstrap, topics.rollouts, config.spool_max)
-                if config.record else None)
+    recorder = (
+        RolloutRecorder(config.bootstrap, topics.rollouts, config.spool_max)
+        if config.record
+        else None
+    )
     metrics = GatewayMetrics()
-    metrics.watch(spooled=lambda: recorder.spooled() if recorder else 0,
-                  dropped=lambda: dict(recorder.dropped) if recorder else {},
-                  delivered=lambda: recorder.delivered if recorder else 0,
-                  switches=lambda: backend.switches,
-                  not_loaded=lambda: dict(getattr(backend, "not_loaded", {})))
+    metrics.watch(
+        spooled=lambda: recorder.spooled() if recorder else 0,
+        dropped=lambda: dict(recorder.dropped) if recorder else {},
+        delivered=lambda: recorder.delivered if recorder else 0,
+        switches=lambda: backend.switches,
+        not_loaded=lambda: dict(getattr(backend, "not_loaded", {})),
+    )
     keys = KeyStore(config.key_db)
     app = create_app(backend, recorder, keys, config.split, config.gateway, metrics)
     follower = None
     if config.follow:
         follower = CheckpointFollower(config.bootstrap, topics.checkpoints, backend.take_up)
         follower.start()
-    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port,
-                                           log_level="warning", access_log=False,
-                                           lifespan="on", loop="asyncio", http="h11",
-                                           timeout_graceful_shutdown=30))
-    metrics_server = (metrics.serve(config.metrics_port, host=config.host)
-                      if config.metrics_port is not None else None)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            loop="asyncio",
+            http="h11",
+            timeout_graceful_shutdown=30,
+        )
+    )
+    metrics_server = (
+        metrics.serve(config.metrics_port, host=config.host)
+        if config.metrics_port is not None
+        else None
+    )
     return Gateway(server, backend, recorder, follower, keys, metrics_server)
 
 
 def run(config: ServeConfig) -> int:
     gateway = build(config)
-    log.info("rtrl serve on http://%s:%d (%s backend, pid %d), rollouts to %s%s",
-             config.host, config.port, gateway.backend.kind, os.getpid(), config.bootstrap,
-             "" if config.record else " (not recorded)")
+    log.info(
+        "rtrl serve on http://%s:%d (%s backend, pid %d), rollouts to %s%s",
+        config.host,
+        config.port,
+        gateway.backend.kind,
+        os.getpid(),
+        config.bootstrap,
+        "" if config.record else " (not recorded)",
+    )
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then raises the signal again for the
     # handler it found: a no-op one here, so that the spool still gets its drain before exit.
     with stop_signals_call(lambda _sig, _frame: None):

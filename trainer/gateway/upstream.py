@@ -83,9 +83,16 @@ def parse_chat(body: dict[str, Any]) -> Generation:
         logprobs = tuple(float(c["logprob"]) for c in content)
         pieces = tuple(str(c.get("token", "")) for c in content)
     prompt = _ids(body.get("prompt_token_ids")) or _ids(choice.get("prompt_token_ids"))
-    return Generation("", None, prompt, _ids(choice.get("token_ids")), logprobs, text,
-                      str(choice.get("finish_reason") or "stop"),
-                      pieces if pieces is not None and "".join(pieces) == text else None)
+    return Generation(
+        "",
+        None,
+        prompt,
+        _ids(choice.get("token_ids")),
+        logprobs,
+        text,
+        str(choice.get("finish_reason") or "stop"),
+        pieces if pieces is not None and "".join(pieces) == text else None,
+    )
 
 
 def parse_completion(body: dict[str, Any]) -> Generation:
@@ -107,9 +114,16 @@ def parse_completion(body: dict[str, Any]) -> Generation:
         tokens = lp.get("tokens")
         if isinstance(tokens, list) and "".join(map(str, tokens)) == text:
             pieces = tuple(map(str, tokens))
-    return Generation("", None, _ids(choice.get("prompt_token_ids")),
-                      _ids(choice.get("token_ids")), logprobs, text,
-                      str(choice.get("finish_reason") or "stop"), pieces)
+    return Generation(
+        "",
+        None,
+        _ids(choice.get("prompt_token_ids")),
+        _ids(choice.get("token_ids")),
+        logprobs,
+        text,
+        str(choice.get("finish_reason") or "stop"),
+        pieces,
+    )
 
 
 def upstream_body(raw: dict[str, Any], model: str, chat: bool) -> dict[str, Any]:
@@ -143,9 +157,15 @@ def export_adapter(registry: CheckpointRegistry, info: CheckpointInfo, root: Pat
     tmp = Path(tempfile.mkdtemp(prefix=f".{info.checkpoint_id}-", dir=root))
     try:
         settings = weights.lora
-        LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
-                   target_modules=list(settings.targets), bias="none", task_type="CAUSAL_LM",
-                   base_model_name_or_path=info.model.base_path).save_pretrained(str(tmp))
+        LoraConfig(
+            r=settings.r,
+            lora_alpha=settings.alpha,
+            lora_dropout=settings.dropout,
+            target_modules=list(settings.targets),
+            bias="none",
+            task_type="CAUSAL_LM",
+            base_model_name_or_path=info.model.base_path,
+        ).save_pretrained(str(tmp))
         shutil.copyfile(source, tmp / ADAPTER_WEIGHTS)
         os.rename(tmp, target)
     except OSError:
@@ -171,23 +191,28 @@ class UpstreamBackend:
         self._lock = threading.Lock()
         self.not_loaded: Counter[str] = Counter()
         self.switches = 0
-        self._http = httpx.AsyncClient(base_url=self.url, headers=self._headers,
-                                       timeout=timeout_s,
-                                       limits=httpx.Limits(max_connections=512,
-                                                           max_keepalive_connections=512))
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            headers=self._headers,
+            timeout=timeout_s,
+            limits=httpx.Limits(max_connections=512, max_keepalive_connections=512),
+        )
         info = registry.get(checkpoint_id)
         self._current_info = info
         first = self._route_for(info)
         if first is None:
-            raise ValueError(f"{checkpoint_id} is a full-weights checkpoint: an upstream loads "
-                             "adapters at runtime, not weights; start the upstream on it")
+            raise ValueError(
+                f"{checkpoint_id} is a full-weights checkpoint: an upstream loads "
+                "adapters at runtime, not weights; start the upstream on it"
+            )
         self._current: Route = first
         self._pinned: dict[str, Route] = {}
         for ckpt in pinned:
             route = self._route_for(registry.get(ckpt))
             if route is None:
-                raise ValueError(f"arm checkpoint {ckpt} has full weights: it cannot be loaded "
-                                 "into the upstream")
+                raise ValueError(
+                    f"arm checkpoint {ckpt} has full weights: it cannot be loaded into the upstream"
+                )
             self._pinned[ckpt] = route
 
     def _route_for(self, info: CheckpointInfo) -> Route | None:
@@ -198,18 +223,26 @@ class UpstreamBackend:
             return Route(info.checkpoint_id, info.model.identity(), self._upstream_model)
         if kind == "lora":
             path = export_adapter(self._registry, info, self._adapter_dir)
-            answer = httpx.post(f"{self.url}/v1/load_lora_adapter", headers=self._headers,
-                                json={"lora_name": info.checkpoint_id, "lora_path": str(path)},
-                                timeout=self._timeout_s)
+            answer = httpx.post(
+                f"{self.url}/v1/load_lora_adapter",
+                headers=self._headers,
+                json={"lora_name": info.checkpoint_id, "lora_path": str(path)},
+                timeout=self._timeout_s,
+            )
             if answer.status_code >= 400 and "already" not in answer.text:
-                raise RuntimeError(f"the upstream did not load {info.checkpoint_id}: "
-                                   f"{answer.status_code} {answer.text[:200]}")
+                raise RuntimeError(
+                    f"the upstream did not load {info.checkpoint_id}: "
+                    f"{answer.status_code} {answer.text[:200]}"
+                )
             return Route(info.checkpoint_id, info.model.identity(), info.checkpoint_id)
         with self._lock:
             self.not_loaded["full_weights"] += 1
-        log.warning("serving: %s has full weights, which an upstream cannot load at runtime; "
-                    "still serving %s", info.checkpoint_id, self._current_info.checkpoint_id
-                    if hasattr(self, "_current_info") else "nothing")
+        log.warning(
+            "serving: %s has full weights, which an upstream cannot load at runtime; "
+            "still serving %s",
+            info.checkpoint_id,
+            self._current_info.checkpoint_id if hasattr(self, "_current_info") else "nothing",
+        )
         return None
 
     @property
@@ -237,24 +270,42 @@ class UpstreamBackend:
         log.info("serving: switched the upstream from %s to %s", before, info.checkpoint_id)
         return True
 
-    async def chat(self, route: Route, request: Any, raw: dict[str, Any],
-                   params: Any) -> Generation:
-        return self._stamp(parse_chat(await self._ask("/v1/chat/completions",
-                                                      upstream_body(raw, route.model, True))),
-                           route)
+    async def chat(
+        self, route: Route, request: Any, raw: dict[str, Any], params: Any
+    ) -> Generation:
+        return self._stamp(
+            parse_chat(
+                await self._ask("/v1/chat/completions", upstream_body(raw, route.model, True))
+            ),
+            route,
+        )
 
-    async def complete(self, route: Route, request: Any, raw: dict[str, Any],
-                       params: Any) -> Generation:
-        return self._stamp(parse_completion(await self._ask(
-            "/v1/completions", upstream_body(raw, route.model, False))), route)
+    async def complete(
+        self, route: Route, request: Any, raw: dict[str, Any], params: Any
+    ) -> Generation:
+        return self._stamp(
+            parse_completion(
+                await self._ask("/v1/completions", upstream_body(raw, route.model, False))
+            ),
+            route,
+        )
 
     async def _ask(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            answer = await self._http.post(path, content=orjson.dumps(body),
-                                           headers={"Content-Type": "application/json"})
+            answer = await self._http.post(
+                path, content=orjson.dumps(body), headers={"Content-Type": "application/json"}
+            )
         except httpx.HTTPError as exc:
-            raise UpstreamError(502, orjson.dumps({"error": {
-                "message": f"upstream unreachable: {exc!r}"[:300], "type": "upstream_error"}})
+            raise UpstreamError(
+                502,
+                orjson.dumps(
+                    {
+                        "error": {
+                            "message": f"upstream unreachable: {exc!r}"[:300],
+                            "type": "upstream_error",
+                        }
+                    }
+                ),
             ) from None
         if answer.status_code >= 400:
             raise UpstreamError(answer.status_code, answer.content)
@@ -262,15 +313,31 @@ class UpstreamBackend:
             data = orjson.loads(answer.content)
             data["choices"][0]
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-            raise UpstreamError(502, orjson.dumps({"error": {
-                "message": "the upstream's answer is not a completion",
-                "type": "upstream_error"}})) from None
+            raise UpstreamError(
+                502,
+                orjson.dumps(
+                    {
+                        "error": {
+                            "message": "the upstream's answer is not a completion",
+                            "type": "upstream_error",
+                        }
+                    }
+                ),
+            ) from None
         return data
 
     @staticmethod
     def _stamp(gen: Generation, route: Route) -> Generation:
-        return Generation(route.checkpoint_id, route.identity, gen.prompt_ids, gen.token_ids,
-                          gen.logprobs, gen.text, gen.finish_reason, gen.pieces)
+        return Generation(
+            route.checkpoint_id,
+            route.identity,
+            gen.prompt_ids,
+            gen.token_ids,
+            gen.logprobs,
+            gen.text,
+            gen.finish_reason,
+            gen.pieces,
+        )
 
     def ready(self) -> bool:
         return True

@@ -98,19 +98,27 @@ class LoraSettings(BaseModel):
     )
 
 
-def with_lora(model: Any, settings: LoraSettings) -> Any:
-    """``model`` wrapped by peft with a fresh adapter; only the adapter is trainable."""
-    from peft import LoraConfig, get_peft_model
+def lora_config(settings: LoraSettings, base: str | None = None) -> Any:
+    """peft's ``LoraConfig`` of these settings (``base``: the base model it names, as an
+    adapter directory for another server records it)."""
+    from peft import LoraConfig
 
-    config = LoraConfig(
+    return LoraConfig(
         r=settings.r,
         lora_alpha=settings.alpha,
         lora_dropout=settings.dropout,
         target_modules=list(settings.targets),
         bias="none",
         task_type="CAUSAL_LM",
+        base_model_name_or_path=base,
     )
-    return get_peft_model(model, config)
+
+
+def with_lora(model: Any, settings: LoraSettings) -> Any:
+    """``model`` wrapped by peft with a fresh adapter; only the adapter is trainable."""
+    from peft import get_peft_model
+
+    return get_peft_model(model, lora_config(settings))
 
 
 def adapter_state(model: Any) -> dict[str, torch.Tensor]:

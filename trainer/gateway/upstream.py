@@ -144,7 +144,7 @@ def upstream_body(raw: dict[str, Any], model: str, chat: bool) -> dict[str, Any]
 def export_adapter(registry: CheckpointRegistry, info: CheckpointInfo, root: Path) -> Path:
     """A LoRA checkpoint as a peft adapter directory ``root/<checkpoint_id>`` (written once,
     atomically; the adapter file checked against its sha256 first)."""
-    from peft import LoraConfig
+    from trainer.loading import lora_config
 
     weights = info.weights
     if weights.kind != "lora" or weights.file is None or weights.lora is None:
@@ -156,16 +156,7 @@ def export_adapter(registry: CheckpointRegistry, info: CheckpointInfo, root: Pat
     source = registry.checked_file(info, weights.file, weights.sha256)
     tmp = Path(tempfile.mkdtemp(prefix=f".{info.checkpoint_id}-", dir=root))
     try:
-        settings = weights.lora
-        LoraConfig(
-            r=settings.r,
-            lora_alpha=settings.alpha,
-            lora_dropout=settings.dropout,
-            target_modules=list(settings.targets),
-            bias="none",
-            task_type="CAUSAL_LM",
-            base_model_name_or_path=info.model.base_path,
-        ).save_pretrained(str(tmp))
+        lora_config(weights.lora, base=info.model.base_path).save_pretrained(str(tmp))
         shutil.copyfile(source, tmp / ADAPTER_WEIGHTS)
         os.rename(tmp, target)
     except OSError:

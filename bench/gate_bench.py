@@ -4,6 +4,9 @@
 * the decision on a round of ``--interactions`` held-out interactions (default 10k, 48 tokens
   each): the bootstrap lower bound (``trainer.offpolicy.snis_with_bound``, 2,000 resamples)
   against the point estimate alone (no resampling), which is what the gate used before;
+* the canary's verdict (``trainer.canary.judge``: SRM, a one-sided test per monitored rate and
+  of the reward, from per-user sums) on ``--interactions`` users against the difference of the
+  two arms' means alone;
 * candidate evals per 100 prompts (``trainer.candidate_evals.compare_behaviour``: parent and
   candidate each generate ``--samples`` completions a prompt) on the tiny model and, with
   ``--models tiny,smollm2-135m``, SmolLM2-135M on the CPU, beside sampling the same completions
@@ -30,6 +33,8 @@ os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from rewards.monitors import MonitorThresholds  # noqa: E402
+from trainer.canary import CanaryConfig, UserSums, arm_of, judge  # noqa: E402
 from trainer.candidate_evals import SimulatedBehaviour, compare_behaviour, eval_prompts  # noqa: E402
 from trainer.checkpoint_io import load_policy, register_base  # noqa: E402
 from trainer.models import fetch, models_dir  # noqa: E402
@@ -55,6 +60,28 @@ def bench_decision(n: int, tokens: int) -> list:
         f"{point:.3f} s",
         round(bound / point, 1),
     ]
+
+
+def bench_canary(n: int) -> list:
+    rng = np.random.default_rng(1)
+    interactions = rng.integers(1, 5, size=n)
+    arms = rng.random(n) < 0.1
+    users = [
+        UserSums(int(k), int(k), float(rng.normal(0.2, 1.0) * k), {"edit_rate": int(k)})
+        for k in interactions
+    ]
+    started = time.perf_counter()
+    parent = arm_of([u for u, a in zip(users, arms, strict=True) if not a])
+    canary = arm_of([u for u, a in zip(users, arms, strict=True) if a])
+    judge(parent, canary, CanaryConfig(), MonitorThresholds(), 1)
+    verdict = time.perf_counter() - started
+    started = time.perf_counter()
+    means = [np.mean([u.reward / u.scored for u, a in zip(users, arms, strict=True) if a == side])
+             for side in (False, True)]  # fmt: skip
+    float(means[1] - means[0])
+    alone = time.perf_counter() - started
+    return ["canary verdict", f"{n} users", f"{verdict:.3f} s", f"{alone:.3f} s",
+            round(verdict / alone, 1)]  # fmt: skip
 
 
 def bench_evals(name: str, prompts: int, samples: int, tokens: int) -> list:
@@ -97,7 +124,7 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=16)
     args = parser.parse_args()
-    rows = [bench_decision(args.interactions, 48)]
+    rows = [bench_decision(args.interactions, 48), bench_canary(args.interactions)]
     for name in args.models.split(","):
         rows.append(bench_evals(name, args.prompts, args.samples, args.tokens))
     print(format_table(["what", "size", "time", "its limit", "ratio"], rows))

@@ -82,6 +82,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "truly equal, the gate's calibration population)",
     )
     p.add_argument(
+        "--truth-samples",
+        type=int,
+        default=512,
+        help="completions per checkpoint with which the simulator measures each candidate's "
+        "true value, to show the gate's decisions beside the truth (default 512; 0: none)",
+    )
+    p.add_argument(
         "--model",
         default="tiny",
         help="the model the rounds serve and train: tiny (built here, trains in seconds), "
@@ -203,6 +210,7 @@ def _loop(
         args.seed,
         args.model,
         args.users,
+        args.truth_samples,
     )
     try:
         if args.rounds:

@@ -12,13 +12,17 @@ through the stream, the warehouse and the trainer.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+
 from ingest.contract import uuid7
 from ingest.sdk import Client
 from trainer.candidate_evals import SimulatedBehaviour
+from trainer.policy import CausalLMPolicy
 from trainer.sampling import SamplingParams
 from trainer.serving import PolicyServer
 
@@ -149,3 +153,33 @@ def play_round(server: PolicyServer, client: Client, taste: Taste | Indifferent,
             client.emit(event_type, interaction_id, payload, **fields)
     server.flush()
     return RoundFigures(checkpoint, interactions, accepted, invalid, taste_sum / interactions)
+
+
+@dataclass(frozen=True)
+class TrueValue:
+    """What the users' hidden taste makes of a policy: its mean chance of an accepted edit over
+    ``n`` completions of the round's tasks, and that mean's standard error."""
+
+    accept: float
+    stderr: float
+    n: int
+
+
+def true_value(policy: CausalLMPolicy, population: Taste | Indifferent, params: SamplingParams,
+               n: int, seed: int, batch: int = 64) -> TrueValue:  # fmt: skip
+    """The simulator's knowledge, which the platform never sees: used only to report how often
+    the gate promoted a candidate that truly is better."""
+    rng = random.Random(seed)
+    prompts = [
+        policy.chat_prompt([{"role": "user", "content": f"Write `{rng.choice(TASKS)}` in Python."}])
+        for _ in range(n)
+    ]
+    generator = torch.Generator(policy.device).manual_seed(seed)
+    values = [
+        population.accept_probability(done.token_ids)
+        for start in range(0, n, batch)
+        for done in policy.sample(prompts[start : start + batch], params, generator)
+    ]
+    mean = sum(values) / n
+    var = sum((v - mean) ** 2 for v in values) / max(n - 1, 1)
+    return TrueValue(mean, math.sqrt(var / n), n)

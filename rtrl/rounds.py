@@ -19,7 +19,7 @@ from pathlib import Path
 from infra.topics import TopicNames
 from ingest.sdk import Client, SdkConfig
 from rtrl.procs import run_stage
-from rtrl.rl_sim import POPULATIONS, RoundFigures, play_round
+from rtrl.rl_sim import POPULATIONS, RoundFigures, TrueValue, play_round, true_value
 from trainer.exit_codes import EXIT_REJECTED
 from trainer.registry import PROMOTED, CheckpointInfo, CheckpointRegistry
 from trainer.sampling import SamplingParams
@@ -54,8 +54,10 @@ class TrainingRounds:
     seed: int
     model: str = "tiny"
     users: str = "default"  # rtrl.rl_sim.POPULATIONS
+    truth_samples: int = 512  # completions per checkpoint for its true value (0: none)
     figures: list[RoundFigures] = field(default_factory=list)
     decisions: list[CheckpointInfo] = field(default_factory=list)
+    truths: dict[str, TrueValue] = field(default_factory=dict)  # the simulator's, per checkpoint
     server: PolicyServer | None = None
 
     @property
@@ -145,9 +147,31 @@ class TrainingRounds:
         )
         decision = self.registry.list()[-1]
         self.decisions.append(decision)
+        if self.truth_samples:
+            self._judge_truth(parent, decision)
         if decision.status == PROMOTED and not self.server.wait_for(decision.checkpoint_id, 60):
             raise RuntimeError(f"the server did not switch to {decision.checkpoint_id}")
         return decision
+
+    def _judge_truth(self, parent: str, candidate: CheckpointInfo) -> None:
+        """The true value of the parent and of the candidate, on the same prompts and seeds."""
+        from trainer.checkpoint_io import load_policy
+
+        for info in (self.registry.get(parent), candidate):
+            if info.checkpoint_id in self.truths:
+                continue
+            policy = load_policy(self.registry, info)
+            population = POPULATIONS[self.users](policy.vocab_size)
+            self.truths[info.checkpoint_id] = true_value(
+                policy, population, SAMPLING, self.truth_samples, seed=self.seed
+            )
+        log.info(
+            "%s: true acceptance %.3f, its parent %s %.3f (the simulator's; never trained on)",
+            candidate.checkpoint_id,
+            self.truths[candidate.checkpoint_id].accept,
+            parent,
+            self.truths[parent].accept,
+        )
 
     def close(self) -> None:
         if self.server is not None:
@@ -185,6 +209,29 @@ def print_summary(rounds: TrainingRounds, db: Path) -> None:
     rejected = [d for d in rounds.decisions if d.status != PROMOTED]
     for d in rejected:
         print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")
+    if rounds.truths:
+        print_truth(rounds)
+
+
+def print_truth(rounds: TrainingRounds) -> None:
+    """Each gate decision beside the candidate's true gain (which the simulator alone knows):
+    better or worse when the gain is more than twice its standard error from 0."""
+    print("gate decisions against the truth (true acceptance, candidate minus parent):")
+    tally: dict[str, list[int]] = {"better": [0, 0], "worse": [0, 0], "no different": [0, 0]}
+    for d in rounds.decisions:
+        if d.parent is None or d.checkpoint_id not in rounds.truths:
+            continue
+        cand, parent = rounds.truths[d.checkpoint_id], rounds.truths[d.parent]
+        gain = cand.accept - parent.accept
+        se = (cand.stderr**2 + parent.stderr**2) ** 0.5
+        kind = "better" if gain > 2 * se else "worse" if gain < -2 * se else "no different"
+        tally[kind][0] += d.status == PROMOTED
+        tally[kind][1] += 1
+        print(f"  {d.checkpoint_id:<11} true gain {gain:+.3f} (se {se:.3f}, {kind}): {d.status}")
+    print(
+        "  promoted: "
+        + ", ".join(f"{k} {promoted} of {n}" for k, (promoted, n) in tally.items() if n)
+    )
 
 
 def settle(seconds: float) -> None:

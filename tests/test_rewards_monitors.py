@@ -12,6 +12,7 @@ from rewards import cli
 from rewards.config import RewardConfig
 from rewards.eventio import read_events, write_jsonl
 from rewards.monitors import (
+    BAD_DIRECTION,
     MetricThreshold,
     MonitorThresholds,
     checkpoint_rates,
@@ -73,11 +74,21 @@ def test_quiet_when_the_rate_does_not_move_much():
     )
 
 
-def test_halving_alarms_too_unless_only_rises_count():
+def test_halving_is_no_alarm_unless_both_directions_count():
     child, parent = records("child", 1000, invalid=50), records("parent", 1000, invalid=100)
-    assert [a.metric for a in alarms_of(child, parent)] == ["invalid_tool_call_rate"]
-    up_only = MonitorThresholds(invalid_tool_call_rate=MetricThreshold(direction="up"))
-    assert alarms_of(child, parent, up_only) == []
+    assert alarms_of(child, parent) == []  # fewer broken tool calls: better, not an alarm
+    both = MonitorThresholds(invalid_tool_call_rate=MetricThreshold(direction="both"))
+    assert [a.metric for a in alarms_of(child, parent, both)] == ["invalid_tool_call_rate"]
+
+
+def test_bad_directions_are_the_default_thresholds():
+    assert BAD_DIRECTION == {
+        "edit_rate": "down",
+        "clarifying_rate": "up",
+        "invalid_tool_call_rate": "up",
+        "unused_subagent_share": "up",
+        "censored_share": "up",
+    }
 
 
 def test_small_samples_are_not_judged():

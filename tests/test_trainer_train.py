@@ -115,6 +115,37 @@ def test_a_round_trains_on_its_batch_once_and_announces_the_decision(
     assert [i.checkpoint_id for i in registry.list()] == ["t-0000", "t-0001"]
 
 
+def test_a_passing_candidate_with_canary_serves_first_and_lists_its_decision(
+        kafka_bootstrap, topic_names, tmp_path, registry, capsys):  # fmt: skip
+    _offer_batch(
+        tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 200, seed=2
+    )
+    # a margin of -10 passes any finite bound: the canary is what is tested here
+    code = _train(tmp_path, kafka_bootstrap, topic_names.prefix, "--canary", "20",
+                  "--min-gain", "-10", "--canary-interactions", "50")  # fmt: skip
+    candidate = registry.get("t-0001")
+    assert (code, candidate.status, registry.current().checkpoint_id) == (0, "canary", "t-0000")
+    assert candidate.evals["canary"]["experiment"] == "canary-t-0001"
+    assert candidate.evals["canary"]["config"]["min_interactions"] == 50
+    assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints)["t-0001"] == candidate
+    # while the canary is live nothing else trains: its verdict says which checkpoint is next
+    _offer_batch(
+        tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 60, seed=4
+    )
+    assert _train(tmp_path, kafka_bootstrap, topic_names.prefix) == 1
+    capsys.readouterr()
+    assert main(["checkpoints", "list", "--registry", str(registry.root), "--json"]) == 0
+    listed = {c["checkpoint_id"]: c["decision"] for c in json.loads(capsys.readouterr().out)}
+    decision = listed["t-0001"]
+    gate = candidate.evals["gate"]
+    assert (decision["estimate"], decision["bound"], decision["ess"], decision["kl"]) == (
+        gate["gain"], gate["lower"], gate["ess"], gate["kl"])  # fmt: skip
+    assert decision["canary"] == {"experiment": "canary-t-0001", "percent": 20.0, "looks": 0,
+                                  "outcome": None}  # fmt: skip
+    assert decision["monitor_alarms"] == [] and decision["candidate_eval_alarms"] == []
+    assert listed["t-0000"]["estimate"] is None and listed["t-0000"]["canary"] is None
+
+
 def test_only_the_served_checkpoints_batches_are_read(kafka_bootstrap, topic_names, tmp_path,
                                                       registry):  # fmt: skip
     register_variant(registry, "u-0000", None, seed=1)

@@ -38,7 +38,8 @@ def registry(tmp_path: Path, tiny_model: Path) -> CheckpointRegistry:
 
 def register_variant(registry: CheckpointRegistry, checkpoint_id: str, parent: str | None,
                      seed: int, status: str = "promoted", reasons: tuple[str, ...] = (),
-                     batches: tuple[str, ...] = ()) -> CheckpointInfo:  # fmt: skip
+                     batches: tuple[str, ...] = (),
+                     evals: dict | None = None) -> CheckpointInfo:  # fmt: skip
     """A full-weights checkpoint whose weights are the root's plus seeded noise."""
     root = registry.list()[0]
     policy = load_policy(registry, root)
@@ -54,7 +55,7 @@ def register_variant(registry: CheckpointRegistry, checkpoint_id: str, parent: s
         weights=weights,
         training=TrainingRef(),
         files=files,
-        evals={},
+        evals=evals or {},
         batches=batches,
         status=status,
         reasons=reasons,

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import torch
 
+from rewards.monitors import BAD_DIRECTION
 from trainer.policy import CausalLMPolicy, Completion
 from trainer.sampling import SamplingParams
 
-BAD_DIRECTION = {"invalid_tool_call_rate": "up", "edit_rate": "down", "clarifying_rate": "up"}
 EVAL_TASKS = ("slugify(s)", "reverse(xs)", "count_words(text)", "is_prime(n)", "flatten(items)",
               "dedupe(xs)", "clamp(value, lo, hi)", "mean(xs)", "parse_int(text)",
               "title_case(s)", "chunks(xs, n)", "merge(a, b)")  # fmt: skip

@@ -18,6 +18,7 @@ from infra.cli import (
     bootstrap_from,
     positive_int,
 )
+from trainer.canary_cli import register_canary
 from trainer.devices import DEVICES
 from trainer.exit_codes import EXIT_REJECTED
 from trainer.learner_cli import add_learner_args, learner_from
@@ -29,6 +30,7 @@ DEFAULT_REGISTRY = ".rtrl/checkpoints"
 
 def register(sub: argparse._SubParsersAction) -> None:
     register_models(sub)
+    register_canary(sub)
     c = sub.add_parser("checkpoints", help="the checkpoint registry: create the first, announce, "
                        "list",
                        description="Checkpoints live in a registry folder, one sub-folder per "
@@ -104,8 +106,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "last saved step), estimates the candidate's reward on "
                        "held-out interactions, reads the monitors' alarms of --checkpoint "
                        "against its parent, and registers the candidate with the gate's "
-                       f"decision. Exit 0 promoted, {EXIT_REJECTED} rejected, 1 when there is "
-                       "nothing to train on.")  # fmt: skip
+                       f"decision. Exit 0 promoted (or a canary), {EXIT_REJECTED} rejected, "
+                       "1 when there is nothing to train on.")  # fmt: skip
     _add_registry(t)
     t.add_argument(
         "--warehouse",
@@ -190,6 +192,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=Path,
         default=None,
         help="monitor thresholds file (default: the built-in ones)",
+    )
+    t.add_argument(
+        "--canary",
+        type=float,
+        default=None,
+        metavar="PERCENT",
+        help="a candidate that passes the gate serves this share of users first, as "
+        "experiment canary-ID against its parent; `rtrl canary decide` rolls it out or "
+        "back (default: promote at once)",
+    )
+    t.add_argument(
+        "--canary-interactions",
+        type=positive_int,
+        default=200,
+        help="canary interactions before its live reward is judged (default 200)",
     )
     add_watch_args(t, "train whenever the served checkpoint has a new batch", 30.0)
     _add_publish(t)  # the batches are read from the batches topic of the same cluster
@@ -287,7 +304,8 @@ def _list(args: argparse.Namespace) -> int:
 
         print(
             orjson.dumps(
-                [info.to_json_dict() for info in infos], option=orjson.OPT_INDENT_2
+                [{**info.to_json_dict(), "decision": info.decision()} for info in infos],
+                option=orjson.OPT_INDENT_2,
             ).decode()
         )
         return 0
@@ -304,7 +322,7 @@ def _list(args: argparse.Namespace) -> int:
         log.info("drew %s", plot_lineage(infos, measured_rewards(records), args.plot))
     print(
         f"{'checkpoint':<16} {'parent':<16} {'status':<9} {'weights':<7} {'step':>5} "
-        f"{'est. gain':>9} {'lower':>7} {'ESS':>6} {'KL':>6}  batches"
+        f"{'est. gain':>9} {'lower':>7} {'ESS':>6} {'KL':>6} {'canary':<12} batches"
     )
     for info in infos:
         gate = info.evals.get("gate", {})
@@ -313,10 +331,17 @@ def _list(args: argparse.Namespace) -> int:
             f"{info.checkpoint_id:<16} {info.parent or '-':<16} {info.status:<9} "
             f"{info.weights.kind:<7} {info.training.step:>5} "
             f"{_num(gain, '+.3f'):>9} {_num(lower, '+.3f'):>7} {_num(ess, '.0f'):>6} "
-            f"{_num(kl, '.3f'):>6}  {len(info.batches)}"
+            f"{_num(kl, '.3f'):>6} {_canary(info):<12} {len(info.batches)}"
             + (f"  ({'; '.join(info.reasons)})" if info.reasons else "")
         )
     return 0
+
+
+def _canary(info: Any) -> str:
+    stage = info.evals.get("canary")
+    if stage is None:
+        return "-"
+    return stage.get("outcome") or f"live, {stage.get('looks', 0)} looks"
 
 
 def _num(value: object, spec: str) -> str:
@@ -328,6 +353,7 @@ def _train(args: argparse.Namespace) -> int:
 
     from infra.lifetime import stop_signals_call
     from infra.topics import TopicNames
+    from trainer.canary import CanaryConfig
     from trainer.gate import GateConfig
     from trainer.loading import LoraSettings
     from trainer.service import RoundOptions, train_once, watch
@@ -364,6 +390,9 @@ def _train(args: argparse.Namespace) -> int:
             checkpoint=args.checkpoint,
             candidate_id=args.id,
             thresholds=args.thresholds,
+            canary=None
+            if args.canary is None
+            else CanaryConfig(percent=args.canary, min_interactions=args.canary_interactions),
             publish=args.publish,
         )
     except ValueError as exc:  # an option out of range (pydantic's errors are ValueErrors)

@@ -23,7 +23,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,7 +39,11 @@ from trainer.rollout import ModelIdentity
 
 PROMOTED = "promoted"
 REJECTED = "rejected"
-STATUSES = (PROMOTED, REJECTED)
+CANARY = "canary"  # passed the offline gate; serves a share of traffic beside its parent
+STATUSES = (PROMOTED, REJECTED, CANARY)
+# the only changes a registered checkpoint's record can go through: a canary's looks at its
+# live A/B, then its outcome
+TRANSITIONS = {(CANARY, CANARY), (CANARY, PROMOTED), (CANARY, REJECTED)}
 WEIGHTS_FILE = "weights.safetensors"
 INFO_FILE = "checkpoint.json"
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -155,8 +159,8 @@ class CheckpointInfo:
     created_at: str  # canonical UTC
     evals: dict[str, Any]  # the eval gate's figures, as JSON values (NaN becomes None)
     batches: tuple[str, ...]  # ids of the batches it was trained on
-    status: str  # "promoted" | "rejected"
-    reasons: tuple[str, ...]  # why it was rejected; empty when promoted
+    status: str  # "promoted" | "rejected" | "canary"
+    reasons: tuple[str, ...]  # why it was rejected; empty otherwise
 
     def __post_init__(self) -> None:
         check_checkpoint_id(self.checkpoint_id)
@@ -187,8 +191,8 @@ class CheckpointInfo:
         _check_strings(self.reasons, "reasons")
         if self.status not in STATUSES:
             raise ValueError(f"status: one of {list(STATUSES)}, got {self.status!r}")
-        if self.status == PROMOTED and self.reasons:
-            raise ValueError("reasons: a promoted checkpoint has none")
+        if self.status != REJECTED and self.reasons:
+            raise ValueError(f"reasons: a {self.status} checkpoint has none")
         if self.status == REJECTED and not self.reasons:
             raise ValueError("reasons: a rejected checkpoint says why (at least one reason)")
 
@@ -241,6 +245,30 @@ class CheckpointInfo:
 
     def file(self, name: str) -> Path:
         return Path(self.directory) / name
+
+    def decision(self) -> dict[str, Any]:
+        """The gate's decision in one flat object: estimate, bound, ESS, KL, the alarms that
+        spoke and the canary's outcome (None where the checkpoint was not gated: a root, a
+        rollback)."""
+        gate = self.evals.get("gate", {})
+        canary = self.evals.get("canary")
+        evals_alarms = [t["metric"] for t in self.evals.get("candidate_evals", []) if t["alarm"]]
+        return {
+            "status": self.status,
+            "estimate": gate.get("gain"),
+            "bound": gate.get("lower"),
+            "level": gate.get("level"),
+            "ess": gate.get("ess"),
+            "kl": gate.get("kl"),
+            "n": gate.get("n"),
+            "method": gate.get("method"),
+            "monitor_alarms": list(self.evals.get("alarms", [])),
+            "candidate_eval_alarms": evals_alarms,
+            "canary": None
+            if canary is None
+            else {k: canary.get(k) for k in ("experiment", "percent", "looks", "outcome")},
+            "reasons": list(self.reasons),
+        }
 
 
 def _sync_and_hash(path: Path) -> str:
@@ -344,6 +372,35 @@ class CheckpointRegistry:
             match = _TMP_DIR.fullmatch(path.name)
             if match and match["id"] == checkpoint_id and path.is_dir():
                 shutil.rmtree(path)
+
+    def restage(self, checkpoint_id: str, status: str, reasons: tuple[str, ...] = (),
+                evals: dict[str, Any] | None = None) -> CheckpointInfo:  # fmt: skip
+        """Move a canary to its outcome (``TRANSITIONS``): promoted or rejected, with ``evals``
+        merged into its figures and the stage appended to ``evals["stages"]`` (or, staying a
+        canary, only the figures of one more look).
+
+        The weights never change; only ``checkpoint.json`` is replaced, atomically (a synced
+        temporary file renamed over it). Any other change is refused, so a canary is promoted
+        at most once: a second call finds it promoted already and raises.
+        """
+        info = self.get(checkpoint_id)
+        if (info.status, status) not in TRANSITIONS:
+            raise ValueError(
+                f"checkpoint {checkpoint_id!r} is {info.status}: it cannot become {status}"
+            )
+        merged = {**info.evals, **(evals or {})}
+        if status != info.status:
+            merged["stages"] = [*info.evals.get("stages", []), {"stage": status, "at": now_ts()}]
+        updated = replace(info, evals=merged, status=status, reasons=tuple(reasons))
+        path = self._dir(checkpoint_id) / INFO_FILE
+        tmp = path.with_name(f"{_TMP_PREFIX}{INFO_FILE}-{uuid.uuid4().hex}")
+        try:
+            _write_synced(tmp, orjson.dumps(updated.to_json_dict(), option=orjson.OPT_INDENT_2))
+            os.rename(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        fsync_dir(path.parent)
+        return updated
 
     def get(self, checkpoint_id: str) -> CheckpointInfo:
         path = self._dir(checkpoint_id) / INFO_FILE

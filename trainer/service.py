@@ -21,6 +21,7 @@ from confluent_kafka import KafkaException
 
 from infra.periodic import run_every
 from infra.topics import TopicNames
+from trainer.canary import CanaryConfig
 from trainer.devices import make_accelerator
 from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
 from trainer.gate import GateConfig
@@ -28,7 +29,7 @@ from trainer.inputs import alarms_of, next_id, offered_batches, untrained
 from trainer.learner import LearnerConfig
 from trainer.loading import LoraSettings
 from trainer.publish import announce_missing
-from trainer.registry import PROMOTED, CheckpointRegistry
+from trainer.registry import CANARY, PROMOTED, CheckpointRegistry
 from trainer.train import train_round
 
 log = logging.getLogger("rtrl.train")
@@ -51,6 +52,7 @@ class RoundOptions:
     device: str = "auto"  # auto | cpu | cuda
     bf16: bool = True  # autocast on a GPU that has it
     lora: LoraSettings | None = None  # train an adapter instead of every weight
+    canary: CanaryConfig | None = None  # a candidate that passes serves a share first
 
 
 def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
@@ -65,6 +67,15 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
             logging.ERROR if idle_level == logging.INFO else idle_level,
             "no promoted checkpoint in %s: `rtrl checkpoints init` makes the first",
             options.registry,
+        )
+        return EXIT_NOTHING_TO_TRAIN
+    live = [i.checkpoint_id for i in registry.list() if i.status == CANARY]
+    if live:
+        log.log(
+            idle_level,
+            "canary %s is live: its verdict (`rtrl canary decide`) says which checkpoint "
+            "trains next",
+            ", ".join(live),
         )
         return EXIT_NOTHING_TO_TRAIN
     offered = offered_batches(options.bootstrap, options.topics.batches)
@@ -104,6 +115,7 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
         held_out_fraction=options.held_out,
         lora=options.lora,
         accelerator=accelerator,
+        canary=options.canary,
     )
     if result is None:  # not the main process: the main one registers and announces
         return 0
@@ -127,7 +139,7 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
         print(f"  gate: {reason}", flush=True)
     if options.publish:
         announce_missing(options.bootstrap, options.topics.checkpoints, registry)
-    return EXIT_PROMOTED if info.status == PROMOTED else EXIT_REJECTED
+    return EXIT_PROMOTED if info.status in (PROMOTED, CANARY) else EXIT_REJECTED
 
 
 def watch(options: RoundOptions, interval_s: float, stop: threading.Event) -> int:

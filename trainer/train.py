@@ -28,6 +28,7 @@ from typing import Any
 from accelerate import Accelerator
 
 from rewards.monitors import Alarm
+from trainer.canary import CanaryConfig, canary_stage
 from trainer.candidate_evals import RateTest, SimulatedBehaviour, compare_behaviour, eval_prompts
 from trainer.checkpoint_io import STATE_FILE, load_policy, load_trainer_state, weight_writers
 from trainer.examples import Example, read_examples
@@ -37,6 +38,7 @@ from trainer.loading import LoraSettings
 from trainer.offpolicy import Estimate, estimate
 from trainer.policy import CausalLMPolicy
 from trainer.registry import (
+    CANARY,
     PROMOTED,
     REJECTED,
     CheckpointInfo,
@@ -81,8 +83,12 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                 batches: Sequence[tuple[str, Sequence[str | Path]]], candidate_id: str, *,
                 learner: LearnerConfig, gate: GateConfig, alarms: Sequence[Alarm],
                 held_out_fraction: float = 0.3, lora: LoraSettings | None = None,
-                accelerator: Accelerator | None = None) -> TrainResult | None:  # fmt: skip
+                accelerator: Accelerator | None = None,
+                canary: CanaryConfig | None = None) -> TrainResult | None:  # fmt: skip
     """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, data files)``).
+
+    A candidate that passes the gate is promoted, or with ``canary`` registered as a canary
+    (``trainer.canary``: it serves a share of users first, and its live A/B decides).
 
     Under several processes every rank trains its shard; only the main one evaluates and
     registers (the others return None). A saved state of this very round (killed before it
@@ -187,6 +193,8 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         "device": str(accelerator.device),
         "processes": accelerator.num_processes,
     }
+    if canary is not None and decision.passed:
+        evals["canary"] = canary_stage(candidate_id, canary)
     weights, files = weight_writers(policy, adapter, result.optimizer_state)
     training = TrainingRef(
         step=parent_info.training.step + result.stats.grad_steps,
@@ -203,7 +211,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         files=files,
         evals=evals,
         batches=tuple(b for b, _ in batches),
-        status=PROMOTED if decision.passed else REJECTED,
+        status=(CANARY if canary else PROMOTED) if decision.passed else REJECTED,
         reasons=decision.reasons,
     )
     state_file.remove()

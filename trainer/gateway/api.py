@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ingest.collector.keys import KeyStore
 from ingest.contract import now_ts, uuid7
+from trainer.gateway.assignment import Assignment
 from trainer.gateway.generation import (
     Generation,
     Shown,
@@ -52,7 +53,6 @@ from trainer.gateway.protocol import (
     ModelList,
 )
 from trainer.gateway.recorder import RolloutRecorder
-from trainer.gateway.routing import CURRENT, Split
 from trainer.gateway.upstream import UpstreamError
 from trainer.registry import CheckpointInfo
 from trainer.rollout import Experiment
@@ -73,6 +73,10 @@ class Backend(Protocol):
     def target(self, checkpoint: str, model: str = "") -> Any: ...
     def models(self) -> list[str]: ...
     def take_up(self, info: CheckpointInfo) -> bool: ...
+    def pin(self, info: CheckpointInfo) -> None: ...
+    def unpin(self, checkpoint_id: str) -> None: ...
+    @property
+    def current_id(self) -> str: ...
     async def chat(
         self,
         target: Any,
@@ -121,11 +125,12 @@ def _sse(chunks: Iterator[BaseModel]) -> Iterator[bytes]:
 
 
 def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStore,
-               split: Split | None = None, config: GatewayConfig = GatewayConfig(),
+               assignment: Assignment | None = None, config: GatewayConfig = GatewayConfig(),
                metrics: GatewayMetrics | None = None) -> FastAPI:  # fmt: skip
     """``recorder`` None: nothing is recorded (the backend stands as another gateway's
-    upstream, which records)."""
+    upstream, which records). ``assignment`` None: no experiment, ever."""
     metrics = metrics or GatewayMetrics()
+    assignment = assignment or Assignment(backend)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -172,16 +177,8 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
         interaction = request.headers.get(INTERACTION) or uuid7()
         if not 1 <= len(interaction) <= 128:
             raise ApiError(400, f"{INTERACTION}: 1 to 128 characters", "invalid_request_error")
-        experiment, checkpoint = None, CURRENT
-        if split is not None:
-            arm = split.assign(request.headers.get(USER) or interaction)
-            experiment, checkpoint = Experiment(split.experiment, arm.name), arm.checkpoint
-        return (
-            interaction,
-            _truthy(request.headers.get(PRIVACY)),
-            experiment,
-            backend.target(checkpoint, model),
-        )
+        experiment, target = assignment.admit(request.headers.get(USER) or interaction, model)
+        return interaction, _truthy(request.headers.get(PRIVACY)), experiment, target
 
     def sampling(req: ChatCompletionRequest | CompletionRequest) -> SamplingParams:
         try:

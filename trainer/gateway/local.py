@@ -112,6 +112,20 @@ class LocalBackend:
         log.info("serving: switched from %s to %s", before, info.checkpoint_id)
         return True
 
+    @property
+    def current_id(self) -> str:
+        return self._current.checkpoint_id
+
+    def pin(self, info: CheckpointInfo) -> None:
+        """Load ``info`` beside the followed checkpoint, for an arm that names it."""
+        loaded = _served(self._registry, info, self._device)
+        with self._lock:
+            self._pinned[info.checkpoint_id] = loaded
+
+    def unpin(self, checkpoint_id: str) -> None:
+        with self._lock:
+            self._pinned.pop(checkpoint_id, None)
+
     def load_adapter(self, name: str, path: Path) -> None:
         """A peft adapter directory over the followed checkpoint's base, served as ``name``."""
         from peft import PeftModel

@@ -13,6 +13,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from trainer.canary import CANARY_ARM, PARENT_ARM, experiment_of
 from trainer.registry import check_checkpoint_id
 from trainer.rollout import Experiment
 
@@ -97,6 +98,6 @@ def canary(candidate: str, percent: float) -> Split:
         raise ValueError(f"--canary: a share strictly between 0 and 100, got {percent:g}")
     check_checkpoint_id(candidate, "--canary")
     return Split(
-        f"canary-{candidate}"[:64],
-        (Arm("parent", CURRENT, 100.0 - percent), Arm("canary", candidate, float(percent))),
+        experiment_of(candidate),
+        (Arm(PARENT_ARM, CURRENT, 100.0 - percent), Arm(CANARY_ARM, candidate, float(percent))),
     )

@@ -19,6 +19,7 @@ from infra.lifetime import stop_signals_call
 from infra.topics import TopicNames
 from ingest.collector.keys import KeyStore
 from trainer.gateway.api import Backend, GatewayConfig, create_app
+from trainer.gateway.assignment import Assignment
 from trainer.gateway.follower import CheckpointFollower
 from trainer.gateway.metrics import GatewayMetrics
 from trainer.gateway.recorder import RolloutRecorder
@@ -141,10 +142,13 @@ def build(config: ServeConfig) -> Gateway:
         not_loaded=lambda: dict(getattr(backend, "not_loaded", {})),
     )
     keys = KeyStore(config.key_db)
-    app = create_app(backend, recorder, keys, config.split, config.gateway, metrics)
+    assignment = Assignment(backend, config.split)
+    app = create_app(backend, recorder, keys, assignment, config.gateway, metrics)
     follower = None
     if config.follow:
-        follower = CheckpointFollower(config.bootstrap, topics.checkpoints, backend.take_up)
+        follower = CheckpointFollower(
+            config.bootstrap, topics.checkpoints, assignment.on_announcement
+        )
         follower.start()
     server = uvicorn.Server(
         uvicorn.Config(

@@ -248,6 +248,23 @@ class UpstreamBackend:
         with self._lock:
             return [self._current.checkpoint_id, *self._pinned]
 
+    @property
+    def current_id(self) -> str:
+        return self._current.checkpoint_id
+
+    def pin(self, info: CheckpointInfo) -> None:
+        """Route an arm that names ``info`` to its adapter (loaded into the upstream); full
+        weights cannot be loaded there: refused, not faked."""
+        route = self._route_for(info)
+        if route is None:
+            raise ValueError(f"{info.checkpoint_id} has full weights: the upstream cannot serve it")
+        with self._lock:
+            self._pinned[info.checkpoint_id] = route
+
+    def unpin(self, checkpoint_id: str) -> None:
+        with self._lock:
+            self._pinned.pop(checkpoint_id, None)
+
     def take_up(self, info: CheckpointInfo) -> bool:
         if not moves_forward(info, self._current_info):
             return False

@@ -93,7 +93,10 @@ class Task(BaseModel):
 
 
 def _equal(got: object, want: object) -> bool:
-    """``got == want``, except that numbers (not booleans) agree within ``FLOAT_TOLERANCE``."""
+    """``got == want``, except that floats agree within ``FLOAT_TOLERANCE`` and a boolean
+    equals only a boolean (``1 == True`` in Python, but ``is_prime`` must say True)."""
+    if isinstance(got, bool) != isinstance(want, bool):
+        return False
     if isinstance(want, list):
         return (
             isinstance(got, list)

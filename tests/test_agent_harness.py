@@ -59,6 +59,12 @@ def test_a_fenced_block_is_an_edit_with_its_line_counts():
     assert turn.tool_calls == () and not turn.clarifying
 
 
+def test_the_code_to_grade_is_every_python_edit_in_order():
+    turn = HARNESS.read("```python\nA = 1\n```\n```bash\npip install x\n```\n```\nB = 2\n```")
+    assert len(turn.edits) == 3  # a shell block is still a proposed edit
+    assert turn.code() == "A = 1\n\n\nB = 2\n"
+
+
 def test_a_diff_block_counts_its_added_and_removed_lines():
     (edit,) = HARNESS.read(TEXTS["diff"]).edits
     assert (edit.lines_added, edit.lines_removed) == (2, 1)

@@ -50,6 +50,7 @@ UNKNOWN_TOOL = "unknown"  # reported name of a call to a tool the harness does n
 MALFORMED_TOOL = "malformed"  # reported name of a call that does not parse
 TOOL_FENCE = "tool"
 DIFF_FENCES = frozenset({"diff", "patch"})
+PYTHON_FENCES = frozenset({"", "python", "py", "python3"})
 
 _FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\s`]*)")
 _TOOL_START = re.compile(r'^\s*\{\s*"tool"\s*:')
@@ -129,8 +130,9 @@ class Turn:
         return tuple(c for c in self.tool_calls if c.valid and c.tool == SUBAGENT_TOOL)
 
     def code(self) -> str:
-        """Every edit's code, in order: what a task's tests are run against."""
-        return "\n\n".join(edit.code for edit in self.edits)
+        """The code of every Python edit (fence ``python``, ``py``, ``python3`` or none), in
+        order: what a task's tests are run against. A shell or diff block is no module."""
+        return "\n\n".join(e.code for e in self.edits if e.language in PYTHON_FENCES)
 
 
 @dataclass(frozen=True)

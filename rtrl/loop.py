@@ -291,6 +291,10 @@ def _land_and_train(
             end="",
         )
         log.info("reward by checkpoint: %s", root / "checkpoints.svg")
+        from rtrl.run_report import write_report
+
+        page = write_report(root, rounds, warehouse / "warehouse.duckdb", "exp-context-window")
+        log.info("report page: %s", page)
     log.info("loop done in %.0fs; logs and data under %s", time.monotonic() - started, root)
     return 0
 

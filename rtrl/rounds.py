@@ -41,6 +41,8 @@ LEARNER_ARGS = [
     "cpu",
     "--eval-prompts",
     "16",
+    "--eval-reader",
+    "simulated",  # these users act on tokens, not text: the evals read as they do
 ]
 
 

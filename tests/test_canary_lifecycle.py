@@ -31,7 +31,7 @@ from warehouse.store import Store
 
 tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 REPO = Path(__file__).resolve().parents[1]
-ASK = [{"role": "user", "content": "Write `slugify(s)` in Python."}]
+ASK: list = [{"role": "user", "content": "Write `slugify(s)` in Python."}]
 PERCENT = 30
 
 
@@ -119,12 +119,12 @@ def run_canary(tmp: Path, registry, client, bootstrap: str, prefix: str, candida
     canary_users = [u for u, exp in arms.items() if exp == f"{experiment}:canary"]
     assert all(exp in (f"{experiment}:canary", f"{experiment}:parent") for exp in arms.values())
     assert abs(len(canary_users) / len(served) - PERCENT / 100) < 0.1
-    assert all(c == (candidate if exp.endswith(":canary") else "t-0000")
-               for _, _, c, exp in served)  # fmt: skip
+    assert all(c == (candidate if arms[user] == f"{experiment}:canary" else "t-0000")
+               for _, user, c, _ in served)  # fmt: skip
     rng = random.Random(seed)
     records = []
     for n, (interaction, user, checkpoint, exp) in enumerate(served):
-        accept = canary_accept if exp.endswith(":canary") else 0.6
+        accept = canary_accept if user in canary_users else 0.6
         events = events_of(interaction, user, checkpoint, exp, rng.random() < accept, n)
         records.append(compute_record(events, RewardConfig()).to_json_dict())
     store = Store(str(tmp / f"warehouse-{candidate}"))

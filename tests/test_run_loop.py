@@ -13,6 +13,7 @@ import duckdb
 import pytest
 
 from rtrl.editor_sim import editor_events
+from tests.browser import page_facts, rendered_dom
 from tests.kafka_helpers import free_port_block
 from trainer.registry import CheckpointRegistry
 
@@ -35,6 +36,15 @@ def test_rtrl_run_lands_every_interaction_once(tmp_path):
     assert "exp-context-window" in (tmp_path / "ab.svg").read_text()  # the forest plot
 
     assert "training rounds" in done.stdout
+    assert "gate decisions against the truth" in done.stdout
+
+    # the report page renders in a real browser, with every plot the run drew, loaded
+    dom = rendered_dom(tmp_path / "report.html", tmp_path / "chromium-profile")
+    page = page_facts(dom)
+    assert page.body.get("data-ready") == "true"
+    assert page.plots == {"rounds.svg": "true", "ab.svg": "true", "checkpoints.svg": "true"}
+    assert len(page.tables) == 2 and "tiny-0000" in page.tables[0]
+    assert "mean reward" in page.tables[1]
 
     expected = {e["interaction_id"] for e in editor_events(interactions, seed)}
     with duckdb.connect(str(tmp_path / "warehouse" / "warehouse.duckdb"), read_only=True) as con:

@@ -41,7 +41,12 @@ def _round(registry, tmp_path, reward_invalid: float):
         "t-0001",
         learner=LearnerConfig(lr=1e-2, epochs=4, minibatch=32, micro_batch=32),
         gate=GateConfig(
-            min_gain=-100, max_kl=100, min_ess_fraction=0, eval_prompts=64, eval_samples=6
+            min_gain=-100,
+            max_kl=100,
+            min_ess_fraction=0,
+            eval_prompts=64,
+            eval_samples=6,
+            eval_reader="simulated",  # the users of these rollouts act on tokens
         ),
         alarms=[],
     )

@@ -105,7 +105,8 @@ def test_a_round_trains_on_its_batch_once_and_announces_the_decision(
         "invalid_tool_call_rate",
         "edit_rate",
         "clarifying_rate",
-    ]
+        "subagent_rate",
+    ]  # read from the generations' text by the agent harness
     assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints) == {
         "t-0000": registry.get("t-0000"),
         "t-0001": candidate,

@@ -182,6 +182,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "may serve, beside the shipped eval tasks (default 64; 0: no candidate evals)",
     )
     t.add_argument(
+        "--eval-reader",
+        choices=("harness", "simulated"),
+        default="harness",
+        help="how the candidate evals read a generation: harness (the agent harness over "
+        "real text: code blocks, tool-call blocks, questions) or simulated (the token-level "
+        "users of rtrl run)",
+    )
+    t.add_argument(
         "--max-kl",
         type=float,
         default=1.0,
@@ -384,6 +392,7 @@ def _train(args: argparse.Namespace) -> int:
                 max_kl=args.max_kl,
                 level=args.level,
                 eval_prompts=args.eval_prompts,
+                eval_reader=args.eval_reader,
             ),
             held_out=args.held_out,
             catalog=args.catalog,

@@ -38,6 +38,9 @@ class GateConfig:
     eval_prompts: int = 64  # recent held-out prompts the candidate generates for (0: no evals)
     eval_samples: int = 4  # generations per prompt and checkpoint
     eval_alpha: float = 0.05  # one-sided significance of a behaviour alarm
+    # how a generation is read into the agent's actions: "harness" (trainer.agent, real text)
+    # or "simulated" (rtrl run's token-level users, trainer.candidate_evals.SimulatedBehaviour)
+    eval_reader: str = "harness"
 
     def __post_init__(self) -> None:
         if not _finite(self.min_gain):
@@ -74,6 +77,10 @@ class GateConfig:
                 raise ValueError(f"GateConfig.{name} must be an integer >= 0, got {value!r}")
         if not _finite(self.eval_alpha) or not 0 < self.eval_alpha < 0.5:
             raise ValueError(f"GateConfig.eval_alpha must be in (0, 0.5), got {self.eval_alpha!r}")
+        if self.eval_reader not in ("harness", "simulated"):
+            raise ValueError(
+                f"GateConfig.eval_reader must be 'harness' or 'simulated', got {self.eval_reader!r}"
+            )
         if not isinstance(self.block_on_alarms, bool):
             raise ValueError(
                 f"GateConfig.block_on_alarms must be a bool, got {self.block_on_alarms!r}"

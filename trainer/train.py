@@ -28,6 +28,7 @@ from typing import Any
 from accelerate import Accelerator
 
 from rewards.monitors import Alarm
+from trainer.agent.behaviour import HarnessBehaviour
 from trainer.canary import CanaryConfig, canary_stage
 from trainer.candidate_evals import RateTest, SimulatedBehaviour, compare_behaviour, eval_prompts
 from trainer.checkpoint_io import STATE_FILE, load_policy, load_trainer_state, weight_writers
@@ -232,7 +233,9 @@ def _candidate_evals(registry: CheckpointRegistry, parent_info: CheckpointInfo,
         candidate,
         prompts,
         held[0].rollout.sampling,
-        SimulatedBehaviour(candidate.vocab_size),
+        HarnessBehaviour()
+        if gate.eval_reader == "harness"
+        else SimulatedBehaviour(candidate.vocab_size),
         samples=gate.eval_samples,
         alpha=gate.eval_alpha,
         seed=seed,

@@ -1,0 +1,116 @@
+"""What `rtrl run` leaves for a person to look at: the rounds' plot and `report.html`, which
+holds the run's tables and every plot it drew (``rtrl.report_page`` renders it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from matplotlib.figure import Figure
+
+from rewards.figures import save_figure
+from rtrl.report_page import CycleRow, Plot, render, write
+
+if TYPE_CHECKING:
+    from rtrl.rounds import TrainingRounds
+
+
+def cycle_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[CycleRow]:
+    """Round i is served by ``figures[i]``; the candidate trained on its data is
+    ``decisions[i]`` (the last round has none: nothing trains after it)."""
+    rows = []
+    for i, f in enumerate(rounds.figures):
+        decision = rounds.decisions[i] if i < len(rounds.decisions) else None
+        verdict = "-"
+        if decision is not None:
+            verdict = decision.status + (
+                f": {'; '.join(decision.reasons)}" if decision.reasons else ""
+            )
+        rows.append(
+            CycleRow(
+                i + 1,
+                f.checkpoint_id,
+                f.interactions,
+                f.accepted / f.interactions,
+                f.invalid_tool_calls / f.interactions,
+                f.taste,
+                measured.get(f.checkpoint_id),
+                decision.checkpoint_id if decision else "-",
+                verdict,
+            )
+        )
+    return rows
+
+
+def plot_rounds(rows: list[CycleRow], path: Path) -> Path:
+    """Per round: the users' hidden taste of the served policy, what they accepted, and the
+    mean reward the platform measured."""
+    fig = Figure(figsize=(max(4.5, 0.8 * len(rows) + 2.5), 3.6))
+    ax = fig.add_subplot()
+    x = [r.round for r in rows]
+    ax.plot(x, [r.taste for r in rows], "o-", label="hidden taste of the served policy")
+    ax.plot(x, [r.acceptance for r in rows], "s--", label="accepted edits")
+    rewards = [(r.round, r.mean_reward) for r in rows if r.mean_reward is not None]
+    if rewards:
+        ax2 = ax.twinx()
+        ax2.plot(*zip(*rewards, strict=True), "^:", color="tab:green", label="mean reward")
+        ax2.set_ylabel("mean reward (rewards mart)")
+        ax2.legend(loc="lower right", fontsize="small")
+    ax.set_xticks(x, [f"{r.round}\n{r.served_by}" for r in rows], fontsize="small")
+    ax.set_xlabel("round, served by")
+    ax.set_ylabel("share")
+    ax.set_title("training rounds")
+    ax.legend(loc="upper left", fontsize="small")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str) -> Path:
+    """``root/report.html`` with the rounds, the A/B report of ``experiment`` and the plots
+    that are in ``root`` (ab.svg, checkpoints.svg, and rounds.svg drawn here)."""
+    import duckdb
+
+    from warehouse.report import METRICS, ab_report
+    from warehouse.store import Store
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        measured = dict(
+            con.sql(
+                "SELECT checkpoint_id, avg(reward) FROM rewards WHERE status = 'scored' GROUP BY 1"
+            ).fetchall()
+        )
+    rows = cycle_rows(rounds, measured)
+    plots = []
+    if rows:
+        plot_rounds(rows, root / "rounds.svg")
+        plots.append(Plot("Training rounds", "rounds.svg", "the served policy, round by round"))
+    for name, title, caption in (
+        ("ab.svg", "A/B report", f"relative change per metric of {experiment}, 95 % CI"),
+        (
+            "checkpoints.svg",
+            "Reward by checkpoint",
+            "measured (95 % CI) beside the gate's estimate",
+        ),
+    ):
+        if (root / name).is_file():
+            plots.append(Plot(title, name, caption))
+    ab = ab_report(Store(str(root / "warehouse")), experiment, db=str(db))
+    ab_rows = [
+        [r.arm, METRICS[r.metric][0], r.control, r.value, r.relative_change, r.ci_low, r.ci_high]
+        for r in ab
+    ]
+    summary = (
+        f"{len(rows)} training rounds, {sum(r.users for r in rows)} simulated users served; "
+        f"{sum(d.status == 'promoted' for d in rounds.decisions)} of {len(rounds.decisions)} "
+        "candidates promoted."
+    )
+    page = render(
+        "rtrl run",
+        summary,
+        rows,
+        ["arm", "metric", "control", "treatment", "relative change", "95 % CI low", "95 % CI high"],
+        ab_rows,
+        plots,
+    )
+    return write(root / "report.html", page)

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 Z95 = 1.959963984540054
 SRM_ALPHA = 0.001  # the usual threshold of the sample-ratio-mismatch check
+_ROUNDING = 1e-12  # differences this small are floating-point rounding, not data
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,9 @@ def relative_change(t: float | None, var_t: float | None, c: float | None,
     if var_t is None or var_c is None:
         return Change(c, t, rel, None, None)
     se = math.sqrt(var_t / c**2 + t * t * var_c / c**4)
-    if se == 0:  # no spread at all: the p-value is 1 without a change, else 0
-        return Change(c, t, rel, rel, rel, 1.0 if rel == 0 else 0.0)
+    if se <= _ROUNDING * max(1.0, abs(rel)):  # no spread beyond rounding: nothing varies
+        no_change = abs(rel) <= _ROUNDING
+        return Change(c, t, rel, rel, rel, 1.0 if no_change else 0.0)
     return Change(c, t, rel, rel - z * se, rel + z * se, normal_two_sided_p(rel / se))
 
 

@@ -9,7 +9,7 @@ Every model is one file of ``warehouse/sql/``, run in name order. Its header sta
 
 Staging views only rename and cast; marts join and aggregate. Views read the files at query
 time, so new data shows without a rebuild; the tables (the deduplicated ``rewards`` mart,
-``interaction_outcomes``, the A/B aggregates) are rebuilt by
+``interaction_outcomes``, the A/B aggregates, ``checkpoints``, ``dlq_reasons``) are rebuilt by
 :func:`build_catalog`. Two tables hold statistics computed in Python (``ab_report``,
 ``ab_srm``): their SQL file creates the table, then :data:`warehouse.ab_mart.FILLERS` fills it,
 in the same pass and order as every other model.
@@ -48,6 +48,9 @@ _SOURCES: dict[str, tuple[str, pl.Schema]] = {
     "raw_rewards": ("rewards", empty_frame("rewards").schema),
     "raw_events": ("events", empty_frame("events").schema),
     "raw_rollouts": ("rollouts", empty_frame("rollouts").schema),
+    "raw_late": ("late", empty_frame("late").schema),
+    "raw_dlq": ("dlq", empty_frame("dlq").schema),
+    "raw_checkpoints": ("checkpoints", empty_frame("checkpoints").schema),
     "batch_manifest": (join(BATCHES_DIR, "manifest"), MANIFEST_SCHEMA),
     "batch_data": (join(BATCHES_DIR, "data"), BATCH_DATA_SCHEMA),
 }

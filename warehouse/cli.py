@@ -34,14 +34,16 @@ def _add_root(p: argparse.ArgumentParser, db: bool = True) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     w = sub.add_parser("warehouse",
                        help="land Kafka topics in Parquet and build the DuckDB catalog",
-                       description="The sink writes rewards, the raw event archive and rollouts "
-                       "as hive-partitioned Parquet; the catalog puts staging views and marts on "
+                       description="The sink writes rewards, the raw event archive, rollouts, "
+                       "late events, the DLQ and checkpoint announcements as hive-partitioned "
+                       "Parquet; the catalog puts staging views and marts on "
                        "them for reports, batches and dashboards.")  # fmt: skip
     wsub = w.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
 
     s = wsub.add_parser(
         "sink",
-        help="consume rewards, telemetry.events and rollouts into Parquet",
+        help="consume rewards, telemetry.events, rollouts, telemetry.late, telemetry.dlq and "
+        "checkpoints into Parquet",
         description="Writes each flush durably (temporary name, fsync, rename), "
         "THEN commits the offsets; a restart rewrites what was not committed.",
     )

@@ -162,6 +162,16 @@ def test_side_topics_land_as_tables_and_marts(tmp_path):
     assert_landed(build_catalog(store), dlq, late, ckpts)
 
 
+def test_a_forgotten_user_does_not_stop_the_side_topics():
+    """The DLQ and checkpoints name no user: the sink's filter of forgotten users leaves them."""
+    from warehouse.encode import Forgotten, encode
+
+    forgotten = Forgotten(frozenset({"u1"}), frozenset({"i1"}))
+    for dataset, raws in (("dlq", dlq_records(4)), ("checkpoints", announcements())):
+        frames = encode(dataset, 0, _messages(raws), forgotten)
+        assert sum(f.height for f in frames.values()) == len(raws), dataset
+
+
 def test_sink_killed_lands_side_topics_exactly_once(kafka_bootstrap, topic_names, tmp_path):
     dlq, late, ckpts = dlq_records(240), late_events(240), announcements(n_more=120)
     produce_raw(kafka_bootstrap, topic_names.dlq, dlq)

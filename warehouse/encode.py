@@ -25,8 +25,9 @@
   value: on a compacted topic it is an announcement too (the checkpoint is withdrawn).
 
 Every table also has ``_partition`` and ``_offset``, the message's place in its topic, which the
-marts use to break ties and to trace a row back to Kafka. Tombstones (a null value), except on
-``checkpoints``, and rows of forgotten users are dropped here, so they never reach a file.
+marts use to break ties and to trace a row back to Kafka. Tombstones (a null value) and rows of
+forgotten users are dropped here, so they never reach a file; except that a null value is data
+on ``checkpoints`` (a withdrawal) and on ``dlq`` (what was rejected), and lands there.
 """
 
 from __future__ import annotations
@@ -337,7 +338,7 @@ def _drop_forgotten(frame: pl.DataFrame, forgotten: Forgotten) -> pl.DataFrame:
     keep = pl.lit(True)
     if forgotten.user_ids and "user_id" in frame.columns:
         keep = keep & ~pl.col("user_id").is_in(list(forgotten.user_ids)).fill_null(False)
-    if forgotten.interaction_ids:
+    if forgotten.interaction_ids and "interaction_id" in frame.columns:
         keep = keep & ~pl.col("interaction_id").is_in(list(forgotten.interaction_ids)).fill_null(
             False
         )

@@ -9,7 +9,8 @@ rows follow each stage's own Kafka calls:
   ``rewards``, ``telemetry.late`` and ``telemetry.dlq``; Faust creates, reads and writes its own
   topics (the table's changelog, its leader topic), all named after its app id, which is also
   the group's.
-* sink (``warehouse.sink``): reads ``rewards``, ``telemetry.events`` and ``rollouts`` in its group.
+* sink (``warehouse.sink``): reads ``rewards``, ``telemetry.events``, ``rollouts``,
+  ``telemetry.late``, ``telemetry.dlq`` and ``checkpoints`` in its group.
 * batch builder (``warehouse.batches``): reads and writes ``batches``.
 * trainer (``trainer.inputs``, ``trainer.publish``): reads ``batches``; reads and writes
   ``checkpoints``.
@@ -90,7 +91,11 @@ def service_access(names: TopicNames) -> tuple[ServiceAccess, ...]:
             + _group(STREAM_GROUP, "PREFIXED")
             + (Grant("TOPIC", STREAM_GROUP, "ALL", "PREFIXED"),),
         ),
-        ServiceAccess("sink", _reads(t.rewards, t.events, t.rollouts) + _group(SINK_GROUP)),
+        ServiceAccess(
+            "sink",
+            _reads(t.rewards, t.events, t.rollouts, t.late, t.dlq, t.checkpoints)
+            + _group(SINK_GROUP),
+        ),
         ServiceAccess("batches", _reads(t.batches) + _writes(t.batches) + readers),
         ServiceAccess(
             "trainer", _reads(t.batches, t.checkpoints) + _writes(t.checkpoints) + readers

@@ -20,6 +20,21 @@ def produce_json(
     key: Callable[[Any], str | None] = lambda v: None,
 ) -> int:
     """Produce JSON values with acks=all and wait until every one is acknowledged."""
+    return produce_raw(
+        bootstrap,
+        topic,
+        ((None if (k := key(v)) is None else k.encode(), orjson.dumps(v), None) for v in values),
+    )
+
+
+Headers = list[tuple[str, bytes | None]] | None
+
+
+def produce_raw(
+    bootstrap: str, topic: str, messages: Iterable[tuple[bytes | None, bytes | None, Headers]]
+) -> int:
+    """Produce (key, value, headers) as they are (a None value is a tombstone), acks=all, and
+    wait until every one is acknowledged. Messages of one key keep their order."""
     p = Producer(
         client(
             bootstrap,
@@ -37,16 +52,11 @@ def produce_json(
             errors.append(err)
 
     n = 0
-    for v in values:
-        k = key(v)
+    for k, v, headers in messages:
+        sent: list[tuple[str, str | bytes | None]] | None = None if headers is None else [*headers]
         while True:
             try:
-                p.produce(
-                    topic,
-                    value=orjson.dumps(v),
-                    key=None if k is None else k.encode(),
-                    on_delivery=note_error,
-                )
+                p.produce(topic, value=v, key=k, headers=sent, on_delivery=note_error)
                 break
             except BufferError:  # the local queue is full: let deliveries drain it
                 p.poll(0.1)

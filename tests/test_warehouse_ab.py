@@ -59,7 +59,7 @@ def test_report_matches_hand_computed_fixture(tmp_path):
     table = render(rows, "table")
     assert "accepted edits still in the codebase" in table and "+25.00 %" in table
     assert render(rows, "csv").splitlines()[0].startswith("experiment,arm,control_arm,metric")
-    assert json.loads(render(rows, "json"))[0]["experiment"] == "exp-fixture"
+    assert json.loads(render(rows, "json"))["rows"][0]["experiment"] == "exp-fixture"
 
     svg = ElementTree.parse(plot_ab(rows, tmp_path / "ab.svg")).getroot()
     texts = " ".join(svg.itertext())
@@ -91,3 +91,78 @@ def test_median_interval_narrows_with_more_data():
     _, var_small = median_with_variance(values, [1] * 100)
     _, var_large = median_with_variance(values, [100] * 100)
     assert var_large < var_small
+
+
+def test_cli_prints_what_dashboards_read_from_the_marts(tmp_path, capsys):
+    """`rtrl report ab` and a dashboard reading ab_report / ab_srm see the same numbers."""
+    import math
+
+    import sqlalchemy as sa
+
+    from warehouse.__main__ import main
+    from warehouse.ab import Z95
+    from warehouse.catalog import sqlalchemy_url
+
+    store = Store(str(tmp_path))
+    land(store, "events", fixture_events())
+    land(store, "rewards", fixture_records(), partition=2)
+    db = build_catalog(store)
+    assert main(["report", "ab", "--root", str(tmp_path), "--experiment", "exp-fixture",
+                 "--format", "json"]) == 0  # fmt: skip
+    printed = json.loads(capsys.readouterr().out)
+    engine = sa.create_engine(sqlalchemy_url(db))
+    try:
+        with engine.connect() as conn:
+            mart = conn.execute(sa.text(
+                "SELECT * EXCLUDE (metric_order) FROM ab_report WHERE experiment = 'exp-fixture' "
+                "AND control_arm = 'control' ORDER BY metric_order")).mappings().all()  # fmt: skip
+            srm = conn.execute(sa.text(
+                "SELECT * FROM ab_srm WHERE experiment = 'exp-fixture' ORDER BY arm"
+            )).mappings().all()  # fmt: skip
+    finally:
+        engine.dispose()
+    assert printed["rows"] == [dict(r) for r in mart]  # equal, not approximately equal
+    assert printed["srm"]["observed"] == {r["arm"]: r["observed"] for r in srm}
+    assert printed["srm"]["expected_share"] == {r["arm"]: r["expected_share"] for r in srm}
+    assert [printed["srm"][k] for k in ("chi2", "p_value", "srm")] == [
+        srm[0]["chi2"], srm[0]["p_value"], srm[0]["srm"]]  # fmt: skip
+    for row in printed["rows"]:  # the p-value is the interval's own normal approximation
+        if row["ci_low"] is not None and row["ci_high"] > row["ci_low"]:
+            se = (row["ci_high"] - row["ci_low"]) / (2 * Z95)
+            want = math.erfc(abs(row["relative_change"]) / se / math.sqrt(2))
+            assert row["p_value"] == pytest.approx(want, rel=1e-9)
+    # the mart holds the other direction too, for a reader whose control is the other arm
+    assert ab_report(store, "exp-fixture", control="treatment")[0].arm == "control"
+
+
+def _split(users: dict[str, int]) -> list[dict]:
+    """Reward records of one interaction per user, ``users[arm]`` users in each arm."""
+    template = next(r for r in fixture_records() if r["interaction_id"] == "N1")
+    return [dict(template, interaction_id=f"{arm}-{k}", user_id=f"{arm}-u{k}",
+                 experiment_name="exp-split", experiment_arm=arm)
+            for arm, n in users.items() for k in range(n)]  # fmt: skip
+
+
+FAIR, SKEWED = {"control": 1_000, "treatment": 1_000}, {"control": 1_100, "treatment": 900}
+
+
+@pytest.mark.parametrize(("users", "fires"), [(FAIR, False), (SKEWED, True)])
+def test_srm_mart_fires_on_a_skewed_split_only(tmp_path, capsys, users, fires):
+    from warehouse.__main__ import main
+    from warehouse.report import ab_srm
+
+    store = Store(str(tmp_path))
+    land(store, "rewards", _split(users))
+    build_catalog(store)
+    check = ab_srm(store, "exp-split")
+    assert check is not None and check.srm is fires
+    assert check.observed == users and check.expected_share == {"control": 0.5, "treatment": 0.5}
+    assert main(["report", "ab", "--root", str(tmp_path), "--experiment", "exp-split"]) == 0
+    table = capsys.readouterr().out
+    assert ("SAMPLE RATIO MISMATCH" in table) is fires
+    # against a configured 55/45 split, 1,100/900 is exactly what was asked for
+    weighted = ab_srm(store, "exp-split", {"control": 55, "treatment": 45})
+    assert weighted is not None and weighted.srm is (not fires)
+    assert main(["report", "ab", "--root", str(tmp_path), "--experiment", "exp-split",
+                 "--weights", "control=55,nope=45"]) == 1  # fmt: skip
+    assert "weights name arms" in capsys.readouterr().err

@@ -11,7 +11,17 @@ from tests.warehouse_fixtures import land, records_and_events
 from warehouse.catalog import build_catalog, check_models, load_models, sqlalchemy_url
 from warehouse.store import Store
 
-MARTS = ("rewards", "rewards_daily_by_checkpoint", "monitor_rates", "ab_arms", "lineage")
+MARTS = (
+    "rewards",
+    "rewards_daily_by_checkpoint",
+    "monitor_rates",
+    "ab_arms",
+    "ab_report",
+    "ab_srm",
+    "lineage",
+    "dlq_reasons",
+    "checkpoints",
+)
 
 
 @pytest.fixture(scope="module")

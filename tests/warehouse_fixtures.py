@@ -1,8 +1,9 @@
 """Test data for the warehouse: real reward records from the project's own workload generator.
 
 ``records_and_events`` groups a generated workload by interaction and calls the one reward
-function, as a replay would; ``land`` writes records and events through the sink's own encoder
-and store (the same code path as a flush, without a broker).
+function, as a replay would; ``land`` writes records and events (``land_messages``: any messages,
+headers and tombstones included) through the sink's own encoder and store (the same code path as a
+flush, without a broker).
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ def land(store: Store, dataset: str, values: list[dict], partition: int = 0,
         Message(first_offset + i, str(v.get(key, "")).encode(), orjson.dumps(v), 1_700_000_000_000)
         for i, v in enumerate(values)
     ]
+    land_messages(store, dataset, messages, partition)
+
+
+def land_messages(store: Store, dataset: str, messages: list[Message], partition: int = 0) -> None:
+    """Write Kafka messages as they are (headers, tombstones) as if the sink had consumed them."""
     if not messages:
         return
     name = part_name(partition, messages[0].offset, messages[-1].offset)

@@ -16,6 +16,20 @@ Medians (latency p50) use the same paper's order-statistic interval: the ranks
 ``n/2 -+ z sqrt(n)/2`` bracket the median with 95 % probability, and half their distance over z is
 its standard error. That interval treats interactions as independent (a user's several
 interactions are not clustered), a known simplification.
+
+Each change also has a two-sided p-value for "no change", from the same normal approximation:
+``p = 2 (1 - Phi(|D| / se))`` with ``se`` the interval's half-width over z, so ``p < 0.05``
+exactly when the 95 % interval excludes 0.
+
+The sample-ratio-mismatch (SRM) check asks whether the users split between the arms as the
+experiment was configured to split them: Pearson's chi-square of the observed users per arm
+against the expected shares, with ``arms - 1`` degrees of freedom. A mismatch means the
+assignment or the logging is broken (an arm loses events, a bot lands in one arm), and then no
+metric of the experiment can be trusted, however significant. The flag is raised at
+``p < 0.001``, the threshold in common use for SRM (Fabijan et al., "Diagnosing Sample Ratio
+Mismatch in Online Controlled Experiments", KDD 2019): the check runs on every experiment and
+every refresh, so it must rarely fire by chance, and a real mismatch on thousands of users
+gives far smaller p-values.
 """
 
 from __future__ import annotations
@@ -23,10 +37,12 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 Z95 = 1.959963984540054
+SRM_ALPHA = 0.001  # the usual threshold of the sample-ratio-mismatch check
+_ROUNDING = 1e-12  # differences this small are floating-point rounding, not data
 
 
 @dataclass(frozen=True)
@@ -68,23 +84,38 @@ class Change:
     relative: float | None
     ci_low: float | None
     ci_high: float | None
+    p_value: float | None = None  # two-sided, for "no change"
+
+
+def normal_two_sided_p(z_score: float) -> float:
+    """``P(|Z| >= |z|)`` for a standard normal ``Z``.
+
+    >>> round(normal_two_sided_p(1.959963984540054), 6)
+    0.05
+    >>> normal_two_sided_p(0.0)
+    1.0
+    """
+    return math.erfc(abs(z_score) / math.sqrt(2.0))
 
 
 def relative_change(t: float | None, var_t: float | None, c: float | None,
                     var_c: float | None, z: float = Z95) -> Change:  # fmt: skip
-    """``t / c - 1`` with a delta-method interval.
+    """``t / c - 1`` with a delta-method interval and the two-sided p-value of "no change".
 
     >>> ch = relative_change(0.55, 0.0001, 0.5, 0.0001)
-    >>> round(ch.relative, 4), round(ch.ci_low, 4), round(ch.ci_high, 4)
-    (0.1, 0.0417, 0.1583)
+    >>> round(ch.relative, 4), round(ch.ci_low, 4), round(ch.ci_high, 4), round(ch.p_value, 5)
+    (0.1, 0.0417, 0.1583, 0.00077)
     """
     if t is None or c is None or c == 0:
         return Change(c, t, None, None, None)
     rel = t / c - 1.0
     if var_t is None or var_c is None:
         return Change(c, t, rel, None, None)
-    half = z * math.sqrt(var_t / c**2 + t * t * var_c / c**4)
-    return Change(c, t, rel, rel - half, rel + half)
+    se = math.sqrt(var_t / c**2 + t * t * var_c / c**4)
+    if se <= _ROUNDING * max(1.0, abs(rel)):  # no spread beyond rounding: nothing varies
+        no_change = abs(rel) <= _ROUNDING
+        return Change(c, t, rel, rel, rel, 1.0 if no_change else 0.0)
+    return Change(c, t, rel, rel - z * se, rel + z * se, normal_two_sided_p(rel / se))
 
 
 def median_with_variance(values: Sequence[float], counts: Sequence[int],
@@ -111,3 +142,81 @@ def median_with_variance(values: Sequence[float], counts: Sequence[int],
     low, high = order_stat(math.floor(n / 2 - spread)), order_stat(math.ceil(n / 2 + spread) + 1)
     se = (high - low) / (2 * z)
     return median, se * se
+
+
+def chi2_survival(x: float, df: int) -> float:
+    """``P(X >= x)`` for ``X`` chi-square with an integer ``df`` >= 1, in closed form.
+
+    Even ``df``: ``exp(-x/2) sum_{k < df/2} (x/2)^k / k!``. Odd ``df``: ``2 (1 - Phi(sqrt x))``
+    plus ``exp(-x/2) sum_{j=1}^{(df-1)/2} x^(j - 1/2) / (2^(j - 1/2) Gamma(j + 1/2))``. The terms
+    are summed in log space, so that large ``x`` or ``df`` neither overflow nor lose the tail.
+
+    >>> round(chi2_survival(3.841458820694124, 1), 6)  # the 95 % point of chi-square(1)
+    0.05
+    >>> round(chi2_survival(5.991464547107979, 2), 6)
+    0.05
+    >>> chi2_survival(0.0, 3)
+    1.0
+    """
+    if df < 1:
+        raise ValueError(f"df must be a positive integer, got {df}")
+    if x <= 0:
+        return 1.0
+    half = x / 2.0
+    if df % 2 == 0:
+        terms = [k * math.log(half) - math.lgamma(k + 1) - half for k in range(df // 2)]
+        total = 0.0
+    else:
+        terms = [(j - 0.5) * math.log(half) - math.lgamma(j + 0.5) - half
+                 for j in range(1, (df - 1) // 2 + 1)]  # fmt: skip
+        total = math.erfc(math.sqrt(half))
+    total += sum(math.exp(t) for t in terms)
+    return min(max(total, 0.0), 1.0)
+
+
+@dataclass(frozen=True)
+class SampleRatio:
+    """The sample-ratio-mismatch check of one experiment."""
+
+    observed: dict[str, int]  # arm -> units (users) seen in it
+    expected_share: dict[str, float]  # arm -> configured share, summing to 1
+    chi2: float
+    df: int
+    p_value: float
+    alpha: float
+    srm: bool  # p_value < alpha: the split is not what was configured
+
+
+def sample_ratio_mismatch(observed: Mapping[str, int],
+                          weights: Mapping[str, float] | None = None,
+                          alpha: float = SRM_ALPHA) -> SampleRatio:  # fmt: skip
+    """Pearson's chi-square of the units per arm against the configured ``weights`` (any
+    positive numbers, normalised to shares; equal shares when None).
+
+    >>> sample_ratio_mismatch({"control": 1000, "treatment": 1000}).srm
+    False
+    >>> check = sample_ratio_mismatch({"control": 1100, "treatment": 900})
+    >>> round(check.chi2, 1), check.p_value < 1e-5, check.srm
+    (20.0, True, True)
+    >>> sample_ratio_mismatch({"parent": 905, "canary": 95}, {"parent": 90, "canary": 10}).srm
+    False
+    """
+    arms = sorted(observed)
+    if len(arms) < 2:
+        raise ValueError(f"a split needs at least two arms, got {arms}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    weights = weights if weights is not None else {arm: 1.0 for arm in arms}
+    if set(weights) != set(arms):
+        raise ValueError(f"weights name arms {sorted(weights)}, the data has {arms}")
+    if any(not w > 0 for w in weights.values()):
+        raise ValueError(f"weights must be positive, got {dict(weights)}")
+    total_weight = sum(weights.values())
+    share = {arm: weights[arm] / total_weight for arm in arms}
+    n = sum(observed.values())
+    if n == 0:
+        return SampleRatio(dict(observed), share, 0.0, len(arms) - 1, 1.0, alpha, False)
+    chi2 = sum((observed[a] - n * share[a]) ** 2 / (n * share[a]) for a in arms)
+    p = chi2_survival(chi2, len(arms) - 1)
+    return SampleRatio({a: int(observed[a]) for a in arms}, share, chi2, len(arms) - 1, p,
+                       alpha, p < alpha)  # fmt: skip

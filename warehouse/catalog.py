@@ -9,7 +9,10 @@ Every model is one file of ``warehouse/sql/``, run in name order. Its header sta
 
 Staging views only rename and cast; marts join and aggregate. Views read the files at query
 time, so new data shows without a rebuild; the tables (the deduplicated ``rewards`` mart,
-``interaction_outcomes`` and the A/B aggregates) are rebuilt by :func:`build_catalog`.
+``interaction_outcomes``, the A/B aggregates, ``checkpoints``, ``dlq_reasons``) are rebuilt by
+:func:`build_catalog`. Two tables hold statistics computed in Python (``ab_report``,
+``ab_srm``): their SQL file creates the table, then :data:`warehouse.ab_mart.FILLERS` fills it,
+in the same pass and order as every other model.
 
 Everything in the database is derived from files under the warehouse root. So a refresh builds a
 new database file next to the old one and renames it over it: a dashboard holding the old file
@@ -31,6 +34,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from warehouse.ab_mart import FILLERS
 from warehouse.encode import empty_frame
 from warehouse.layout import BATCHES_DIR, SCHEMA_DIR, join
 from warehouse.manifest import BATCH_DATA_SCHEMA, MANIFEST_SCHEMA
@@ -44,6 +48,9 @@ _SOURCES: dict[str, tuple[str, pl.Schema]] = {
     "raw_rewards": ("rewards", empty_frame("rewards").schema),
     "raw_events": ("events", empty_frame("events").schema),
     "raw_rollouts": ("rollouts", empty_frame("rollouts").schema),
+    "raw_late": ("late", empty_frame("late").schema),
+    "raw_dlq": ("dlq", empty_frame("dlq").schema),
+    "raw_checkpoints": ("checkpoints", empty_frame("checkpoints").schema),
     "batch_manifest": (join(BATCHES_DIR, "manifest"), MANIFEST_SCHEMA),
     "batch_data": (join(BATCHES_DIR, "data"), BATCH_DATA_SCHEMA),
 }
@@ -135,10 +142,19 @@ def build_into(con: duckdb.DuckDBPyConnection, store: Store) -> None:
     """Run every model on an open connection (an in-memory one in tests and benchmarks)."""
     sources = {name: _source_sql(store, name) for name in _SOURCES}
     for model in load_models():
-        sql = model.sql
-        for name, source in sources.items():
-            sql = sql.replace("{" + name + "}", source)
-        con.execute(sql)
+        run_model(con, model, sources)
+
+
+def run_model(con: duckdb.DuckDBPyConnection, model: Model,
+              sources: dict[str, str] | None = None) -> None:  # fmt: skip
+    """(Re)build one model: its SQL with the sources filled in, then its Python filler if any."""
+    sql = model.sql
+    for name, source in (sources or {}).items():
+        sql = sql.replace("{" + name + "}", source)
+    con.execute(sql)
+    fill = FILLERS.get(model.name)
+    if fill is not None:
+        fill(con)
 
 
 def check_models(con: duckdb.DuckDBPyConnection) -> Iterator[str]:

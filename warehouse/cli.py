@@ -34,14 +34,16 @@ def _add_root(p: argparse.ArgumentParser, db: bool = True) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     w = sub.add_parser("warehouse",
                        help="land Kafka topics in Parquet and build the DuckDB catalog",
-                       description="The sink writes rewards, the raw event archive and rollouts "
-                       "as hive-partitioned Parquet; the catalog puts staging views and marts on "
+                       description="The sink writes rewards, the raw event archive, rollouts, "
+                       "late events, the DLQ and checkpoint announcements as hive-partitioned "
+                       "Parquet; the catalog puts staging views and marts on "
                        "them for reports, batches and dashboards.")  # fmt: skip
     wsub = w.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
 
     s = wsub.add_parser(
         "sink",
-        help="consume rewards, telemetry.events and rollouts into Parquet",
+        help="consume rewards, telemetry.events, rollouts, telemetry.late, telemetry.dlq and "
+        "checkpoints into Parquet",
         description="Writes each flush durably (temporary name, fsync, rename), "
         "THEN commits the offsets; a restart rewrites what was not committed.",
     )
@@ -122,14 +124,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     rsub = r.add_subparsers(dest="report_command", metavar="REPORT", required=True)
     ab = rsub.add_parser(
         "ab",
-        help="A/B experiment: per-arm metrics, relative change, 95% CI",
+        help="A/B experiment: per-arm metrics, relative change, 95% CI, p-value, SRM check",
         description="Kept edits, dissatisfied follow-ups, latency (mean, p50) "
-        "and mean reward per arm; each treatment against the control arm.",
+        "and mean reward per arm; each treatment against the control arm, with its 95% CI and "
+        "two-sided p-value; and the sample-ratio-mismatch check of the users per arm (chi-square, "
+        "alarm at p < 0.001). The numbers are those of the ab_report and ab_srm marts.",
     )
     _add_root(ab)
     ab.add_argument("--experiment", required=True, help="experiment name")
     ab.add_argument("--control", default="control", help="the control arm's name")
-    ab.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    ab.add_argument(
+        "--weights",
+        default=None,
+        help="the configured split, e.g. parent=90,canary=10, for the SRM check (default: equal "
+        "shares, as the ab_srm mart assumes: the data records no weights)",
+    )
+    ab.add_argument(
+        "--format",
+        choices=("table", "csv", "json"),
+        default="table",
+        help="table and json include the SRM check; csv holds the metric rows only",
+    )
     ab.add_argument(
         "--plot",
         type=Path,
@@ -312,15 +327,17 @@ def _batches_list(args: argparse.Namespace) -> int:
 
 
 def _report_ab(args: argparse.Namespace) -> int:
-    from warehouse.report import ab_report, render
+    from warehouse.report import ab_report, ab_srm, parse_weights, render
 
     store = _store(args)
     try:
+        weights = None if args.weights is None else parse_weights(args.weights)
         report = ab_report(store, args.experiment, control=args.control, db=args.db)
-    except LookupError as exc:
+        srm = ab_srm(store, args.experiment, weights, db=args.db)
+    except (LookupError, ValueError) as exc:
         print(f"rtrl report ab: {exc}", file=sys.stderr)
         return 1
-    print(render(report, args.format), end="")
+    print(render(report, args.format, srm), end="")
     if args.plot is not None and report:
         from warehouse.report_plot import plot_ab
 

@@ -9,10 +9,25 @@
 * ``rollouts``: the topic has no fixed schema yet, so each value is kept whole as JSON text beside
   the key, the ``checkpoint_id`` it names and the broker's timestamp; partitioned by the date of
   that timestamp and by checkpoint.
+* ``late`` (``telemetry.late``): the events as ``events`` encodes them, plus ``arrival``, the
+  stream's verdict from the ``rtrl.arrival`` header (``late``: counted in its record; ``expired``:
+  in no record); partitioned by the date of ``received_at``.
+* ``dlq`` (``telemetry.dlq``): what was rejected, byte for byte (``value`` and ``key`` are binary:
+  rejected bytes need not be UTF-8), every header as it came (``headers``, a list of key/value
+  pairs), and the reason lifted to text columns. The stream says why in headers (``rtrl.reason``,
+  ``rtrl.field``, ``rtrl.detail``, ``rtrl.stage``, ``rtrl.source`` = topic/partition/offset); the
+  collector sends no headers but a JSON value ``{"reason", "field", "detail", "raw", ...}``, whose
+  fields fill the same columns (``stage`` = ``collector``) when the headers are absent.
+  Partitioned by the date of the broker's timestamp.
+* ``checkpoints`` (the compacted ``checkpoints`` topic): the key, the JSON value as text, its
+  top-level ``checkpoint_id``, ``parent``, ``status`` and ``created_at``, and the broker's
+  timestamp; partitioned by the date of that timestamp. A tombstone lands as a row with a null
+  value: on a compacted topic it is an announcement too (the checkpoint is withdrawn).
 
 Every table also has ``_partition`` and ``_offset``, the message's place in its topic, which the
 marts use to break ties and to trace a row back to Kafka. Tombstones (a null value) and rows of
-forgotten users are dropped here, so they never reach a file.
+forgotten users are dropped here, so they never reach a file; except that a null value is data
+on ``checkpoints`` (a withdrawal) and on ``dlq`` (what was rejected), and lands there.
 """
 
 from __future__ import annotations
@@ -20,8 +35,9 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
+import orjson
 import polars as pl
 import pyarrow as pa
 from pyarrow import json as pa_json
@@ -29,6 +45,12 @@ from pyarrow import json as pa_json
 from rewards.eventio import EVENT_SCHEMA
 from rewards.record import RECORD_SCHEMA
 from warehouse.layout import hive_folder
+
+T = TypeVar("T")
+Headers = list[tuple[str, bytes | None]] | None  # a message's headers, in order, as Kafka has them
+
+# datasets whose encoding reads more of a message than its offset and value
+WITH_METADATA = frozenset({"rollouts", "late", "dlq", "checkpoints"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +61,7 @@ class Message:
     key: bytes | None
     value: bytes | None  # None: a tombstone
     timestamp_ms: int
+    headers: Headers = None
 
 
 @dataclass(frozen=True)
@@ -47,13 +70,15 @@ class Batch:
 
     offsets: list[int]
     values: list[bytes | None]  # None: a tombstone
-    keys: list[bytes | None] | None = None  # only rollouts read them
-    timestamps_ms: list[int] | None = None  # only rollouts read them
+    keys: list[bytes | None] | None = None  # the datasets of WITH_METADATA read them ...
+    timestamps_ms: list[int] | None = None  # ...
+    headers: list[Headers] | None = None  # ...
 
     @classmethod
     def of(cls, messages: Sequence[Message]) -> Batch:
         return cls([m.offset for m in messages], [m.value for m in messages],
-                   [m.key for m in messages], [m.timestamp_ms for m in messages])  # fmt: skip
+                   [m.key for m in messages], [m.timestamp_ms for m in messages],
+                   [m.headers for m in messages])  # fmt: skip
 
     def live(self) -> Batch:
         """Without tombstones."""
@@ -62,7 +87,7 @@ class Batch:
             return self
         pick = lambda col: None if col is None else [col[i] for i in keep]  # noqa: E731
         return Batch([self.offsets[i] for i in keep], [self.values[i] for i in keep],
-                     pick(self.keys), pick(self.timestamps_ms))  # fmt: skip
+                     pick(self.keys), pick(self.timestamps_ms), pick(self.headers))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -78,13 +103,32 @@ _REWARDS_JSON = pl.Schema(
      for name, dtype in RECORD_SCHEMA.items()}
 )  # fmt: skip
 _META = {"_partition": pl.Int32, "_offset": pl.Int64}
+_KEEP_TOMBSTONES = frozenset({"dlq", "checkpoints"})  # a null value is data there
+_TIMESTAMP = pl.Datetime("us", "UTC")
+_HEADERS = pl.List(pl.Struct({"key": pl.String, "value": pl.Binary}))
+# stream header -> column; the collector's JSON value has the same fields without the prefix
+_DLQ_HEADERS = {"rtrl.reason": "reason", "rtrl.field": "field", "rtrl.detail": "detail",
+                "rtrl.stage": "stage"}  # fmt: skip
+_Columns = dict[str, pl.DataType | type[pl.DataType]]
+_DLQ_COLUMNS: _Columns = {
+    "key": pl.Binary, "value": pl.Binary, "headers": _HEADERS,
+    **{column: pl.String for column in _DLQ_HEADERS.values()},
+    "source_topic": pl.String, "source_partition": pl.String, "source_offset": pl.String,
+    "produced_at": _TIMESTAMP,
+}  # fmt: skip
+_DLQ_SCHEMA = pl.Schema(_DLQ_COLUMNS)
+_CHECKPOINTS_COLUMNS: _Columns = {
+    "key": pl.String, "value": pl.String, "checkpoint_id": pl.String, "parent": pl.String,
+    "status": pl.String, "created_at": pl.String, "produced_at": _TIMESTAMP,
+}  # fmt: skip
+_CHECKPOINTS_SCHEMA = pl.Schema(_CHECKPOINTS_COLUMNS)
 
 
 def encode(dataset: str, partition: int, messages: Batch | Sequence[Message],
            forgotten: Forgotten = Forgotten()) -> dict[str, pl.DataFrame]:  # fmt: skip
     """Rows of ``messages`` grouped by hive folder (relative to the warehouse root)."""
     batch = messages if isinstance(messages, Batch) else Batch.of(messages)
-    live = batch.live()
+    live = batch if dataset in _KEEP_TOMBSTONES else batch.live()
     if not live.values:
         return {}
     keys: tuple[str, ...]
@@ -94,6 +138,12 @@ def encode(dataset: str, partition: int, messages: Batch | Sequence[Message],
         frame, keys = _events(live), ("date",)
     elif dataset == "rollouts":
         frame, keys = _rollouts(live), ("date", "checkpoint")
+    elif dataset == "late":
+        frame, keys = _late(live), ("date",)
+    elif dataset == "dlq":
+        frame, keys = _dlq(live), ("date",)
+    elif dataset == "checkpoints":
+        frame, keys = _checkpoints(live), ("date",)
     else:
         raise ValueError(f"unknown dataset {dataset!r}")
     frame = frame.with_columns(
@@ -119,6 +169,12 @@ def empty_frame(dataset: str) -> pl.DataFrame:
     elif dataset == "rollouts":
         schema = {"interaction_id": pl.String, "checkpoint_id": pl.String,
                   "produced_at": pl.Datetime("us", "UTC"), "value": pl.String}  # fmt: skip
+    elif dataset == "late":
+        schema = {**EVENT_SCHEMA, "arrival": pl.String}
+    elif dataset == "dlq":
+        schema = {**_DLQ_SCHEMA}
+    elif dataset == "checkpoints":
+        schema = {**_CHECKPOINTS_SCHEMA}
     else:
         raise ValueError(f"unknown dataset {dataset!r}")
     return pl.DataFrame(schema={**schema, **_META})
@@ -197,11 +253,92 @@ def _rollouts(messages: Batch) -> pl.DataFrame:
     )
 
 
+def _late(messages: Batch) -> pl.DataFrame:
+    frame = _events(messages)
+    arrival = [_header(h, "rtrl.arrival") for h in _need(messages.headers, "late", "headers")]
+    return frame.with_columns(pl.Series("arrival", arrival, dtype=pl.String))
+
+
+def _dlq(messages: Batch) -> pl.DataFrame:
+    headers = _need(messages.headers, "dlq", "headers")
+    rows = []
+    for value, hs in zip(messages.values, headers, strict=True):
+        lifted = {column: _header(hs, name) for name, column in _DLQ_HEADERS.items()}
+        if not hs:  # the collector's record: the reason travels inside the value
+            lifted |= _collector_reason(value)
+        source = (_header(hs, "rtrl.source") or "").rsplit("/", 2)  # topic names hold no "/"
+        rows.append({**lifted, **dict(zip(("source_topic", "source_partition", "source_offset"),
+                                         source if len(source) == 3 else (None,) * 3,
+                                         strict=True))})  # fmt: skip
+    frame = pl.DataFrame(
+        {
+            "key": _need(messages.keys, "dlq", "keys"),
+            "value": messages.values,
+            "headers": [[{"key": k, "value": v} for k, v in hs or ()] for hs in headers],
+            **{c: [r[c] for r in rows] for c in _DLQ_SCHEMA if c in rows[0]},
+            "produced_at": _timestamps(messages, "dlq"),
+        },
+        schema=_DLQ_SCHEMA,
+    )
+    return frame.with_columns(pl.col("produced_at").dt.date().cast(pl.String).alias("date"))
+
+
+def _checkpoints(messages: Batch) -> pl.DataFrame:
+    frame = pl.DataFrame(
+        {
+            "key": [_text(k) for k in _need(messages.keys, "checkpoints", "keys")],
+            "value": [_text(v) for v in messages.values],
+            "produced_at": _timestamps(messages, "checkpoints"),
+        },
+        schema={"key": pl.String, "value": pl.String, "produced_at": _TIMESTAMP},
+    )
+    # json_path_match gives null for a value that is not JSON: such a row keeps its text
+    frame = frame.with_columns(
+        pl.col("value").str.json_path_match(f"$.{name}").alias(name)
+        for name in ("checkpoint_id", "parent", "status", "created_at")
+    ).select(*_CHECKPOINTS_SCHEMA)
+    return frame.with_columns(pl.col("produced_at").dt.date().cast(pl.String).alias("date"))
+
+
+def _need(column: list[T] | None, dataset: str, what: str) -> list[T]:
+    if column is None:
+        raise ValueError(f"{dataset} needs the messages' {what}")
+    return column
+
+
+def _timestamps(messages: Batch, dataset: str) -> pl.Series:
+    ms = _need(messages.timestamps_ms, dataset, "timestamps")
+    return pl.Series([t * 1000 for t in ms], dtype=pl.Int64).cast(_TIMESTAMP)
+
+
+def _header(headers: Headers, name: str) -> str | None:
+    """The last value of header ``name`` as text (undecodable bytes replaced), None if absent."""
+    found = [v for k, v in headers or () if k == name]
+    return _text(found[-1]) if found else None
+
+
+def _text(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8", "replace")
+
+
+def _collector_reason(value: bytes | None) -> dict[str, str | None]:
+    """reason, field and detail of a DLQ value the collector wrote (JSON); nothing otherwise."""
+    try:
+        parsed = orjson.loads(value or b"")
+    except orjson.JSONDecodeError:
+        return {}
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("reason"), str):
+        return {}
+    lifted = {k: v if isinstance(v := parsed.get(k), str) else None
+              for k in ("reason", "field", "detail")}  # fmt: skip
+    return {**lifted, "stage": "collector"}
+
+
 def _drop_forgotten(frame: pl.DataFrame, forgotten: Forgotten) -> pl.DataFrame:
     keep = pl.lit(True)
     if forgotten.user_ids and "user_id" in frame.columns:
         keep = keep & ~pl.col("user_id").is_in(list(forgotten.user_ids)).fill_null(False)
-    if forgotten.interaction_ids:
+    if forgotten.interaction_ids and "interaction_id" in frame.columns:
         keep = keep & ~pl.col("interaction_id").is_in(list(forgotten.interaction_ids)).fill_null(
             False
         )

@@ -13,6 +13,9 @@ The order matters:
 5. rebuild the DuckDB catalog from the files, which replaces the old database file.
 
 Privacy-mode interactions hold no ``user_id`` anywhere, so nothing ties them to the user.
+The warehouse's ``late`` dataset is scrubbed like ``events``. Its ``dlq`` dataset is not: it keeps
+rejected bytes as they came, which need not parse, so no column names a user. A user's rejected
+events stay there until removed by hand (``telemetry.dlq`` itself deletes them after 14 days).
 ``telemetry.events`` and ``telemetry.late`` keep the user's events until their retention (7 days
 by default) deletes them; the stream worker's state keeps an interaction's copies until it is
 closed and purged (``t_close + R + grace``).

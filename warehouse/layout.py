@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 # dataset name in the warehouse -> base topic name of events-v1.md
-DATASETS = {"rewards": "rewards", "events": "telemetry.events", "rollouts": "rollouts"}
+DATASETS = {
+    "rewards": "rewards",
+    "events": "telemetry.events",
+    "rollouts": "rollouts",
+    "late": "telemetry.late",
+    "dlq": "telemetry.dlq",
+    "checkpoints": "checkpoints",
+}
 NULL_VALUE = "__null__"  # the folder of rows whose partition value is missing
 OFFSET_DIGITS = 20
 _PART = re.compile(r"^part-(\d+)-(\d+)-(\d+)\.parquet$")

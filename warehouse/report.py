@@ -8,8 +8,11 @@ Metrics (definitions in ``sql/11_interaction_outcomes.sql`` and ``sql/31_ab_arms
 * latency_mean_ms and latency_p50_ms: the last in-window ``interaction.completed`` latency;
 * mean_reward: mean reward of scored interactions.
 
-Statistics are in :mod:`warehouse.ab`. The report reads the catalog as it was last built
-(``rtrl warehouse catalog``), building it first only when there is none or ``refresh`` asks.
+The report reads the ``ab_report`` and ``ab_srm`` marts (computed at catalog build by
+:mod:`warehouse.ab_mart`, statistics in :mod:`warehouse.ab`), so it prints what dashboards show.
+Only the SRM check against configured ``weights`` is computed here, from the mart's counts: the
+data records no weights. It reads the catalog as it was last built (``rtrl warehouse catalog``),
+building it first only when there is none or ``refresh`` asks.
 """
 
 from __future__ import annotations
@@ -18,20 +21,15 @@ import csv
 import io
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from warehouse.ab import Change, RatioSums, median_with_variance, relative_change
+from warehouse.ab import SampleRatio, sample_ratio_mismatch
+from warehouse.ab_mart import METRICS
 from warehouse.catalog import build_catalog, connect, default_db
 from warehouse.store import Store
 
-# metric column of ab_arms -> (label, prefix of its sums in ab_arms; None for the median)
-METRICS: dict[str, tuple[str, str | None]] = {
-    "kept_share": ("accepted edits still in the codebase", "kept"),
-    "dissatisfied_rate": ("dissatisfied follow-ups", "dissat"),
-    "latency_mean_ms": ("latency, mean (ms)", "latency"),
-    "latency_p50_ms": ("latency, p50 (ms)", None),
-    "mean_reward": ("mean reward", "reward"),
-}
+__all__ = ["METRICS", "ReportRow", "ab_report", "ab_srm", "parse_weights", "render"]
 
 
 @dataclass(frozen=True)
@@ -47,63 +45,86 @@ class ReportRow:
     relative_change: float | None
     ci_low: float | None
     ci_high: float | None
+    p_value: float | None
+
+
+_COLUMNS = ", ".join(ReportRow.__dataclass_fields__)
+
+
+def _open(store: Store, db: str | None, refresh: bool):  # noqa: ANN202 - a DuckDB connection
+    db = db or default_db(store)
+    if refresh or not os.path.exists(db):
+        build_catalog(store, db)
+    return connect(store, db, read_only=True)
 
 
 def ab_report(store: Store, experiment: str, control: str = "control", db: str | None = None,
               refresh: bool = False) -> list[ReportRow]:  # fmt: skip
-    """One row per (treatment arm, metric). Raises LookupError when the experiment or its
-    control arm has no data."""
-    db = db or default_db(store)
-    if refresh or not os.path.exists(db):
-        build_catalog(store, db)
-    con = connect(store, db, read_only=True)
+    """One row per (treatment arm, metric), from the ``ab_report`` mart. Raises LookupError when
+    the experiment or its control arm has no data."""
+    con = _open(store, db, refresh)
     try:
-        cursor = con.execute("SELECT * FROM ab_arms WHERE experiment_name = ?", [experiment])
-        names = [d[0] for d in cursor.description]
-        arms = {row[names.index("experiment_arm")]: dict(zip(names, row, strict=True))
-                for row in cursor.fetchall()}  # fmt: skip
-        histograms: dict[str, tuple[list[float], list[int]]] = {}
-        for arm in arms:  # columnar fetch: the histogram can have 10^5 distinct latencies
-            columns = con.execute(
-                """SELECT latency_ms, n FROM ab_latency_histogram
-                   WHERE experiment_name = ? AND experiment_arm = ? ORDER BY latency_ms""",
-                [experiment, arm]).fetchnumpy()  # fmt: skip
-            histograms[arm] = (columns["latency_ms"].tolist(), columns["n"].tolist())
+        arms = [r[0] for r in con.execute(
+            "SELECT experiment_arm FROM ab_arms WHERE experiment_name = ? ORDER BY 1",
+            [experiment]).fetchall()]  # fmt: skip
+        if control not in arms:
+            raise LookupError(f"experiment {experiment!r} has no arm {control!r} "
+                              f"(arms: {arms or 'none'})")  # fmt: skip
+        found = con.execute(
+            f"""SELECT {_COLUMNS} FROM ab_report WHERE experiment = ? AND control_arm = ?
+                ORDER BY arm, metric_order""",
+            [experiment, control]).fetchall()  # fmt: skip
     finally:
         con.close()
-    if control not in arms:
-        raise LookupError(f"experiment {experiment!r} has no arm {control!r} "
-                          f"(arms: {sorted(arms) or 'none'})")  # fmt: skip
-    rows = []
-    for arm in sorted(a for a in arms if a != control):
-        for metric in METRICS:
-            change = _compare(metric, arms[arm], arms[control], histograms.get(arm),
-                              histograms.get(control))  # fmt: skip
-            rows.append(ReportRow(experiment, arm, control, metric, int(arms[arm]["n_users"]),
-                                  int(arms[arm]["n_interactions"]), change.control,
-                                  change.treatment, change.relative, change.ci_low,
-                                  change.ci_high))  # fmt: skip
-    return rows
+    return [ReportRow(*row) for row in found]
 
 
-def _sums(arm: dict, prefix: str) -> RatioSums:
-    return RatioSums(int(arm["n_users"]), *(float(arm[f"{prefix}_{s}"] or 0)
-                                             for s in ("x", "y", "xx", "yy", "xy")))  # fmt: skip
+def ab_srm(store: Store, experiment: str, weights: Mapping[str, float] | None = None,
+           db: str | None = None, refresh: bool = False) -> SampleRatio | None:  # fmt: skip
+    """The experiment's SRM check: the ``ab_srm`` mart's figures (equal shares), or its counts
+    against ``weights`` when given. None when the experiment has fewer than two arms."""
+    con = _open(store, db, refresh)
+    try:
+        rows = con.execute(
+            """SELECT arm, observed, expected_share, chi2, df, p_value, alpha, srm FROM ab_srm
+               WHERE experiment = ? ORDER BY arm""", [experiment]).fetchall()  # fmt: skip
+    finally:
+        con.close()
+    if not rows:
+        return None
+    observed = {r[0]: int(r[1]) for r in rows}
+    if weights is not None:
+        return sample_ratio_mismatch(observed, weights, alpha=rows[0][6])
+    _, _, _, chi2, df, p, alpha, srm = rows[0]
+    return SampleRatio(observed, {r[0]: r[2] for r in rows}, chi2, df, p, alpha, srm)
 
 
-def _compare(metric: str, treatment: dict, control: dict, hist_t, hist_c) -> Change:  # noqa: ANN001
-    prefix = METRICS[metric][1]
-    if prefix is None:
-        t, var_t = median_with_variance(*hist_t) if hist_t else (None, None)
-        c, var_c = median_with_variance(*hist_c) if hist_c else (None, None)
-        return relative_change(t, var_t, c, var_c)
-    st, sc = _sums(treatment, prefix), _sums(control, prefix)
-    return relative_change(st.estimate(), st.variance(), sc.estimate(), sc.variance())
+def parse_weights(text: str) -> dict[str, float]:
+    """``--weights`` as ``ARM=WEIGHT,...`` (any positive numbers; they are normalised).
+
+    >>> parse_weights("parent=90, canary=10")
+    {'parent': 90.0, 'canary': 10.0}
+    """
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        arm, sep, weight = part.strip().rpartition("=")
+        try:
+            value = float(weight)
+        except ValueError:
+            value = float("nan")
+        if not sep or not arm or not value > 0 or arm in out:
+            raise ValueError(f"--weights: {part.strip()!r} is not ARM=POSITIVE_WEIGHT "
+                             "(each arm once)")  # fmt: skip
+        out[arm] = value
+    return out
 
 
-def render(rows: list[ReportRow], fmt: str) -> str:
+def render(rows: list[ReportRow], fmt: str, srm: SampleRatio | None = None) -> str:
+    """The report as ``table`` (SRM check first), ``json`` (``{"rows": [...], "srm": ...}``) or
+    ``csv`` (the rows only: the SRM check is not a row of them)."""
     if fmt == "json":
-        return json.dumps([asdict(r) for r in rows], indent=2) + "\n"
+        body = {"rows": [asdict(r) for r in rows], "srm": None if srm is None else asdict(srm)}
+        return json.dumps(body, indent=2) + "\n"
     if fmt == "csv":
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=list(ReportRow.__dataclass_fields__))
@@ -111,7 +132,7 @@ def render(rows: list[ReportRow], fmt: str) -> str:
         writer.writerows(asdict(r) for r in rows)
         return out.getvalue()
     if fmt == "table":
-        return _table(rows)
+        return _srm_lines(srm) + _table(rows)
     raise ValueError(f"unknown format {fmt!r}")
 
 
@@ -125,6 +146,21 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:+.2f} %"
 
 
+def _p(v: float | None) -> str:
+    return "-" if v is None else ("<0.0001" if v < 1e-4 else f"{v:.4f}")
+
+
+def _srm_lines(srm: SampleRatio | None) -> str:
+    if srm is None:
+        return ""
+    split = ", ".join(f"{arm} {n} ({srm.expected_share[arm]:.1%} expected)"
+                      for arm, n in srm.observed.items())  # fmt: skip
+    verdict = ("SAMPLE RATIO MISMATCH: the split is not the configured one; distrust every "
+               "metric below" if srm.srm else "no mismatch")  # fmt: skip
+    return (f"sample ratio (users): {split}; chi2 {srm.chi2:.2f}, df {srm.df}, "
+            f"p {_p(srm.p_value)} (alarm below {srm.alpha:g}): {verdict}\n\n")  # fmt: skip
+
+
 def _table(rows: list[ReportRow]) -> str:
     if not rows:
         return "no treatment arm to compare\n"
@@ -135,13 +171,14 @@ def _table(rows: list[ReportRow]) -> str:
             f"experiment {first.experiment}: {arm} vs {first.control_arm} "
             f"({first.n_users} users, {first.n_interactions} interactions in {arm})"
         )
-        header = f"{'metric':38} {first.control_arm:>12} {arm:>12} {'change':>10}  95 % CI"
-        lines += [header, "-" * (len(header) + 22)]
+        header = (f"{'metric':38} {first.control_arm:>12} {arm:>12} {'change':>10}  "
+                  f"{'95 % CI':32} {'p':>7}")  # fmt: skip
+        lines += [header, "-" * len(header)]
         for r in (r for r in rows if r.arm == arm):
             ci = "-" if r.ci_low is None else f"[{_pct(r.ci_low)}, {_pct(r.ci_high)}]"
             lines.append(
                 f"{METRICS[r.metric][0]:38} {_num(r.control):>12} {_num(r.value):>12} "
-                f"{_pct(r.relative_change):>10}  {ci}"
+                f"{_pct(r.relative_change):>10}  {ci:32} {_p(r.p_value):>7}"
             )
         lines.append("")
     return "\n".join(lines)

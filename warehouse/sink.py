@@ -2,8 +2,8 @@
 
 The order of work is what makes the sink safe, so it is stated here once:
 
-1. consume messages of ``rewards``, ``telemetry.events`` and ``rollouts`` into a buffer
-   (offsets are never auto-committed);
+1. consume messages of ``rewards``, ``telemetry.events``, ``rollouts``, ``telemetry.late``,
+   ``telemetry.dlq`` and ``checkpoints`` into a buffer (offsets are never auto-committed);
 2. when the buffer holds ``max_rows`` messages or the oldest is ``max_seconds`` old, write one
    file per (dataset, Kafka partition, offset range, hive partition), each made durable
    (temporary name, fsync, rename) by :class:`warehouse.store.Store`;
@@ -18,8 +18,10 @@ that offset and writes them again; a rerun of the same range produces the same f
 replaces it. So every committed message is in exactly one file, and every message is in at most
 one file once the sink has restarted. The ``rewards`` mart then keeps one row per interaction
 (latest revision, duplicates of an (interaction_id, revision) pair collapse): a record the
-sink consumed is in the mart exactly once. Readers that look at the files between a crash and
-the restart can see rows of uncommitted files; the mart's dedup makes that harmless.
+sink consumed is in the mart exactly once. Every dataset takes this one path; the marts on the
+others (``checkpoints``, ``dlq_reasons``) count a message by its place in Kafka. Readers that
+look at the files between a crash and the restart can see rows of uncommitted files; the marts'
+dedup makes that harmless.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from infra.kafka_errors import KafkaRefused, is_refusal, refusal_sentence
 from infra.settings import admin, manual_commit_consumer, process_security
 from infra.topics import TopicNames
 from warehouse.compact import compact
-from warehouse.encode import Batch, encode
+from warehouse.encode import WITH_METADATA, Batch, encode
 from warehouse.layout import join, part_name, superseded, uncommitted
 from warehouse.privacy import load_forgotten
 from warehouse.sink_metrics import SinkMetrics
@@ -82,7 +84,8 @@ class SinkConfig:
     def datasets(self) -> dict[str, str]:
         """topic name -> warehouse dataset."""
         t = self.topics
-        return {t.rewards: "rewards", t.events: "events", t.rollouts: "rollouts"}
+        return {t.rewards: "rewards", t.events: "events", t.rollouts: "rollouts",
+                t.late: "late", t.dlq: "dlq", t.checkpoints: "checkpoints"}  # fmt: skip
 
 
 @dataclass
@@ -205,9 +208,10 @@ class Sink:
         for (topic, partition), messages in groups.items():
             dataset = self.datasets[topic]
             batch = Batch([m.offset() for m in messages], [m.value() for m in messages])
-            if dataset == "rollouts":
+            if dataset in WITH_METADATA:
                 batch = Batch(batch.offsets, batch.values, [m.key() for m in messages],
-                              [m.timestamp()[1] for m in messages])  # fmt: skip
+                              [m.timestamp()[1] for m in messages],
+                              [m.headers() for m in messages])  # fmt: skip
             name = part_name(partition, batch.offsets[0], batch.offsets[-1])
             for folder, frame in encode(dataset, partition, batch, forgotten).items():
                 self.store.write_parquet(join(folder, name), frame)

@@ -1,0 +1,112 @@
+"""The ``ab_report`` and ``ab_srm`` marts: the A/B statistics, computed once per catalog build.
+
+The statistics (delta-method intervals, p-values, the median's interval, the SRM chi-square) are
+Python (:mod:`warehouse.ab`), not SQL. They are computed here from ``ab_arms`` and
+``ab_latency_histogram`` when the catalog is built and written into DuckDB as tables, so a
+dashboard reading the marts and ``rtrl report ab`` reading them show the very same numbers.
+
+``ab_report`` compares every arm of an experiment with every other arm taken as the control
+(a report names its control; the mart cannot know which one a reader means, and an experiment
+has few arms). ``ab_srm`` checks each experiment's split against equal shares: no weight is
+recorded anywhere in the data (events and rollouts carry an experiment's name and arm only), so
+a split configured unequal, such as a canary's, shows a mismatch there; ``rtrl report ab
+--weights`` tests the same counts against the configured weights.
+
+The tables' columns are declared in their SQL files (``sql/33_ab_report.sql``,
+``sql/34_ab_srm.sql``); this module fills them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import duckdb
+
+from warehouse.ab import Change, RatioSums, median_with_variance, relative_change
+from warehouse.ab import sample_ratio_mismatch as srm_check
+
+# metric -> (label, prefix of its sums in ab_arms; None for the median)
+METRICS: dict[str, tuple[str, str | None]] = {
+    "kept_share": ("accepted edits still in the codebase", "kept"),
+    "dissatisfied_rate": ("dissatisfied follow-ups", "dissat"),
+    "latency_mean_ms": ("latency, mean (ms)", "latency"),
+    "latency_p50_ms": ("latency, p50 (ms)", None),
+    "mean_reward": ("mean reward", "reward"),
+}
+
+Histogram = tuple[list[float], list[int]]  # sorted distinct latencies, their counts
+
+
+def fill_ab_report(con: duckdb.DuckDBPyConnection) -> None:
+    """Insert one row per (experiment, control arm, arm, metric) into the empty ``ab_report``."""
+    rows = []
+    for experiment, arms in _arms(con).items():
+        medians = {arm: median_with_variance(*h) if (h := _histogram(con, experiment, arm))
+                   else (None, None) for arm in arms}  # fmt: skip
+        for control in sorted(arms):
+            for arm in sorted(a for a in arms if a != control):
+                t, c = arms[arm], arms[control]
+                for order, metric in enumerate(METRICS):
+                    ch = _compare(metric, t, c, medians[arm], medians[control])
+                    rows.append((experiment, arm, control, metric, order, int(t["n_users"]),
+                                 int(t["n_interactions"]), ch.control, ch.treatment,
+                                 ch.relative, ch.ci_low, ch.ci_high, ch.p_value))  # fmt: skip
+    if rows:
+        con.executemany(f"INSERT INTO ab_report VALUES ({', '.join('?' * len(rows[0]))})", rows)
+
+
+def fill_ab_srm(con: duckdb.DuckDBPyConnection) -> None:
+    """Insert one row per (experiment, arm) of every experiment with two arms or more."""
+    rows = []
+    for experiment, arms in _arms(con).items():
+        if len(arms) < 2:
+            continue
+        check = srm_check({arm: int(a["n_users"]) for arm, a in arms.items()})
+        for arm in sorted(arms):
+            rows.append((experiment, arm, check.observed[arm], check.expected_share[arm],
+                         check.chi2, check.df, check.p_value, check.alpha, check.srm))  # fmt: skip
+    if rows:
+        con.executemany(f"INSERT INTO ab_srm VALUES ({', '.join('?' * len(rows[0]))})", rows)
+
+
+# model name -> what fills its table after its SQL created it (empty)
+FILLERS: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {
+    "ab_report": fill_ab_report,
+    "ab_srm": fill_ab_srm,
+}
+
+
+def _arms(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, dict]]:
+    """experiment -> arm -> its ``ab_arms`` row as a dict."""
+    cursor = con.execute("SELECT * FROM ab_arms ORDER BY experiment_name, experiment_arm")
+    names = [d[0] for d in cursor.description]
+    out: dict[str, dict[str, dict]] = {}
+    for values in cursor.fetchall():
+        row = dict(zip(names, values, strict=True))
+        out.setdefault(row["experiment_name"], {})[row["experiment_arm"]] = row
+    return out
+
+
+def _histogram(con: duckdb.DuckDBPyConnection, experiment: str, arm: str) -> Histogram | None:
+    columns = con.execute(  # columnar fetch: the histogram can have 10^5 distinct latencies
+        """SELECT latency_ms, n FROM ab_latency_histogram
+           WHERE experiment_name = ? AND experiment_arm = ? ORDER BY latency_ms""",
+        [experiment, arm],
+    ).fetchnumpy()
+    values = columns["latency_ms"].tolist()
+    return (values, columns["n"].tolist()) if values else None
+
+
+def _sums(arm: dict, prefix: str) -> RatioSums:
+    return RatioSums(int(arm["n_users"]), *(float(arm[f"{prefix}_{s}"] or 0)
+                                             for s in ("x", "y", "xx", "yy", "xy")))  # fmt: skip
+
+
+def _compare(metric: str, treatment: dict, control: dict,
+             median_t: tuple[float | None, float | None],
+             median_c: tuple[float | None, float | None]) -> Change:  # fmt: skip
+    prefix = METRICS[metric][1]
+    if prefix is None:
+        return relative_change(*median_t, *median_c)
+    st, sc = _sums(treatment, prefix), _sums(control, prefix)
+    return relative_change(st.estimate(), st.variance(), sc.estimate(), sc.variance())

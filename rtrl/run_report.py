@@ -97,7 +97,16 @@ def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str) 
             plots.append(Plot(title, name, caption))
     ab = ab_report(Store(str(root / "warehouse")), experiment, db=str(db))
     ab_rows = [
-        [r.arm, METRICS[r.metric][0], r.control, r.value, r.relative_change, r.ci_low, r.ci_high]
+        [
+            r.arm,
+            METRICS[r.metric][0],
+            r.control,
+            r.value,
+            r.relative_change,
+            r.ci_low,
+            r.ci_high,
+            r.p_value,
+        ]
         for r in ab
     ]
     summary = (
@@ -109,7 +118,16 @@ def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str) 
         "rtrl run",
         summary,
         rows,
-        ["arm", "metric", "control", "treatment", "relative change", "95 % CI low", "95 % CI high"],
+        [
+            "arm",
+            "metric",
+            "control",
+            "treatment",
+            "relative change",
+            "95 % CI low",
+            "95 % CI high",
+            "p",
+        ],
         ab_rows,
         plots,
     )

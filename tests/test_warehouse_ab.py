@@ -166,3 +166,24 @@ def test_srm_mart_fires_on_a_skewed_split_only(tmp_path, capsys, users, fires):
     assert main(["report", "ab", "--root", str(tmp_path), "--experiment", "exp-split",
                  "--weights", "control=55,nope=45"]) == 1  # fmt: skip
     assert "weights name arms" in capsys.readouterr().err
+
+
+def test_a_canary_split_is_checked_against_its_announced_share(tmp_path):
+    """A 20 % canary's experiment is named with its share by its candidate's announcement, so
+    800/200 users is no mismatch there, and 700/300 is."""
+    from warehouse.report import ab_srm
+
+    for users, fires in (({"parent": 800, "canary": 200}, False),
+                         ({"parent": 700, "canary": 300}, True)):  # fmt: skip
+        store = Store(str(tmp_path / str(fires)))
+        records = [dict(r, experiment_name="canary-c-0002") for r in _split(users)]
+        land(store, "rewards", records)
+        announcement = {"checkpoint_id": "c-0002", "parent": "c-0001", "status": "canary",
+                        "created_at": "2026-12-01T10:00:00Z", "reasons": [],
+                        "evals": {"canary": {"experiment": "canary-c-0002", "percent": 20.0,
+                                             "outcome": None}}}  # fmt: skip
+        land(store, "checkpoints", [announcement], key="checkpoint_id")
+        build_catalog(store)
+        check = ab_srm(store, "canary-c-0002")
+        assert check is not None and check.expected_share == {"parent": 0.8, "canary": 0.2}
+        assert check.srm is fires

@@ -7,10 +7,12 @@ dashboard reading the marts and ``rtrl report ab`` reading them show the very sa
 
 ``ab_report`` compares every arm of an experiment with every other arm taken as the control
 (a report names its control; the mart cannot know which one a reader means, and an experiment
-has few arms). ``ab_srm`` checks each experiment's split against equal shares: no weight is
-recorded anywhere in the data (events and rollouts carry an experiment's name and arm only), so
-a split configured unequal, such as a canary's, shows a mismatch there; ``rtrl report ab
---weights`` tests the same counts against the configured weights.
+has few arms). ``ab_srm`` checks each experiment's split against its configured shares where
+the data records them: a canary's experiment is named, with its share, by the checkpoint
+announcement of its candidate (the ``checkpoints`` mart), so its arms ``canary`` and
+``parent`` are tested against that share. Events and rollouts carry an experiment's name and
+arm only, so any other experiment is tested against equal shares, and ``rtrl report ab
+--weights`` tests the same counts against its configuration.
 
 The tables' columns are declared in their SQL files (``sql/33_ab_report.sql``,
 ``sql/34_ab_srm.sql``); this module fills them.
@@ -24,6 +26,9 @@ import duckdb
 
 from warehouse.ab import Change, RatioSums, median_with_variance, relative_change
 from warehouse.ab import sample_ratio_mismatch as srm_check
+
+# the arms of a canary's experiment, as the gateway names them (trainer/canary.py)
+CANARY_ARM, PARENT_ARM = "canary", "parent"
 
 # metric -> (label, prefix of its sums in ab_arms; None for the median)
 METRICS: dict[str, tuple[str, str | None]] = {
@@ -58,10 +63,19 @@ def fill_ab_report(con: duckdb.DuckDBPyConnection) -> None:
 def fill_ab_srm(con: duckdb.DuckDBPyConnection) -> None:
     """Insert one row per (experiment, arm) of every experiment with two arms or more."""
     rows = []
+    canaries = dict(
+        con.execute(
+            "SELECT canary_experiment, canary_percent FROM checkpoints "
+            "WHERE canary_experiment IS NOT NULL AND canary_percent IS NOT NULL"
+        ).fetchall()
+    )
     for experiment, arms in _arms(con).items():
         if len(arms) < 2:
             continue
-        check = srm_check({arm: int(a["n_users"]) for arm, a in arms.items()})
+        weights = None
+        if experiment in canaries and set(arms) == {CANARY_ARM, PARENT_ARM}:
+            weights = {CANARY_ARM: canaries[experiment], PARENT_ARM: 100 - canaries[experiment]}
+        check = srm_check({arm: int(a["n_users"]) for arm, a in arms.items()}, weights)
         for arm in sorted(arms):
             rows.append((experiment, arm, check.observed[arm], check.expected_share[arm],
                          check.chi2, check.df, check.p_value, check.alpha, check.srm))  # fmt: skip

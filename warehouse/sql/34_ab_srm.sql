@@ -1,8 +1,9 @@
 -- ab_srm: the sample-ratio-mismatch check of each experiment: its users per arm against the
 -- expected shares, Pearson's chi-square, its p-value, and the flag at p < alpha = 0.001.
--- expected_share is EQUAL SHARES: the data records no arm weights (events and rollouts carry an
--- experiment's name and arm only), so an experiment configured unequal (a canary) is flagged
--- here; `rtrl report ab --weights A=90,B=10` tests the same counts against its configuration.
+-- expected_share: a canary's experiment (named with its share by its candidate's announcement,
+-- the checkpoints mart) against that share; any other against EQUAL SHARES, since events and
+-- rollouts carry an experiment's name and arm only; `rtrl report ab --weights A=90,B=10` tests
+-- the same counts against a configuration.
 -- Computed in Python at build time (warehouse/ab_mart.py, warehouse/ab.py); experiments with a
 -- single arm have no split to check and no row.
 -- materialized: table

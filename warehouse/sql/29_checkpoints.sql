@@ -7,7 +7,7 @@
 -- grain: one row per checkpoint_id announced and not withdrawn
 -- keys: checkpoint_id
 -- check: SELECT * FROM checkpoints WHERE announced_id IS DISTINCT FROM checkpoint_id
--- check: SELECT * FROM checkpoints WHERE status NOT IN ('promoted', 'rejected') OR (status = 'rejected') <> (len(reasons) > 0)
+-- check: SELECT * FROM checkpoints WHERE status NOT IN ('promoted', 'rejected', 'canary') OR (status = 'rejected') <> (len(reasons) > 0)
 -- check: SELECT * FROM checkpoints WHERE canary_outcome NOT IN ('rolled_out', 'rolled_back')
 CREATE OR REPLACE TABLE checkpoints AS
 WITH latest AS (

@@ -9,8 +9,11 @@ the agent's actions, and each rate is compared with a one-sided two-proportion z
 bad direction only: a rate that moves the good way (invalid calls halved) is never an alarm.
 An alarm needs significance at ``alpha`` *and* a move past the monitors' thresholds.
 
-The reader here is the simulator's mapping (the last tokens of the vocabulary are an invalid
-tool call, any completion proposes an edit); the agent harness that reads real text replaces it.
+Two readers: the agent harness over real text (``trainer.agent.behaviour.HarnessBehaviour``,
+the default), and the simulator's mapping of tokens for `rtrl run`'s token-level users (the last
+tokens of the vocabulary are an invalid tool call, any completion proposes an edit). With the
+harness, the shipped tasks' pass rate under their hidden tests (``trainer.agent.task_evals``) is
+compared too.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ EVAL_TASKS = ("slugify(s)", "reverse(xs)", "count_words(text)", "is_prime(n)", "
               "title_case(s)", "chunks(xs, n)", "merge(a, b)")  # fmt: skip
 
 Behaviours = dict[str, bool]
+# the monitors' bad directions, and the shipped tasks' pass rate, which is bad when it falls
+EVAL_DIRECTION = {**BAD_DIRECTION, "task_pass_rate": "down"}
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ def one_sided_test(
     if n == 0 or len(candidate) != n:
         raise ValueError("the same number of generations from both checkpoints, at least one")
     p0, p1 = sum(parent) / n, sum(candidate) / n
-    sign = 1.0 if BAD_DIRECTION.get(metric, "up") == "up" else -1.0
+    sign = 1.0 if EVAL_DIRECTION.get(metric, "up") == "up" else -1.0
     pooled = (p0 + p1) / 2
     spread = math.sqrt(2 * pooled * (1 - pooled) / n)
     z = sign * (p1 - p0) / spread if spread > 0 else 0.0

@@ -29,8 +29,15 @@ from accelerate import Accelerator
 
 from rewards.monitors import Alarm
 from trainer.agent.behaviour import HarnessBehaviour
+from trainer.agent.task_evals import task_passes
 from trainer.canary import CanaryConfig, canary_stage
-from trainer.candidate_evals import RateTest, SimulatedBehaviour, compare_behaviour, eval_prompts
+from trainer.candidate_evals import (
+    RateTest,
+    SimulatedBehaviour,
+    compare_behaviour,
+    eval_prompts,
+    one_sided_test,
+)
 from trainer.checkpoint_io import STATE_FILE, load_policy, load_trainer_state, weight_writers
 from trainer.examples import Example, read_examples
 from trainer.gate import GateConfig, GateDecision, decide
@@ -240,6 +247,12 @@ def _candidate_evals(registry: CheckpointRegistry, parent_info: CheckpointInfo,
         alpha=gate.eval_alpha,
         seed=seed,
     )
+    if gate.eval_reader == "harness":
+        params = held[0].rollout.sampling
+        before, after = (
+            task_passes(policy, params, gate.eval_samples, seed) for policy in (parent, candidate)
+        )
+        tests.append(one_sided_test("task_pass_rate", before, after, gate.eval_alpha, 0.2, 0.05))
     for test in tests:
         log.info("%s%s", test.message, " ALARM" if test.alarm else "")
     return tests

@@ -38,6 +38,7 @@ STAGES = (
     "trainer",
     "trainer.gateway",
     "rtrl.loop",
+    "rtrl.simulate",
 )
 
 
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in STAGES:
-        module = importlib.import_module(f"{name}.cli" if name != "rtrl.loop" else name)
+        module = importlib.import_module(name if name.startswith("rtrl.") else f"{name}.cli")
         module.register(sub)
     return parser
 

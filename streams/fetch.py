@@ -3,21 +3,24 @@
 Faust 0.15.3 delivers every message on its own: ``Consumer._drain_messages`` awaits
 ``wait_first(callback(message), suspend_flow.wait())`` per message (two tasks and a wait each),
 the conductor wraps it in an event and puts it on a stream's queue, the stream iterates it and
-the agent acks it. For the stream join that was most of a worker's time. Here the consumer
-keeps all of Faust's group work (membership, assignment, the seek to committed offsets, the
-flow stops around rebalances, offset commits of acked messages, the table's changelog recovery)
-and only the drain loop changes: the messages of ``batch_topic`` that one ``getmany`` returns are
-handed to ``on_batch`` in one call; every other message (the table's changelog during recovery,
-Faust's own topics) goes through Faust's callback as before.
+the agent acks it. For the stream join that was most of a worker's time. Here the consumer keeps
+all of Faust's group work (membership, assignment, the seek to committed offsets, the flow stops
+around rebalances, offset commits of acked messages, the table's changelog recovery) and only
+the drain loop changes: the records of ``batch_topic`` that one fetch returns are handed to
+``on_batch`` in one call, as aiokafka's ``ConsumerRecord`` (no Faust message per record), and
+acked by offset (:meth:`BatchConsumer.ack_offsets`); every other message (the table's changelog
+during recovery, Faust's own topics) goes through Faust's callback as before.
 
-What the loop keeps of Faust's per message: messages below the partition's read offset are
-dropped (they were delivered before a seek), gaps in offsets are recorded so that commits can
-pass over them (transaction markers), and the read offset advances. The batch itself is not
-cancelled when a rebalance suspends flow (Faust's per-message wait can give a message up after
-moving past it, the skip that ``streams.offsets`` guards against): ``on_batch`` runs to the end
-and decides itself what of it is still this worker's. Messages are never tracked as pending
-(``track_message``): the join acks what it made durable (``Consumer.ack``), and its own lock
-holds rebalances until then.
+What the loop keeps of Faust's ``getmany`` and drain, checked per partition of a fetch rather
+than per message: nothing is delivered when flow stopped (a rebalance began; the consumer seeks
+back to committed offsets), nor for a partition no longer active; messages below the partition's
+read offset are dropped (they were delivered before a seek), gaps in offsets are recorded so
+that commits can pass over them (transaction markers), and the read offset advances. The batch
+itself is not cancelled when a rebalance suspends flow (Faust's per-message wait can give a
+message up after moving past it, the skip that ``streams.offsets`` guards against): ``on_batch``
+runs to the end and decides itself what of it is still this worker's. Messages are never tracked
+as pending (``track_message``): the join acks what it made durable (``Consumer.ack``), and its
+own lock holds rebalances until then.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from typing import Any
 import faust
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers.aiokafka import Consumer as AIOKafkaConsumer
+from faust.types import TP
+from faust.types.tuples import ack_lock
+from mode.utils.futures import notify
 
 BatchHandler = Callable[[list[Any]], Awaitable[None]]
 
@@ -37,29 +43,13 @@ class BatchConsumer(AIOKafkaConsumer):
     on_batch: BatchHandler | None = None
 
     async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - Faust's loop
-        callback = self.callback
         consumer_stopped = self._stopped.is_set
         fetcher_stopped = fetcher._stopped.is_set
-        read_offsets = self._read_offset
-        acks_enabled_for = self.app.topics.acks_enabled_for
         try:
             while not (consumer_stopped() or fetcher_stopped()):
                 self.diag.set_flag(CONSUMER_FETCHING)
-                batch: list[Any] = []
                 await self.sleep(0)
-                if not self.should_stop:
-                    async for tp, message in self.getmany(timeout=1.0):
-                        offset = message.offset
-                        read = read_offsets[tp]
-                        if read is not None and offset < read:
-                            continue  # delivered before the last seek
-                        if read and offset - read > 1 and acks_enabled_for(message.topic):
-                            await self._add_gap(tp, read + 1, offset)
-                        if tp.topic == self.batch_topic:
-                            batch.append(message)
-                        else:
-                            await self.wait_first(callback(message), self.suspend_flow.wait())
-                        read_offsets[tp] = offset
+                batch = await self._next_batch() if not self.should_stop else []
                 self.diag.unset_flag(CONSUMER_FETCHING)
                 if batch and self.on_batch is not None:
                     await self.on_batch(batch)
@@ -72,6 +62,58 @@ class BatchConsumer(AIOKafkaConsumer):
             raise
         finally:
             self.diag.unset_flag(CONSUMER_FETCHING)
+
+    async def _next_batch(self) -> list[Any]:
+        """One fetch: what ``Consumer.getmany`` would yield, checked once per partition rather
+        than once per message. Messages of other topics go to Faust's callback, in order."""
+        records, active = await self._wait_next_records(1.0)
+        if not records or self.should_stop:
+            return []
+        if not self.flow_active:
+            await self.perform_seek()  # as getmany: flow stopped after the fetch, seek back
+            return []
+        batch: list[Any] = []
+        for tp, tp_records in records.items():
+            if active is not None and tp not in active and tp not in self._buffered_partitions:
+                continue
+            self.app.monitor.track_tp_end_offset(tp, self.highwater(tp))
+            if tp.topic == self.batch_topic:
+                batch.extend(await self._advance(tp, tp_records))
+                continue
+            for record in await self._advance(tp, tp_records):
+                message = self._to_message(tp, record)
+                await self.wait_first(self.callback(message), self.suspend_flow.wait())
+        return batch
+
+    async def _advance(self, tp: TP, records: list[Any]) -> list[Any]:
+        """The records at or past the partition's read offset; gaps recorded for commits."""
+        out = []
+        acks = self.app.topics.acks_enabled_for(tp.topic)
+        for record in records:
+            offset, read = record.offset, self._read_offset[tp]
+            if read is not None and offset < read:
+                continue  # delivered before the last seek
+            if read and offset - read > 1 and acks:
+                await self._add_gap(tp, read + 1, offset)
+            self._read_offset[tp] = offset
+            out.append(record)
+        return out
+
+    def ack_offsets(self, tp: TP, offsets: list[int]) -> None:
+        """``Consumer.ack`` for many offsets of one partition: the same bookkeeping, from which
+        Faust's commits take the highest offset below which everything is acked."""
+        with ack_lock:
+            committed = self._committed_offset[tp]
+            index, acked = self._acked_index[tp], self._acked[tp]
+            new = [
+                offset
+                for offset in offsets
+                if (committed is None or offset >= committed) and offset not in index
+            ]
+            index.update(new)
+            acked.extend(new)
+            self._n_acked += len(new)
+            notify(self._waiting_for_ack)
 
 
 class BatchApp(faust.App):

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+from faust.types import TP
 
 from streams.clean_stop import CLEAN_MARKER
 from streams.exit_codes import EXIT_FAILED_CHUNK, EXIT_OFFSET_HOLE
@@ -134,9 +135,7 @@ class JoinWorker:
                 if self.closing:
                     return  # read again after the restart
                 done = await self._handle_chunk(messages)
-                ack = self.app.consumer.ack
-                for message in done:
-                    ack(message)
+                self._ack(done)
             self.metrics.chunk_seconds.observe(time.perf_counter() - started)
         except OffsetHoleError as exc:
             log.error(
@@ -202,9 +201,10 @@ class JoinWorker:
         offset again (its read offset has moved past it). One of a partition that left is
         skipped, unacked: its new owner reads it.
         """
-        owned = self.app.consumer.assignment()
+        topic = self.topics.events
+        owned = {tp.partition for tp in self.app.consumer.assignment() if tp.topic == topic}
         generation = self.app.consumer_generation_id
-        current = [m for m in messages if m.tp in owned]
+        current = [m for m in messages if m.partition in owned]
         unknown = {m.partition for m in current if not self.guard.knows(generation, m.partition)}
         if unknown:
             # A partition this worker kept through the rebalance may go on where it was rather
@@ -253,6 +253,13 @@ class JoinWorker:
         await self._publish(steps, rejected)
         self.metrics.events.inc(len(done))
         return done
+
+    def _ack(self, done: Sequence[Any]) -> None:
+        offsets: dict[int, list[int]] = {}
+        for record in done:
+            offsets.setdefault(record.partition, []).append(record.offset)
+        for partition, acked in offsets.items():
+            self.app.consumer.ack_offsets(TP(self.topics.events, partition), acked)
 
     async def _state_durable(self) -> None:
         """Every store write so far is in the changelog; the store learns how far."""

@@ -38,8 +38,9 @@ class WorkerSettings(BaseModel):
     # The most events one fetched batch hands to the join (Faust's max_poll_records). A batch
     # never waits to fill: what one fetch returns is processed at once.
     chunk_size: int = Field(5000, gt=0)
-    # How often idle partitions are checked (seconds) and progress is logged.
-    tick_s: float = Field(1.0, gt=0)
+    # How often idle partitions are checked (seconds): the last windows of a quiet partition
+    # close within this of their deadline. And how often progress is logged.
+    tick_s: float = Field(0.25, gt=0)
     progress_s: float = Field(10.0, gt=0)
     # Prometheus metrics on this port (/metrics), or none.
     metrics_port: int | None = Field(None, ge=0, le=65535)

@@ -50,7 +50,7 @@ from rewards.function import compute_record  # noqa: E402
 from rewards.timestamps import format_us  # noqa: E402
 from rewards.workload import generate_workload  # noqa: E402
 
-PROGRESS = re.compile(r"^\[?(\S+ \S+?),(\d{3})\]?.*progress events=(\d+)")
+PROGRESS = re.compile(r"^\[?(?P<at>\S+ \S+?),(?P<ms>\d{3})\]?.*progress events=(?P<events>\d+)")
 QUIX_PYTHON = REPO / "bench" / "out" / "quix-venv" / "bin" / "python"
 
 
@@ -132,8 +132,8 @@ def _progress(log: Path) -> list[tuple[float, int]]:
     for line in log.read_text(errors="replace").splitlines():
         m = PROGRESS.search(line)
         if m:
-            at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
-            points.append((at + int(m.group(2)) / 1000, int(m.group(3))))
+            at = datetime.strptime(m["at"], "%Y-%m-%d %H:%M:%S").timestamp()
+            points.append((at + int(m["ms"]) / 1000, int(m["events"])))
     return points
 
 
@@ -275,7 +275,7 @@ def main() -> int:
     ap.add_argument("--interactions", type=int, default=5000)
     ap.add_argument("--live-seconds", type=float, default=40)
     ap.add_argument("--store", default="rocksdb", choices=("rocksdb", "memory"))
-    ap.add_argument("--chunk-size", default="5000", help="most events per batch of the worker")
+    ap.add_argument("--chunk-size", default="10000", help="most events per batch of the worker")
     ap.add_argument("--quix-commit", default="5,0.5", help="Quix commit intervals (s) to run")
     ap.add_argument("--no-live", action="store_true", help="skip the latency part")
     ap.add_argument("--work", type=Path, default=REPO / "bench" / "out" / "stream_join")

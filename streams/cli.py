@@ -76,8 +76,8 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--chunk-size",
         type=int,
-        default=5000,
-        help="most events per fetched batch, processed and made durable together (default 5000)",
+        default=10_000,
+        help="most events per fetched batch, made durable together (default 10000)",
     )
     p.add_argument(
         "--metrics-port",

@@ -37,7 +37,7 @@ class WorkerSettings(BaseModel):
     changelog_replication: int = Field(1, gt=0)
     # The most events one fetched batch hands to the join (Faust's max_poll_records). A batch
     # never waits to fill: what one fetch returns is processed at once.
-    chunk_size: int = Field(5000, gt=0)
+    chunk_size: int = Field(10_000, gt=0)
     # How often idle partitions are checked (seconds): the last windows of a quiet partition
     # close within this of their deadline. And how often progress is logged.
     tick_s: float = Field(0.25, gt=0)

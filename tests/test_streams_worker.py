@@ -250,6 +250,8 @@ def test_garbage_goes_to_the_dlq_and_the_worker_goes_on(kafka_bootstrap, topic_n
         wait_until_equal(reader, expected, workers, timeout=300)
         dlq.poll(2)
         metrics = _scrape(port)
+        # Faust commits what the join acked: in the end every message of every partition.
+        committed = _wait_committed(kafka_bootstrap, topic_names, len(mixed))
     finally:
         workers.stop_all()
         reader.close()
@@ -265,6 +267,29 @@ def test_garbage_goes_to_the_dlq_and_the_worker_goes_on(kafka_bootstrap, topic_n
     lags = {k: v for k, v in metrics.items() if k.startswith("rtrl_stream_lag{")}
     assert len(lags) == JOIN_PARTITIONS and set(lags.values()) == {0}  # all read, every partition
     assert metrics["process_resident_memory_bytes"] > 50 * 2**20  # the worker's own process
+    assert sum(committed.values()) == len(mixed), committed
+
+
+def _wait_committed(bootstrap: str, names: TopicNames, total: int) -> dict[int, int]:
+    """The worker group's committed offsets of telemetry.events, once they sum to ``total``
+    (or after 60 s)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(client(bootstrap))
+    group = f"rtrl-stream-{names.prefix}".rstrip("-.")
+    deadline = time.monotonic() + 60
+    while True:
+        request = [ConsumerGroupTopicPartitions(group)]
+        result = admin.list_consumer_group_offsets(request)[group].result(30)
+        committed = {
+            tp.partition: tp.offset
+            for tp in result.topic_partitions
+            if tp.topic == names.events and tp.offset >= 0
+        }
+        if sum(committed.values()) >= total or time.monotonic() > deadline:
+            return committed
+        time.sleep(1)
 
 
 def _scrape(port: int) -> dict[str, float]:

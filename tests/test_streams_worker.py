@@ -197,6 +197,23 @@ def test_sigkill_three_times_and_restart(kafka_bootstrap, topic_names, tmp_path)
     _run(kafka_bootstrap, topic_names, tmp_path, 3000, scenario)
 
 
+def test_a_clean_stop_keeps_the_local_store_and_goes_on(kafka_bootstrap, topic_names,
+                                                         tmp_path) -> None:  # fmt: skip
+    """SIGTERM mid-stream: the batch in flight finishes, the last writes are flushed, the clean
+    marker is left, and the next start resumes from the local store and committed offsets."""
+    from streams.clean_stop import CLEAN_MARKER
+
+    def scenario(workers: Workers, reader: TopicReader, n: int) -> None:
+        worker = workers.start("w0")
+        wait_for_records(reader, n // 4)
+        os.killpg(worker.pid, signal.SIGTERM)
+        assert worker.wait(60) == 0, workers.logs()
+        assert (tmp_path / "w0" / CLEAN_MARKER).exists(), workers.logs()
+        workers.start("w0")
+
+    _run(kafka_bootstrap, topic_names, tmp_path, 3000, scenario)
+
+
 def test_two_workers_share_partitions_and_one_dies(kafka_bootstrap, topic_names,
                                                    tmp_path) -> None:  # fmt: skip
     def scenario(workers: Workers, reader: TopicReader, n: int) -> None:

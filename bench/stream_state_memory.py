@@ -82,7 +82,7 @@ def rss_mib(pid: int) -> float:
 
 def processed(log: Path) -> int:
     counts = [
-        int(m.group(2))
+        int(m["events"])
         for line in log.read_text(errors="replace").splitlines()
         if (m := PROGRESS.search(line))
     ]

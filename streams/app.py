@@ -1,26 +1,26 @@
-"""Faust wiring of the stream join, and only that: the app, its table, one agent, one timer.
+"""Faust wiring of the stream join, and only that: the app, its table, the batch consumer, one
+timer, and the rebalance and stop hooks.
 
 How Faust 0.15.3 orders offsets and writes, read from its source, and what this app relies on:
 
-* ``Stream.noack_take`` (``faust/streams.py``) yields events and never acks them; ``take`` acks
-  its whole buffer in a ``finally`` even when the consumer of the batch raised (the known trap).
-  The agent acks each event itself after the chunk's output is durable (``streams.join``), and a
-  failing chunk ends the process before any ack.
+* Messages of ``telemetry.events`` reach the join a fetched batch at a time
+  (``streams.fetch``), not through an agent's stream: Faust's per-message delivery was most of
+  the worker's time. Nothing is acked by Faust; the join acks each message after its output is
+  durable (``streams.join``), and a failing batch ends the process before any ack.
 * The consumer commits, per partition, the highest offset below which every message was acked
-  (``Consumer._new_offset``). ``Consumer._commit_offsets`` awaits ``app.producer.flush()`` first,
-  but that is no guarantee: the producer buffer's flush returns after 0.1 s without progress
-  with changelog writes still queued (``ProducerBuffer.flush_atmost``). So the table is a
-  :class:`~streams.tablestore.ChangelogTable`, and the agent acks nothing before every changelog
-  write of its chunk is acknowledged. With ``producer_acks=-1`` acknowledged means in every
-  in-sync replica.
-* Table writes take their store and changelog partition from the current event. The agent sets
-  it to the chunk's partition (``streams.tablestore.partition_context``), so the changelog stays
-  co-partitioned with ``telemetry.events`` even for writes made by the idle timer.
-* Around a rebalance the fetcher can give up delivering a message (``wait_first`` with the
-  suspend-flow event) yet move its read offset past it, and ``Consumer._new_offset`` accepts an
-  acked offset one above the committed one: a message can be skipped and committed unseen. The
-  agent checks every offset (``streams.offsets``) and exits for a restart on a hole.
-* ``concurrency=1``: one chunk at a time (faust-streaming #606 is about ``concurrency > 1``).
+  (``Consumer._new_offset``). Faust flushes its own producer before committing, which is no
+  guarantee (its buffer's flush gives up after 0.1 s without progress), and the join writes
+  nothing through it: state, changelog and outputs go through the join's
+  :class:`~streams.outbox.Outbox` (one confluent-kafka producer, ``acks=all``), which the join
+  waits on before it acks.
+* The table is Faust's, for its store, its changelog topic and the recovery from it; the join
+  writes the store and the changelog itself (``streams.tablestore``), in the input's partition.
+* Around a rebalance the fetcher can move its read offset past a message it never delivered,
+  and ``Consumer._new_offset`` accepts an acked offset one above the committed one: a message
+  can be skipped and committed unseen (faust-streaming #216). The join checks every offset
+  (``streams.offsets``) and exits for a restart on a hole.
+* One batch at a time (faust-streaming #606 is about agents with ``concurrency > 1``); a
+  rebalance and the stop wait for the batch in flight (``JoinWorker.wait_idle``).
 * No windowed table (faust-streaming #385): windows are plain state with explicit deadlines.
 * Faust creates the changelog topic itself with the admin API (compacted, the input's partition
   count), which works with broker auto-creation disabled; the other topics must exist already
@@ -31,18 +31,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import faust
-
 from infra.settings import faust_options
+from streams.fetch import BatchApp
 from streams.join import JoinWorker
+from streams.outbox import Outbox
 from streams.settings import WorkerSettings
-from streams.tablestore import ChangelogTable
 
 TABLE_NAME = "interactions"
 
 
-def build_app(settings: WorkerSettings) -> tuple[faust.App, JoinWorker]:
-    app = faust.App(
+def build_app(settings: WorkerSettings) -> tuple[BatchApp, JoinWorker]:
+    app = BatchApp(
         settings.app_id,
         **faust_options(settings.bootstrap),
         store="rocksdb://" if settings.store == "rocksdb" else "memory://",
@@ -57,7 +56,10 @@ def build_app(settings: WorkerSettings) -> tuple[faust.App, JoinWorker]:
         processing_guarantee="at_least_once",
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=settings.session_timeout_s / 4,
-        Table=ChangelogTable,
+        broker_max_poll_records=settings.chunk_size,
+        # Up to 4 MiB fetched per partition at once (Faust's default is 1 MiB): batches of
+        # thousands of events, and fewer waits for durability per event.
+        consumer_max_fetch_size=4 * 2**20,
     )
     events = app.topic(settings.topics.events, key_type=bytes, value_type=bytes,
                        key_serializer="raw", value_serializer="raw",
@@ -69,12 +71,8 @@ def build_app(settings: WorkerSettings) -> tuple[faust.App, JoinWorker]:
         value_type=bytes,  # bytes: the raw serializer; the processor encodes JSON
         options=settings.rocksdb_options() if settings.store == "rocksdb" else None,
     )
-    worker = JoinWorker(app, table, settings)
-
-    @app.agent(events, concurrency=1, name="join")
-    async def join(stream: Any) -> None:
-        async for chunk in stream.noack_take(settings.chunk_size, within=settings.chunk_within_s):
-            await worker.handle_chunk(stream, chunk)
+    worker = JoinWorker(app, table, settings, Outbox(settings.bootstrap))
+    app.consume_in_batches(events, worker.handle_batch, before_stop=worker.close)
 
     @app.timer(settings.tick_s)
     async def idle_tick() -> None:

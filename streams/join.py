@@ -1,17 +1,17 @@
-"""The worker's loop body: chunks of messages through the partition processors, durably.
+"""The worker's loop body: fetched batches of messages through the partition processors, durably.
 
-For each chunk (and each idle tick) the order is fixed, and it is what makes a crash harmless:
+For each batch (and each idle tick) the order is fixed, and it is what makes a crash harmless:
 
 1. validate; invalid messages are set aside for ``telemetry.dlq``;
-2. step each partition's processor: table writes (state + the partition's *pending* ids);
-3. wait until every changelog write is acknowledged (acks=all); not ``producer.flush()``, which
-   may return with writes still queued (see ``streams.tablestore.ChangelogTable``);
-4. publish records, late events and DLQ entries, and wait for every acknowledgement;
-5. clear *pending* (a table write), then ack the chunk's input events.
+2. step each partition's processor: store writes (state + the partition's *pending* ids), each
+   also handed to the outbox for the table's changelog;
+3. wait until Kafka acknowledged every write handed over so far (``Outbox.durable``, acks=all);
+4. publish records, late events and DLQ entries through the same outbox, and wait again;
+5. clear *pending* (a store write), then ack the batch's input messages.
 
-Faust commits only acked offsets (see ``streams.app``), so no offset is committed before its
-state, records and DLQ entries are durable. One chunk runs at a time (a lock shared with the idle
-tick); an error stops the process before any ack.
+Faust commits only acked offsets, so no offset is committed before its state, records and DLQ
+entries are durable. One batch runs at a time (a lock shared with the idle tick, rebalances and
+the stop); an error stops the process before any ack.
 """
 
 from __future__ import annotations
@@ -25,16 +25,18 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+from faust.types import TP
 
 from streams.clean_stop import CLEAN_MARKER
 from streams.exit_codes import EXIT_FAILED_CHUNK, EXIT_OFFSET_HOLE
 from streams.intake import Rejected, read_message
 from streams.metrics import WorkerMetrics
 from streams.offsets import Hole, HoleLog, OffsetGuard, Verdict
+from streams.outbox import Outbox
 from streams.processor import Incoming, PartitionProcessor, StepOutput
 from streams.seek_start import ResumeOffsets
 from streams.settings import WorkerSettings
-from streams.tablestore import TableStore, partition_context
+from streams.tablestore import TableStore, record_changelog_offsets
 
 log = logging.getLogger("streams.worker")
 HOLE_LOG = "offset-holes.json"
@@ -59,8 +61,9 @@ def _exit(code: int) -> None:
 class JoinWorker:
     """The partitions this process owns, their processors, and the order of effects above."""
 
-    def __init__(self, app: Any, table: Any, settings: WorkerSettings) -> None:
-        self.app, self.table, self.settings = app, table, settings
+    def __init__(self, app: Any, table: Any, settings: WorkerSettings, outbox: Outbox) -> None:
+        self.app, self.table, self.settings, self.outbox = app, table, settings, outbox
+        self.closing = False
         self.topics = settings.topics
         self.lock = asyncio.Lock()
         self.processors: dict[int, PartitionProcessor] = {}
@@ -75,9 +78,14 @@ class JoinWorker:
 
     # --- rebalancing ----------------------------------------------------------------------
     async def wait_idle(self) -> None:
-        """Partitions are being revoked: let the chunk in flight finish (and become durable)."""
+        """Partitions are being revoked: let the batch in flight finish (and become durable)."""
         async with self.lock:
             pass
+
+    async def close(self) -> None:
+        """The app stops: let the batch in flight finish; begin no other one."""
+        self.closing = True
+        await self.wait_idle()
 
     async def keep_partitions(self, partitions: set[int]) -> None:
         """The new assignment: processors of partitions that left are dropped; one that comes
@@ -93,7 +101,7 @@ class JoinWorker:
     async def _processor(self, partition: int) -> PartitionProcessor:
         proc = self.processors.get(partition)
         if proc is None:
-            store = TableStore(self.table, partition)
+            store = TableStore(self.table, partition, self.outbox)
             proc = PartitionProcessor(
                 partition,
                 self.settings.reward,
@@ -101,15 +109,14 @@ class JoinWorker:
                 wall_us=_wall_us(),
                 deadlines_in_memory=self.settings.deadlines_in_memory,
             )
-            with partition_context(self.topics.events, partition):
-                leftovers = proc.recover()
-                if leftovers:
-                    log.info(
-                        "partition %d: republishing %d records a crash left pending",
-                        partition,
-                        len(leftovers),
-                    )
-                    await self._publish([(proc, StepOutput(records=leftovers))], [])
+            leftovers = proc.recover()
+            if leftovers:
+                log.info(
+                    "partition %d: republishing %d records a crash left pending",
+                    partition,
+                    len(leftovers),
+                )
+                await self._publish([(proc, StepOutput(records=leftovers))], [])
             log.info(
                 "partition %d: %d open interactions, %d closed ids remembered",
                 partition,
@@ -120,13 +127,15 @@ class JoinWorker:
         return proc
 
     # --- the two entry points -------------------------------------------------------------
-    async def handle_chunk(self, stream: Any, events: Sequence[Any]) -> None:
+    async def handle_batch(self, messages: Sequence[Any]) -> None:
+        """One fetched batch: processed, made durable, then acked (unacked if closing)."""
         started = time.perf_counter()
         try:
             async with self.lock:
-                done = await self._handle_chunk(events)
-            for event in done:
-                await stream.ack(event)
+                if self.closing:
+                    return  # read again after the restart
+                done = await self._handle_chunk(messages)
+                self._ack(done)
             self.metrics.chunk_seconds.observe(time.perf_counter() - started)
         except OffsetHoleError as exc:
             log.error(
@@ -168,7 +177,7 @@ class JoinWorker:
                 if out.records:
                     steps.append((proc, out))
             self.metrics.open.set(sum(p.open_count for p in self.processors.values()))
-            await self.table.changelog_acknowledged()
+            await self._state_durable()
             if steps:
                 await self._publish(steps, [])
         self._maybe_log_progress()
@@ -178,28 +187,25 @@ class JoinWorker:
         """Before a restart for a hole: once every table write is in the changelog, the local
         store is as good as a clean stop's, and the next start need not restore it all."""
         try:
-            await asyncio.wait_for(self.table.changelog_acknowledged(), 30)
+            await self.outbox.durable(timeout_s=30)
         except Exception:  # noqa: BLE001 - then the next start restores from the changelog
             log.warning("changelog writes unacknowledged; the local store will be rebuilt")
             return
         (self.settings.data_dir / CLEAN_MARKER).touch()
 
-    async def _current(self, events: Sequence[Any]) -> list[Any]:
-        """The chunk's events of partitions still assigned, checked for holes in offsets.
+    async def _current(self, messages: Sequence[Any]) -> list[Any]:
+        """The batch's messages of partitions still assigned, checked for holes in offsets.
 
-        An event fetched before the last rebalance is processed if its partition stayed here:
+        A message fetched before the last rebalance is processed if its partition stayed here:
         the guard expects the partition's committed offset, and Faust may not deliver that
         offset again (its read offset has moved past it). One of a partition that left is
         skipped, unacked: its new owner reads it.
         """
-        owned = self.app.consumer.assignment()
+        topic = self.topics.events
+        owned = {tp.partition for tp in self.app.consumer.assignment() if tp.topic == topic}
         generation = self.app.consumer_generation_id
-        current = [e for e in events if e.message.tp in owned]
-        unknown = {
-            e.message.partition
-            for e in current
-            if not self.guard.knows(generation, e.message.partition)
-        }
+        current = [m for m in messages if m.partition in owned]
+        unknown = {m.partition for m in current if not self.guard.knows(generation, m.partition)}
         if unknown:
             # A partition this worker kept through the rebalance may go on where it was rather
             # than at its committed offset (Faust seeks only where a commit exists): what this
@@ -210,8 +216,8 @@ class JoinWorker:
             }
             self.guard.begin(generation, starts)
             log.info("consumer generation %s: partitions resume at %s", generation, starts)
-        for event in current:
-            partition, offset = event.message.partition, event.message.offset
+        for message in current:
+            partition, offset = message.partition, message.offset
             if self.guard.check(partition, offset) is Verdict.hole:
                 hole = self.guard.hole_at(partition, offset)
                 if not self.holes.seen_before(hole):
@@ -224,14 +230,13 @@ class JoinWorker:
                 self.guard.accept_gap(partition, offset)
         return current
 
-    async def _handle_chunk(self, events: Sequence[Any]) -> list[Any]:
-        """Process the chunk's events of partitions still assigned; return those to ack."""
+    async def _handle_chunk(self, messages: Sequence[Any]) -> list[Any]:
+        """Process the batch's messages of partitions still assigned; return those to ack."""
         wall = _wall_us()
         by_partition: dict[int, list[Incoming]] = {}
         rejected: list[tuple[Rejected, Any]] = []
-        done = await self._current(events)
-        for event in done:
-            message = event.message
+        done = await self._current(messages)
+        for message in done:
             item = read_message(message.key, message.value)
             if isinstance(item, Rejected):
                 rejected.append((item, message))
@@ -244,67 +249,61 @@ class JoinWorker:
         for partition, items in by_partition.items():
             proc = await self._processor(partition)
             steps.append((proc, self._step(proc, items, wall_us=wall)))
-        await self.table.changelog_acknowledged()  # state and pending ids before any record
+        await self._state_durable()  # state and pending ids before any record
         await self._publish(steps, rejected)
         self.metrics.events.inc(len(done))
         return done
 
+    def _ack(self, done: Sequence[Any]) -> None:
+        offsets: dict[int, list[int]] = {}
+        for record in done:
+            offsets.setdefault(record.partition, []).append(record.offset)
+        for partition, acked in offsets.items():
+            self.app.consumer.ack_offsets(TP(self.topics.events, partition), acked)
+
+    async def _state_durable(self) -> None:
+        """Every store write so far is in the changelog; the store learns how far."""
+        await self.outbox.durable()
+        record_changelog_offsets(self.table, self.outbox, set(self.processors))
+
     async def _publish(self, steps: list[tuple[PartitionProcessor, StepOutput]],
                        rejected: list[tuple[Rejected, Any]]) -> None:  # fmt: skip
-        producer, topics = self.app.producer, self.topics
-        pending = []
+        send, topics = self.outbox.send, self.topics
         for _, out in steps:
             for record in out.records:
-                pending.append(
-                    await producer.send(
-                        topics.rewards,
-                        record.interaction_id.encode(),
-                        orjson.dumps(record.to_json_dict()),
-                        None,
-                        None,
-                        None,
-                    )
+                send(
+                    topics.rewards,
+                    record.interaction_id.encode(),
+                    orjson.dumps(record.to_json_dict()),
                 )
             for item, arrival in out.late:
-                pending.append(
-                    await producer.send(
-                        topics.late,
-                        str(item.event["interaction_id"]).encode(),
-                        item.raw,
-                        None,
-                        None,
-                        [("rtrl.arrival", arrival.value.encode())],
-                    )
+                send(
+                    topics.late,
+                    str(item.event["interaction_id"]).encode(),
+                    item.raw,
+                    headers=[("rtrl.arrival", arrival.value.encode())],
                 )
         for reject, message in rejected:
-            pending.append(
-                await producer.send(
-                    topics.dlq,
-                    None,
-                    reject.raw,
-                    None,
-                    None,
-                    reject.headers(message.topic, message.partition, message.offset),
-                )
+            send(
+                topics.dlq,
+                None,
+                reject.raw,
+                headers=reject.headers(message.topic, message.partition, message.offset),
             )
-        if pending:
-            await asyncio.gather(*pending)  # every acknowledgement, or an exception
+        await self.outbox.durable()  # every acknowledgement, or an exception
         for proc, out in steps:
             if out.records:
-                with partition_context(self.topics.events, proc.partition):
-                    proc.published()
+                proc.published()  # the cleared pending list; waited for with the next writes
             self.metrics.records.inc(len(out.records))
             for _, arrival in out.late:
                 self.metrics.late.labels(arrival.value).inc()
         for reject, _ in rejected:
             self.metrics.dlq.labels(reject.reason).inc()
-        await self.table.send_changelog_writes()  # the cleared pending lists; no wait needed
 
     def _step(self, proc: PartitionProcessor, items: Sequence[Incoming],
               **clock: Any) -> StepOutput:  # fmt: skip
         rescans = proc.rescans
-        with partition_context(self.topics.events, proc.partition):
-            out = proc.step(items, **clock)
+        out = proc.step(items, **clock)
         self.metrics.rescans.inc(proc.rescans - rescans)
         return out
 

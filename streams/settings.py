@@ -35,11 +35,12 @@ class WorkerSettings(BaseModel):
     # Must equal the partition count of telemetry.events (the table is co-partitioned with it).
     partitions: int = Field(JOIN_PARTITIONS, gt=0)
     changelog_replication: int = Field(1, gt=0)
-    # Events taken per chunk, and how long a chunk waits to fill (seconds).
-    chunk_size: int = Field(2000, gt=0)
-    chunk_within_s: float = Field(0.5, gt=0)
-    # How often idle partitions are checked (seconds) and progress is logged.
-    tick_s: float = Field(1.0, gt=0)
+    # The most events one fetched batch hands to the join (Faust's max_poll_records). A batch
+    # never waits to fill: what one fetch returns is processed at once.
+    chunk_size: int = Field(10_000, gt=0)
+    # How often idle partitions are checked (seconds): the last windows of a quiet partition
+    # close within this of their deadline. And how often progress is logged.
+    tick_s: float = Field(0.25, gt=0)
     progress_s: float = Field(10.0, gt=0)
     # Prometheus metrics on this port (/metrics), or none.
     metrics_port: int | None = Field(None, ge=0, le=65535)

@@ -1,101 +1,63 @@
-"""The changelogged Faust table of the join, and the processor's StateStore over it.
+"""The processor's StateStore over the Faust table's local store, with our own changelog writes.
 
-Keys and values are bytes in the table (raw serializers: the processor encodes its own JSON).
-Writes go to the store and changelog partition of the current event, which the caller sets to
-the processor's partition (:func:`partition_context`), so the changelog stays co-partitioned with
-input.
+Faust keeps the table: its RocksDB (or memory) store, the changelog topic it declares, and the
+recovery that rebuilds the store from that topic after an unclean stop or on a new owner. Writes
+do not go through ``Table.__setitem__``, whose per-key path (current event, sensors, one aiokafka
+message each) was a large part of the worker's time: :class:`TableStore` writes the partition's
+store directly and hands the same key and value to the :class:`~streams.outbox.Outbox`, for the
+table's changelog partition, so the changelog stays co-partitioned with input and keeps the
+partition's writes in order. Keys and values are bytes, as Faust's raw serializers write them,
+so Faust's recovery reads these writes like its own.
+
+Once the outbox says the writes are acknowledged, :func:`record_changelog_offsets` tells the
+store how far the changelog is applied (what Faust's own sent-callback does), so that a clean
+restart reads only what came after.
 """
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
-from types import SimpleNamespace
 from typing import Any
 
-import faust
-from faust.streams import _current_event
+from faust.types import TP
+
+from streams.outbox import Outbox
 
 
-class ChangelogTable(faust.Table):
-    """A table whose changelog writes are sent by the worker, in bulk, and can be awaited until
-    Kafka acknowledged them.
-
-    Faust queues each changelog write in a buffer that one task drains message by message,
-    and the consumer stops delivering input while that buffer is long: writes of a chunk of
-    thousands of interactions then trickle out. Here a write is only recorded;
-    :meth:`send_changelog_writes` hands all of them to the producer in one go (same topic,
-    partition, serializers and sent-callback as Faust's own path), and
-    :meth:`changelog_acknowledged` waits for every acknowledgement.
-
-    ``app.producer.flush()`` is no such wait: Faust's buffer ``flush`` gives up after 0.1 s
-    without a message sent (``ProducerBuffer.flush_atmost``), and Faust's own commit trusts the
-    same flush. A worker that is slow for a moment and then killed would lose state whose input
-    offsets are acked, and committed.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._unsent: list[Any] = []
-        self._unacknowledged: list[asyncio.Future] = []
-
-    def send_changelog(
-        self,
-        partition: int | None,
-        key: Any,
-        value: Any,
-        key_serializer: Any = None,
-        value_serializer: Any = None,
-    ) -> Any:
-        future = self.changelog_topic.as_future_message(
-            key=key,
-            value=value,
-            partition=partition,
-            key_serializer=key_serializer or self.key_serializer,
-            value_serializer=value_serializer or self.value_serializer,
-            callback=self._on_changelog_sent,
-            eager_partitioning=True,
-        )
-        self._unsent.append(future)
-        self._unacknowledged.append(future)
-        return future
-
-    async def send_changelog_writes(self) -> None:
-        """Hand every recorded write to the producer, in order (it batches them)."""
-        while self._unsent:
-            unsent, self._unsent = self._unsent, []
-            for future in unsent:
-                await future.message.channel.publish_message(future, wait=False)
-
-    async def changelog_acknowledged(self) -> None:
-        """Return once every changelog write made so far is acknowledged (``acks=all``);
-        raise if one failed. Being cancelled leaves the writes alone (unlike ``gather``)."""
-        await self.send_changelog_writes()
-        while self._unacknowledged:
-            waiting = list(self._unacknowledged)
-            await asyncio.wait(waiting)
-            del self._unacknowledged[: len(waiting)]  # writes made meanwhile stay, at the end
-            for future in waiting:
-                future.result()  # raises the first failure
+def changelog_topic(table: Any) -> str:
+    return table.changelog_topic.get_topic_name()
 
 
 class TableStore:
-    def __init__(self, table: Any, partition: int) -> None:
+    """One partition's entries: local store first, then the changelog (through the outbox)."""
+
+    def __init__(self, table: Any, partition: int, outbox: Outbox) -> None:
         self.table = table
         self.partition = partition
+        self.outbox = outbox
+        self.topic = changelog_topic(table)
+        self._rocksdb = hasattr(table.data, "_db_for_partition")
+
+    def _local(self) -> Any:
+        """The mapping that holds this partition's keys. Looked up on every use: Faust closes
+        and reopens a partition's database around rebalances."""
+        data = self.table.data
+        return data._db_for_partition(self.partition) if self._rocksdb else data.data
 
     def get(self, key: str) -> bytes | None:
-        return self.table.get(key.encode())
+        return self._local().get(key.encode())
 
     def put(self, key: str, value: bytes) -> None:
-        self.table[key.encode()] = value
+        raw_key = key.encode()
+        self._local()[raw_key] = value
+        self.outbox.send(self.topic, raw_key, value, partition=self.partition)
 
     def delete(self, key: str) -> None:
         raw_key = key.encode()
-        if raw_key in self.table:
-            del self.table[raw_key]
+        local = self._local()
+        if local.get(raw_key) is not None:
+            del local[raw_key]
+            self.outbox.send(self.topic, raw_key, None, partition=self.partition)
 
     def items(self) -> Iterator[tuple[str, bytes]]:
         """This partition's entries (RocksDB), or every entry (memory; the caller filters).
@@ -104,30 +66,18 @@ class TableStore:
         the last rebalance, so a scan right after one can miss a whole partition.
         """
         data = self.table.data
-        if hasattr(data, "_db_for_partition"):
+        if self._rocksdb:
             items = data._visible_items(data._db_for_partition(self.partition))
         else:
-            items = self.table.items()
+            items = list(data.data.items())
         for key, value in items:
             yield key.decode(), value
 
 
-class _PartitionAnchor:
-    """Stands for "an event of this partition" where Faust's table asks for the current event."""
-
-    __slots__ = ("message", "__weakref__")
-
-    def __init__(self, topic: str, partition: int) -> None:
-        self.message = SimpleNamespace(topic=topic, partition=partition)
-
-
-@contextmanager
-def partition_context(topic: str, partition: int):
-    """Faust's table picks the store and changelog partition from the current event; this
-    points it at ``partition`` for writes made outside one event (a chunk, a tick)."""
-    anchor = _PartitionAnchor(topic, partition)
-    token = _current_event.set(weakref.ref(anchor))  # type: ignore[arg-type]
-    try:
-        yield
-    finally:
-        _current_event.reset(token)
+def record_changelog_offsets(table: Any, outbox: Outbox, partitions: set[int]) -> None:
+    """The store of each partition holds the changelog up to its highest acknowledged offset."""
+    topic = changelog_topic(table)
+    for partition in partitions:
+        offset = outbox.acked.get((topic, partition))
+        if offset is not None:
+            table.data.set_persisted_offset(TP(topic, partition), offset)

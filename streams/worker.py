@@ -52,6 +52,16 @@ def run_worker(settings: WorkerSettings, loglevel: str = "info") -> int:
         code = exc.code if isinstance(exc.code, int) else 0
     else:  # pragma: no cover - execute_from_commandline always raises SystemExit
         code = 0
-    if code == 0:
+    if code == 0 and _outbox_flushed(join.outbox):
         marker.touch()
     return code
+
+
+def _outbox_flushed(outbox) -> bool:
+    """Writes left after the last batch (a cleared pending list) are in the changelog."""
+    try:
+        outbox.durable_now(timeout_s=30)
+    except Exception:  # noqa: BLE001 - then the next start restores from the changelog
+        log.warning("last writes unacknowledged; the local store will be rebuilt")
+        return False
+    return True

@@ -197,6 +197,23 @@ def test_sigkill_three_times_and_restart(kafka_bootstrap, topic_names, tmp_path)
     _run(kafka_bootstrap, topic_names, tmp_path, 3000, scenario)
 
 
+def test_a_clean_stop_keeps_the_local_store_and_goes_on(kafka_bootstrap, topic_names,
+                                                         tmp_path) -> None:  # fmt: skip
+    """SIGTERM mid-stream: the batch in flight finishes, the last writes are flushed, the clean
+    marker is left, and the next start resumes from the local store and committed offsets."""
+    from streams.clean_stop import CLEAN_MARKER
+
+    def scenario(workers: Workers, reader: TopicReader, n: int) -> None:
+        worker = workers.start("w0")
+        wait_for_records(reader, n // 4)
+        os.killpg(worker.pid, signal.SIGTERM)
+        assert worker.wait(60) == 0, workers.logs()
+        assert (tmp_path / "w0" / CLEAN_MARKER).exists(), workers.logs()
+        workers.start("w0")
+
+    _run(kafka_bootstrap, topic_names, tmp_path, 3000, scenario)
+
+
 def test_two_workers_share_partitions_and_one_dies(kafka_bootstrap, topic_names,
                                                    tmp_path) -> None:  # fmt: skip
     def scenario(workers: Workers, reader: TopicReader, n: int) -> None:
@@ -250,6 +267,8 @@ def test_garbage_goes_to_the_dlq_and_the_worker_goes_on(kafka_bootstrap, topic_n
         wait_until_equal(reader, expected, workers, timeout=300)
         dlq.poll(2)
         metrics = _scrape(port)
+        # Faust commits what the join acked: in the end every message of every partition.
+        committed = _wait_committed(kafka_bootstrap, topic_names, len(mixed))
     finally:
         workers.stop_all()
         reader.close()
@@ -265,6 +284,29 @@ def test_garbage_goes_to_the_dlq_and_the_worker_goes_on(kafka_bootstrap, topic_n
     lags = {k: v for k, v in metrics.items() if k.startswith("rtrl_stream_lag{")}
     assert len(lags) == JOIN_PARTITIONS and set(lags.values()) == {0}  # all read, every partition
     assert metrics["process_resident_memory_bytes"] > 50 * 2**20  # the worker's own process
+    assert sum(committed.values()) == len(mixed), committed
+
+
+def _wait_committed(bootstrap: str, names: TopicNames, total: int) -> dict[int, int]:
+    """The worker group's committed offsets of telemetry.events, once they sum to ``total``
+    (or after 60 s)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(client(bootstrap))
+    group = f"rtrl-stream-{names.prefix}".rstrip("-.")
+    deadline = time.monotonic() + 60
+    while True:
+        request = [ConsumerGroupTopicPartitions(group)]
+        result = admin.list_consumer_group_offsets(request)[group].result(30)
+        committed = {
+            tp.partition: tp.offset
+            for tp in result.topic_partitions
+            if tp.topic == names.events and tp.offset >= 0
+        }
+        if sum(committed.values()) >= total or time.monotonic() > deadline:
+            return committed
+        time.sleep(1)
 
 
 def _scrape(port: int) -> dict[str, float]:

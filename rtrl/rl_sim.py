@@ -21,6 +21,8 @@ import torch
 
 from ingest.contract import uuid7
 from ingest.sdk import Client
+from rewards.config import RewardConfig
+from rewards.terms import r_latency
 from trainer.candidate_evals import SimulatedBehaviour
 from trainer.policy import CausalLMPolicy
 from trainer.sampling import SamplingParams
@@ -157,12 +159,34 @@ def play_round(server: PolicyServer, client: Client, taste: Taste | Indifferent,
 
 @dataclass(frozen=True)
 class TrueValue:
-    """What the users' hidden taste makes of a policy: its mean chance of an accepted edit over
-    ``n`` completions of the round's tasks, and that mean's standard error."""
+    """What the users' hidden taste makes of a policy over ``n`` completions of the round's
+    tasks: its mean chance of an accepted edit, and the reward v1 it earns in expectation (the
+    accept or reject score, the invalid tool call's penalty, the latency term), with their
+    standard errors."""
 
     accept: float
     stderr: float
+    reward: float
+    reward_stderr: float
     n: int
+
+
+def expected_reward(reaction: Reaction, config: RewardConfig) -> float:
+    """Reward v1 of one simulated interaction, in expectation over the user's accept draw.
+
+    >>> round(expected_reward(Reaction(0.5, True, 8, 320), RewardConfig()), 4)
+    -0.2532
+    """
+    edit = reaction.accept_probability * config.accept
+    edit += (1 - reaction.accept_probability) * config.reject
+    tool = config.invalid_tool_call if reaction.invalid_tool_call else 0.0
+    return edit + tool + r_latency(reaction.latency_ms, config)
+
+
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1)
+    return mean, math.sqrt(var / len(values))
 
 
 def true_value(policy: CausalLMPolicy, population: Taste | Indifferent, params: SamplingParams,
@@ -175,11 +199,12 @@ def true_value(policy: CausalLMPolicy, population: Taste | Indifferent, params: 
         for _ in range(n)
     ]
     generator = torch.Generator(policy.device).manual_seed(seed)
-    values = [
-        population.accept_probability(done.token_ids)
+    reactions = [
+        population.react(done.token_ids, rng)
         for start in range(0, n, batch)
         for done in policy.sample(prompts[start : start + batch], params, generator)
     ]
-    mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / max(n - 1, 1)
-    return TrueValue(mean, math.sqrt(var / n), n)
+    config = RewardConfig()
+    accept = _mean_se([r.accept_probability for r in reactions])
+    reward = _mean_se([expected_reward(r, config) for r in reactions])
+    return TrueValue(*accept, *reward, n)

@@ -168,11 +168,12 @@ class TrainingRounds:
                 policy, population, SAMPLING, self.truth_samples, seed=self.seed
             )
         log.info(
-            "%s: true acceptance %.3f, its parent %s %.3f (the simulator's; never trained on)",
+            "%s: true expected reward %+.4f, its parent %s %+.4f (the simulator's; never "
+            "trained on)",
             candidate.checkpoint_id,
-            self.truths[candidate.checkpoint_id].accept,
+            self.truths[candidate.checkpoint_id].reward,
             parent,
-            self.truths[parent].accept,
+            self.truths[parent].reward,
         )
 
     def close(self) -> None:
@@ -218,14 +219,14 @@ def print_summary(rounds: TrainingRounds, db: Path) -> None:
 def print_truth(rounds: TrainingRounds) -> None:
     """Each gate decision beside the candidate's true gain (which the simulator alone knows):
     better or worse when the gain is more than twice its standard error from 0."""
-    print("gate decisions against the truth (true acceptance, candidate minus parent):")
+    print("gate decisions against the truth (true expected reward, candidate minus parent):")
     tally: dict[str, list[int]] = {"better": [0, 0], "worse": [0, 0], "no different": [0, 0]}
     for d in rounds.decisions:
         if d.parent is None or d.checkpoint_id not in rounds.truths:
             continue
         cand, parent = rounds.truths[d.checkpoint_id], rounds.truths[d.parent]
-        gain = cand.accept - parent.accept
-        se = (cand.stderr**2 + parent.stderr**2) ** 0.5
+        gain = cand.reward - parent.reward
+        se = (cand.reward_stderr**2 + parent.reward_stderr**2) ** 0.5
         kind = "better" if gain > 2 * se else "worse" if gain < -2 * se else "no different"
         tally[kind][0] += d.status == PROMOTED
         tally[kind][1] += 1

@@ -7,7 +7,8 @@ assignment by ``X-Rtrl-User-Id``) → the checkpoint that will serve it, bound n
 the rollout (never for ``X-Rtrl-Privacy-Mode: true``; refused with a counted reason when the
 answer lacks ids or log-probabilities) → the answer, whole or as server-sent events, with the
 interaction id, checkpoint and experiment in ``X-Rtrl-*`` headers for the editor plugin to stamp
-on its telemetry. Recording never fails a completion (``recorder``).
+on its telemetry. Recording never fails a completion (``recorder``), nor delays it: a whole
+answer's rollout is handed to the producer once the answer is sent.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +28,7 @@ from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ingest.collector.keys import KeyStore
@@ -124,6 +126,11 @@ def _sse(chunks: Iterator[BaseModel]) -> Iterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
+async def _now(call: Callable[..., None], *args: Any) -> None:
+    """``call(*args)`` on the event loop (a sync background task would go to a thread pool)."""
+    call(*args)
+
+
 def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStore,
                assignment: Assignment | None = None, config: GatewayConfig = GatewayConfig(),
                metrics: GatewayMetrics | None = None) -> FastAPI:  # fmt: skip
@@ -164,7 +171,10 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
     async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
         return _error(exc.status_code, str(exc.detail), "invalid_request_error")
 
-    def tenant(request: Request) -> str:
+    async def tenant(request: Request) -> str:
+        # async: a sync dependency would cost every request a hop to FastAPI's thread pool;
+        # the key store answers from its cache (SQLite on a miss, a local file), as the
+        # collector does on its event loop.
         found = keys.lookup(_bearer(request.headers.get("authorization")))
         if found is None:
             raise ApiError(
@@ -230,11 +240,14 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
                 return Response(exc.body, exc.status, media_type="application/json")
             except ValueError as exc:
                 raise ApiError(400, str(exc), "invalid_request_error") from None
-            record(gen, interaction, private, params, experiment)
             headers = {INTERACTION: interaction, CHECKPOINT: gen.checkpoint_id}
             if experiment is not None:
                 headers[EXPERIMENT] = f"{experiment.name}:{experiment.arm}"
             response = render(req, gen, headers)
+            # recorded once the answer is sent
+            response.background = BackgroundTask(
+                _now, record, gen, interaction, private, params, experiment
+            )
             status = response.status_code
             return response
         except ApiError as exc:

@@ -277,8 +277,10 @@ class UpstreamBackend:
         log.info("serving: switched the upstream from %s to %s", before, info.checkpoint_id)
         return True
 
+    # ``on_step`` is not called: the upstream is asked for its whole answer, which the gateway
+    # then streams (``stream.steps_of``).
     async def chat(
-        self, route: Route, request: Any, raw: dict[str, Any], params: Any
+        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
     ) -> Generation:
         return self._stamp(
             parse_chat(
@@ -288,7 +290,7 @@ class UpstreamBackend:
         )
 
     async def complete(
-        self, route: Route, request: Any, raw: dict[str, Any], params: Any
+        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
     ) -> Generation:
         return self._stamp(
             parse_completion(

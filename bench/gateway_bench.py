@@ -276,8 +276,8 @@ def main() -> int:
             "rows": rows,
         },
     )
-    before, after = (" ".join(f"{x:.2f}" for x in xs) for xs in (load_before, os.getloadavg()))
-    print(f"load average (1, 5, 15 min): before {before}, after {after}")
+    said = [" ".join(f"{x:.2f}" for x in xs) for xs in (load_before, os.getloadavg())]
+    print(f"load average (1, 5, 15 min): before {said[0]}, after {said[1]}")
     print(f"-> {path}")
     return 0
 

@@ -9,10 +9,16 @@ One broker (started here unless ``--bootstrap``), the tiny model, two `rtrl serv
 * the gateway: `rtrl serve --upstream <backend>`, which asks for token ids and log-probs,
   parses the answer, records each rollout on Kafka (acks=all) and answers.
 
-Each row sends ``--requests`` completions from ``--concurrency`` concurrent clients (httpx,
+Each row sends ``--requests`` completions from ``--concurrency`` concurrent clients (aiohttp,
 asyncio, keep-alive) in this process. Direct and gateway requests alternate in ``--rounds``
-slices, so that whatever else loads the machine weighs on both alike. Overhead = gateway
-quantile minus direct quantile; ratio = gateway requests/s over direct requests/s. The
+slices, so that whatever else loads the machine weighs on both alike. ``--cpus B,G`` pins the
+backend to core B (with one torch thread) and the gateway to core G, and this process to G as
+well: the gateway's core is the one idle while the backend samples, so that gateway and backend
+never take CPU from each other (other work on the machine still can: its load average is in
+the figures). Overhead = gateway
+quantile minus direct quantile; ratio = gateway requests/s over direct requests/s; CPU per
+request = each server process's user + system time over the row's slices (all its threads),
+which scheduling delays on a loaded machine do not inflate as they do latencies. The
 backend's sampling dominates both, so the figures say what the gateway adds to a fast backend;
 a real vLLM backend is slower per request, which makes the relative overhead smaller.
 Figures go to stdout and to ``bench/out/gateway_bench.json``.
@@ -42,6 +48,7 @@ from _common import (  # noqa: E402
 
 reexec_in_venv(__file__)
 
+import aiohttp  # noqa: E402
 import httpx  # noqa: E402
 
 from infra.topics import TopicNames  # noqa: E402
@@ -54,13 +61,16 @@ from trainer.tiny_model import ensure_tiny_model  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 
 
-def serve(args: list[str], port: int, log: Path, env: dict[str, str]) -> subprocess.Popen:
+def serve(args: list[str], port: int, log: Path, env: dict[str, str],
+          cpu: int | None) -> subprocess.Popen:  # fmt: skip
+    """`rtrl serve ARGS` on ``port``, on core ``cpu`` alone when given."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "rtrl.cli", "serve", "--port", str(port), *args],
         cwd=REPO,
         stdout=open(log, "ab"),  # noqa: SIM115
         stderr=subprocess.STDOUT,
         env={**os.environ, **env},
+        preexec_fn=None if cpu is None else lambda: os.sched_setaffinity(0, {cpu}),
     )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
@@ -71,6 +81,12 @@ def serve(args: list[str], port: int, log: Path, env: dict[str, str]) -> subproc
             time.sleep(0.2)
     proc.kill()
     raise RuntimeError(f"rtrl serve did not start: {log.read_text()[-2000:]}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (every thread), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -84,12 +100,20 @@ async def load(
     """Send ``requests`` completions from ``concurrency`` clients; returns the seconds taken
     and appends each request's latency."""
     body = {"model": "m", "prompt": "def mean(xs):", "max_tokens": max_tokens}
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(
-        base_url=url, limits=limits, timeout=60, headers={"Authorization": f"Bearer {key}"}
+    async with aiohttp.ClientSession(
+        url,
+        connector=aiohttp.TCPConnector(limit=concurrency),
+        timeout=aiohttp.ClientTimeout(total=60),
+        headers={"Authorization": f"Bearer {key}"},
     ) as client:
-        for _ in range(concurrency):  # connections opened before the clock starts
-            (await client.post("/v1/completions", json=body)).raise_for_status()
+
+        async def one(headers: dict[str, str] | None = None) -> None:
+            async with client.post("/v1/completions", json=body, headers=headers) as answer:
+                await answer.read()
+                answer.raise_for_status()
+
+        # connections opened before the clock starts
+        await asyncio.gather(*(one() for _ in range(concurrency)))
         left = requests
 
         async def worker() -> None:
@@ -97,13 +121,8 @@ async def load(
             while left > 0:
                 left -= 1
                 started = time.perf_counter()
-                answer = await client.post(
-                    "/v1/completions",
-                    json=body,
-                    headers={"X-Rtrl-Interaction-Id": str(uuid.uuid4())},
-                )
+                await one({"X-Rtrl-Interaction-Id": str(uuid.uuid4())})
                 latencies.append(time.perf_counter() - started)
-                answer.raise_for_status()
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -117,7 +136,14 @@ def main() -> int:
     parser.add_argument("--concurrency", default="1,8", help="comma-separated client counts")
     parser.add_argument("--max-tokens", type=int, default=1, help="tokens per completion")
     parser.add_argument("--rounds", type=int, default=10, help="alternating slices per row")
+    parser.add_argument(
+        "--cpus",
+        default="0,1" if len(os.sched_getaffinity(0)) >= 2 else "",
+        help="BACKEND,GATEWAY cores ('' to leave every process unpinned)",
+    )
     args = parser.parse_args()
+    cpus = [int(c) for c in args.cpus.split(",")] if args.cpus else [None, None]
+    load_before = os.getloadavg()
     rows: list[dict] = []
     with kafka(args.bootstrap) as bootstrap, tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
@@ -142,21 +168,27 @@ def main() -> int:
             str(args.max_tokens),
         ]
         ports = quiet_port_block(2)
-        backend = serve([*common, "--no-record"], ports, tmp / "backend.log", {})
+        threads = {"OMP_NUM_THREADS": "1"} if cpus[0] is not None else {}
+        backend = serve([*common, "--no-record"], ports, tmp / "backend.log", threads, cpus[0])
         direct = f"http://127.0.0.1:{ports}"
         gateway = serve(
             [*common, "--upstream", direct, "--upstream-model", "base"],
             ports + 1,
             tmp / "gateway.log",
             {"RTRL_UPSTREAM_API_KEY": key},
+            cpus[1],
         )
         via = f"http://127.0.0.1:{ports + 1}"
+        if cpus[1] is not None:  # the load generator beside the gateway (see the docstring)
+            os.sched_setaffinity(0, {cpus[1]})
         try:
             for concurrency in [int(c) for c in args.concurrency.split(",")]:
                 latencies: dict[str, list[float]] = {"direct": [], "gateway": []}
                 seconds = {"direct": 0.0, "gateway": 0.0}
+                cpu = {"direct": [0.0, 0.0], "gateway": [0.0, 0.0]}  # backend, gateway CPU s
                 for _ in range(args.rounds):
                     for name, url in (("direct", direct), ("gateway", via)):
+                        before = cpu_seconds(backend.pid), cpu_seconds(gateway.pid)
                         seconds[name] += asyncio.run(
                             load(
                                 url,
@@ -167,10 +199,14 @@ def main() -> int:
                                 latencies[name],
                             )
                         )
+                        cpu[name][0] += cpu_seconds(backend.pid) - before[0]
+                        cpu[name][1] += cpu_seconds(gateway.pid) - before[1]
                 figures = {
                     name: {
                         "requests": len(latencies[name]),
                         "rps": len(latencies[name]) / seconds[name],
+                        "backend_cpu_ms": 1000 * cpu[name][0] / len(latencies[name]),
+                        "gateway_cpu_ms": 1000 * cpu[name][1] / len(latencies[name]),
                         "p50_ms": 1000 * quantile(latencies[name], 0.5),
                         "p99_ms": 1000 * quantile(latencies[name], 0.99),
                     }
@@ -208,6 +244,8 @@ def main() -> int:
                 "added p50 ms",
                 "added p99 ms",
                 "ratio",
+                "backend CPU ms/req",
+                "gateway CPU ms/req",
             ],
             [
                 [
@@ -219,6 +257,8 @@ def main() -> int:
                     r.get("added_p50_ms", "-"),
                     r.get("added_p99_ms", "-"),
                     r.get("throughput_ratio", "-"),
+                    r["backend_cpu_ms"],
+                    r["gateway_cpu_ms"] if r["row"].startswith("gateway") else "-",
                 ]
                 for r in rows
             ],
@@ -230,9 +270,14 @@ def main() -> int:
             "benchmark": "gateway_bench",
             "machine": machine(),
             "max_tokens": args.max_tokens,
+            "cpus": {"backend": cpus[0], "gateway_and_load": cpus[1]},
+            "load_avg_before": load_before,
+            "load_avg_after": os.getloadavg(),
             "rows": rows,
         },
     )
+    said = [" ".join(f"{x:.2f}" for x in xs) for xs in (load_before, os.getloadavg())]
+    print(f"load average (1, 5, 15 min): before {said[0]}, after {said[1]}")
     print(f"-> {path}")
     return 0
 

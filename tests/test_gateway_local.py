@@ -1,10 +1,12 @@
 """`rtrl serve` on the tiny model, called with the official openai client: chat, completions and
 streaming answer; each call's rollout is on Kafka with the ids the client saw, the decode of its
 token ids is the returned text, and its log-probabilities are a scoring pass of the checkpoint
-that served it. Privacy mode is served and never recorded; a bad key is refused."""
+that served it. A stream sends each token as it is drawn. Privacy mode is served and never
+recorded; a bad key is refused."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -182,3 +184,42 @@ def test_privacy_mode_is_served_not_recorded_and_keys_are_checked(served, kafka_
     assert [m.id for m in client.models.list()] == ["t-0000"]
     with pytest.raises(openai.BadRequestError, match="temperature"):
         client.chat.completions.create(model="m", messages=ASK, temperature=0)
+
+
+def test_a_stream_sends_each_token_as_it_is_drawn(served, registry, kafka_bootstrap, topic_names):
+    """48 tokens streamed: the first chunk arrives long before the last (it is sent when the
+    first token is drawn, not when the batch is done), and what was streamed is the rollout:
+    its text the decode of the rollout's token ids, its ids and log-probabilities the same.
+    The tiny model now and then draws its end token early: such a stream is checked against
+    its rollout too, and another is asked for, to time one of at least 24 tokens."""
+    serve, client = served
+    policy = load_policy(registry, registry.get("t-0000"))
+    for attempt in range(4):
+        interaction = f"chat-live-{attempt}"
+        started = time.perf_counter()
+        stream = client.chat.completions.create(
+            model="t-0000",
+            messages=ASK,
+            stream=True,
+            logprobs=True,
+            max_tokens=48,
+            extra_headers={"X-Rtrl-Interaction-Id": interaction},
+            extra_body={"return_token_ids": True},
+        )
+        text, ids, lps, first, last = "", [], [], None, None
+        for chunk in stream:
+            choice = chunk.choices[0]
+            if choice.model_extra.get("token_ids"):
+                first = first or time.perf_counter() - started
+            last = time.perf_counter() - started
+            text += choice.delta.content or ""
+            ids += choice.model_extra.get("token_ids") or []
+            lps += [t.logprob for t in (choice.logprobs.content if choice.logprobs else [])]
+        rollout = rollouts(kafka_bootstrap, topic_names.rollouts, None)[interaction]
+        assert list(rollout.completion_ids) == ids and list(rollout.logprobs) == lps
+        assert policy.tokenizer.decode(ids, skip_special_tokens=True) == text
+        if len(ids) >= 24:
+            break
+    assert len(ids) >= 24, "the tiny model ended every stream early: nothing to time"
+    assert first is not None and last is not None
+    assert first < last / 2, f"first chunk at {first:.3f} s of {last:.3f} s ({len(ids)} tokens)"

@@ -15,7 +15,7 @@ so a 50k-token vocabulary never needs a ``[batch, length, vocab]`` tensor.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from trainer.sampling import SamplingParams, sampling_log_probs
 SCORE_CHUNK = 1024  # positions per vocabulary projection (1024 x 49k floats = 200 MB)
 STOP = "stop"
 LENGTH = "length"
+OnToken = Callable[[int, int, float], None]  # (row, token id, log-probability), as drawn
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>")
 
 
@@ -181,23 +182,28 @@ class CausalLMPolicy:
                 raise ValueError(f"{what} holds {token!r}: token ids are integers in [0, {vocab})")
 
     @torch.no_grad()
-    def sample(
-        self, prompts: Sequence[Sequence[int]], params: SamplingParams, generator: torch.Generator
-    ) -> list[Completion]:
+    def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
+               generator: torch.Generator, on_token: OnToken | None = None
+               ) -> list[Completion]:  # fmt: skip
         """One completion per prompt, all decoded together; ``generator`` (on this policy's
-        device) makes it reproducible."""
+        device) makes it reproducible.
+
+        ``on_token(row, token_id, logprob)`` is called on this thread for every token as it is
+        drawn (a row that has finished draws no more), before the next step is decoded, so that
+        a server can stream a completion while the batch is still sampling. It only observes:
+        the completions are the same with it or without it."""
         for i, prompt in enumerate(prompts):
             self.check_tokens(prompt, f"prompt {i}")
         was_training = self.model.training
         self.model.eval()
         try:
-            return self._sample(prompts, params, generator)
+            return self._sample(prompts, params, generator, on_token)
         finally:
             self.model.train(was_training)
 
-    def _sample(
-        self, prompts: Sequence[Sequence[int]], params: SamplingParams, generator: torch.Generator
-    ) -> list[Completion]:
+    def _sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
+                generator: torch.Generator, on_token: OnToken | None
+                ) -> list[Completion]:  # fmt: skip
         device, batch = self.device, len(prompts)
         width = max(map(len, prompts))
         ids = torch.full((batch, width), self.pad_id, dtype=torch.long, device=device)
@@ -228,6 +234,8 @@ class CausalLMPolicy:
                     continue
                 tokens[i].append(token)
                 logprobs[i].append(drawn_lp[i])
+                if on_token is not None:
+                    on_token(i, token, drawn_lp[i])
                 if is_end[i] or (params.stop and self._hits_stop(tokens[i], params.stop)):
                     finish[i] = STOP
             if all(f is not None for f in finish):

@@ -20,6 +20,7 @@ from typing import Any
 
 import uvicorn
 
+from infra.http_server import http_server
 from infra.lifetime import die_with_parent, stop_signals_call
 from ingest.collector.app import create_app
 from ingest.collector.config import CollectorConfig
@@ -37,18 +38,7 @@ def _server(
     keys = KeyStore(config.key_db)
     sink = KafkaSink(config.bootstrap, config.delivery_timeout_s, config.producer_queue_max)
     app = create_app(config, keys, sink)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=config.host,
-            port=config.port,
-            log_level="warning",
-            access_log=False,
-            lifespan="on",
-            loop="asyncio",
-            http="h11",
-        )
-    )
+    server = http_server(app, config.host, config.port)
     metrics = None
     if config.metrics_port is not None:
         port = config.metrics_port + worker if config.metrics_port else 0

@@ -7,7 +7,13 @@ assignment by ``X-Rtrl-User-Id``) → the checkpoint that will serve it, bound n
 the rollout (never for ``X-Rtrl-Privacy-Mode: true``; refused with a counted reason when the
 answer lacks ids or log-probabilities) → the answer, whole or as server-sent events, with the
 interaction id, checkpoint and experiment in ``X-Rtrl-*`` headers for the editor plugin to stamp
-on its telemetry. Recording never fails a completion (``recorder``).
+on its telemetry. Recording never fails a completion (``recorder``), nor delays it: a whole
+answer's rollout is handed to the producer once the answer is sent.
+
+A stream (``stream: true``) starts once the backend has given its first token (a local backend
+gives each as it is drawn) or its whole answer (an upstream), so that a request the backend
+refuses is still answered with its error status; its rollout is recorded when the completion
+is whole, whether or not the client stayed to read it.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,7 +32,8 @@ import orjson
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, StreamingResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ingest.collector.keys import KeyStore
@@ -35,9 +42,7 @@ from trainer.gateway.assignment import Assignment
 from trainer.gateway.generation import (
     Generation,
     Shown,
-    chat_chunks,
     chat_response,
-    completion_chunks,
     completion_response,
     rollout_of,
 )
@@ -53,6 +58,18 @@ from trainer.gateway.protocol import (
     ModelList,
 )
 from trainer.gateway.recorder import RolloutRecorder
+from trainer.gateway.stream import (
+    DONE,
+    Step,
+    chat_head,
+    chat_step,
+    chat_tail,
+    completion_step,
+    completion_tail,
+    rest_of,
+    sse,
+    steps_of,
+)
 from trainer.gateway.upstream import UpstreamError
 from trainer.registry import CheckpointInfo
 from trainer.rollout import Experiment
@@ -66,7 +83,13 @@ USER = "X-Rtrl-User-Id"
 PRIVACY = "X-Rtrl-Privacy-Mode"
 
 
+OnStep = Callable[[Step], None]
+
+
 class Backend(Protocol):
+    """``target`` binds a request to a loaded checkpoint (an object with its ``checkpoint_id``);
+    ``chat``/``complete`` may pass each token to ``on_step`` as it is drawn (or never)."""
+
     kind: str
     switches: int
 
@@ -83,9 +106,15 @@ class Backend(Protocol):
         request: ChatCompletionRequest,
         raw: dict[str, Any],
         params: SamplingParams,
+        on_step: OnStep | None = None,
     ) -> Generation: ...
     async def complete(
-        self, target: Any, request: CompletionRequest, raw: dict[str, Any], params: SamplingParams
+        self,
+        target: Any,
+        request: CompletionRequest,
+        raw: dict[str, Any],
+        params: SamplingParams,
+        on_step: OnStep | None = None,
     ) -> Generation: ...
     def ready(self) -> bool: ...
     async def close(self) -> None: ...
@@ -118,10 +147,9 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("true", "1", "yes")
 
 
-def _sse(chunks: Iterator[BaseModel]) -> Iterator[bytes]:
-    for chunk in chunks:
-        yield b"data: " + chunk.model_dump_json(exclude_none=True).encode() + b"\n\n"
-    yield b"data: [DONE]\n\n"
+async def _now(call: Callable[..., None], *args: Any) -> None:
+    """``call(*args)`` on the event loop (a sync background task would go to a thread pool)."""
+    call(*args)
 
 
 def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStore,
@@ -164,7 +192,10 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
     async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
         return _error(exc.status_code, str(exc.detail), "invalid_request_error")
 
-    def tenant(request: Request) -> str:
+    async def tenant(request: Request) -> str:
+        # async: a sync dependency would cost every request a hop to FastAPI's thread pool;
+        # the key store answers from its cache (SQLite on a miss, a local file), as the
+        # collector does on its event loop.
         found = keys.lookup(_bearer(request.headers.get("authorization")))
         if found is None:
             raise ApiError(
@@ -211,6 +242,16 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
             return
         metrics.rollouts.labels("recorded" if recorder.record(rollout) else "dropped").inc()
 
+    async def generate(req: ChatCompletionRequest | CompletionRequest, target: Any,
+                       raw: dict[str, Any], params: SamplingParams,
+                       on_step: OnStep | None = None) -> Generation:  # fmt: skip
+        try:
+            if isinstance(req, ChatCompletionRequest):
+                return await backend.chat(target, req, raw, params, on_step)
+            return await backend.complete(target, req, raw, params, on_step)
+        except ValueError as exc:
+            raise ApiError(400, str(exc), "invalid_request_error") from None
+
     async def serve(
         request: Request, endpoint: str, req: ChatCompletionRequest | CompletionRequest
     ) -> Response:
@@ -220,21 +261,23 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
             interaction, private, experiment, target = admit(request, req.model)
             params = sampling(req)
             raw = req.model_dump(exclude_unset=True)
+            headers = {INTERACTION: interaction, CHECKPOINT: target.checkpoint_id}
+            if experiment is not None:
+                headers[EXPERIMENT] = f"{experiment.name}:{experiment.arm}"
+
+            def done(gen: Generation) -> None:
+                record(gen, interaction, private, params, experiment)
+
             try:
-                if isinstance(req, ChatCompletionRequest):
-                    gen = await backend.chat(target, req, raw, params)
+                if req.stream:
+                    response = await stream(req, target, raw, params, headers, done)
                 else:
-                    gen = await backend.complete(target, req, raw, params)
+                    gen = await generate(req, target, raw, params)
+                    response = whole(req, gen, headers)
+                    response.background = BackgroundTask(_now, done, gen)  # once it is sent
             except UpstreamError as exc:
                 status = exc.status
                 return Response(exc.body, exc.status, media_type="application/json")
-            except ValueError as exc:
-                raise ApiError(400, str(exc), "invalid_request_error") from None
-            record(gen, interaction, private, params, experiment)
-            headers = {INTERACTION: interaction, CHECKPOINT: gen.checkpoint_id}
-            if experiment is not None:
-                headers[EXPERIMENT] = f"{experiment.name}:{experiment.arm}"
-            response = render(req, gen, headers)
             status = response.status_code
             return response
         except ApiError as exc:
@@ -244,23 +287,82 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
             metrics.requests.labels(endpoint, str(status)).inc()
             metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
 
-    def render(req: ChatCompletionRequest | CompletionRequest, gen: Generation,
-               headers: dict[str, str]) -> Response:  # fmt: skip
+    def shown(req: ChatCompletionRequest | CompletionRequest) -> Shown:
         chat = isinstance(req, ChatCompletionRequest)
         wants_logprobs = req.logprobs if chat else req.logprobs is not None  # type: ignore[union-attr]
-        shown = Shown(bool(wants_logprobs) and not config.hide_logprobs, req.return_token_ids)
+        return Shown(bool(wants_logprobs) and not config.hide_logprobs, req.return_token_ids)
+
+    def whole(req: ChatCompletionRequest | CompletionRequest, gen: Generation,
+              headers: dict[str, str]) -> Response:  # fmt: skip
+        chat = isinstance(req, ChatCompletionRequest)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        created, model = int(time.time()), gen.checkpoint_id
-        if req.stream:
-            chunks = (chat_chunks if chat else completion_chunks)(gen, rid, created, model, shown)
-            return StreamingResponse(
-                _sse(chunks),
-                media_type="text/event-stream",  # type: ignore[arg-type]
-                headers=headers,
-            )
-        body = (chat_response if chat else completion_response)(gen, rid, created, model, shown)
+        render = chat_response if chat else completion_response
+        body = render(gen, rid, int(time.time()), gen.checkpoint_id, shown(req))
         return Response(
             body.model_dump_json(exclude_none=True), 200, headers, media_type="application/json"
+        )
+
+    pending: set[asyncio.Task[Generation]] = set()  # streams' generations, until recorded
+
+    async def stream(req: ChatCompletionRequest | CompletionRequest, target: Any,
+                     raw: dict[str, Any], params: SamplingParams, headers: dict[str, str],
+                     done: Callable[[Generation], None]) -> Response:  # fmt: skip
+        """Server-sent events that follow the generation's steps as they come; the backend's
+        refusal before its first step is raised here, as for a whole answer."""
+        steps: asyncio.Queue[Step | None] = asyncio.Queue()  # None: the generation has ended
+        task = asyncio.ensure_future(generate(req, target, raw, params, steps.put_nowait))
+        pending.add(task)
+
+        def ended(t: asyncio.Task[Generation]) -> None:
+            pending.discard(t)
+            steps.put_nowait(None)
+            if not t.cancelled() and t.exception() is None:
+                done(t.result())
+
+        task.add_done_callback(ended)
+        first = await steps.get()
+        whole_steps = steps_of(task.result()) if first is None else None  # raises its error
+        chat = isinstance(req, ChatCompletionRequest)
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        created, model, show = int(time.time()), target.checkpoint_id, shown(req)
+
+        async def each_step() -> AsyncIterator[Step]:
+            if whole_steps is not None:  # a backend that does not stream: its answer, cut up
+                for cut in whole_steps:
+                    yield cut
+                return
+            step: Step | None = first
+            while step is not None:
+                yield step
+                step = await steps.get()
+
+        async def events() -> AsyncIterator[bytes]:
+            sent, offset, head = [], 0, True
+            async for step in each_step():
+                if chat and head:
+                    yield sse(chat_head(rid, created, model, show, step.prompt_ids))
+                head = False
+                if chat:
+                    yield sse(chat_step(step, rid, created, model, show))
+                else:
+                    yield sse(completion_step(step, offset, rid, created, model, show))
+                sent.append(step.text)
+                offset += len(step.text)
+            gen = await task
+            rest = rest_of(gen.text, "".join(sent))
+            if chat:
+                if head:
+                    yield sse(chat_head(rid, created, model, show, gen.prompt_ids))
+                for chunk in chat_tail(gen, rest, rid, created, model):
+                    yield sse(chunk)
+            else:
+                yield sse(completion_tail(gen, rest, rid, created, model))
+            yield DONE
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",  # type: ignore[arg-type]
+            headers=headers,
         )
 
     errors: dict[int | str, dict[str, Any]] = {

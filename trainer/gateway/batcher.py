@@ -7,6 +7,10 @@ parameters from one policy) and answers each job's future. While a batch is bein
 next requests queue up, so batches grow with the load without a lone request waiting for
 company. Each job carries the checkpoint it was admitted with: a switch of checkpoint never
 changes the policy of a request already queued.
+
+A job may carry ``on_token(token_id, logprob)``: it is called on the batcher's thread with each
+of its tokens as the batch draws them (a streamed request forwards them to its event loop); a
+batch with no such job samples exactly as before.
 """
 
 from __future__ import annotations
@@ -15,16 +19,17 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import torch
 
-from trainer.policy import CausalLMPolicy, Completion
+from trainer.policy import CausalLMPolicy, Completion, OnToken
 from trainer.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
+JobToken = Callable[[int, float], None]  # (token id, log-probability) of one job's completion
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,7 @@ class Job:
     policy: CausalLMPolicy
     prompt: tuple[int, ...]
     params: SamplingParams
+    on_token: JobToken | None = field(default=None, compare=False)
     future: Future[Completion] = field(default_factory=Future, compare=False)
 
 
@@ -70,9 +76,9 @@ class Batcher:
         self._thread = threading.Thread(target=self._run, name="rtrl-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, policy: CausalLMPolicy, prompt: Sequence[int],
-               params: SamplingParams) -> Future[Completion]:  # fmt: skip
-        job = Job(policy, tuple(prompt), params)
+    def submit(self, policy: CausalLMPolicy, prompt: Sequence[int], params: SamplingParams,
+               on_token: JobToken | None = None) -> Future[Completion]:  # fmt: skip
+        job = Job(policy, tuple(prompt), params, on_token)
         self._queue.put(job)
         return job.future
 
@@ -115,7 +121,10 @@ class Batcher:
                 policy = live[0].policy
                 try:
                     done = policy.sample(
-                        [j.prompt for j in live], live[0].params, self._generator(policy.device)
+                        [j.prompt for j in live],
+                        live[0].params,
+                        self._generator(policy.device),
+                        _rows_on_token(live),
                     )
                 except Exception as exc:  # a bad batch fails its requests, not the server
                     log.exception("sampling a batch of %d failed", len(live))
@@ -126,3 +135,27 @@ class Batcher:
                 self.sampled += len(live)
                 for job, completion in zip(live, done, strict=True):
                     job.future.set_result(completion)
+
+
+def _rows_on_token(jobs: Sequence[Job]) -> OnToken | None:
+    """The policy's per-row callback that passes each row's tokens to its job's ``on_token``;
+    None when no job asks (sampling then does no per-token work at all).
+
+    >>> from types import SimpleNamespace as J
+    >>> seen = []
+    >>> call = _rows_on_token([J(on_token=None), J(on_token=lambda t, lp: seen.append((t, lp)))])
+    >>> call(0, 5, -0.1), call(1, 7, -0.2), seen
+    (None, None, [(7, -0.2)])
+    >>> _rows_on_token([J(on_token=None)]) is None
+    True
+    """
+    sinks = [job.on_token for job in jobs]
+    if not any(sinks):
+        return None
+
+    def on_token(row: int, token_id: int, logprob: float) -> None:
+        sink = sinks[row]
+        if sink is not None:
+            sink(token_id, logprob)
+
+    return on_token

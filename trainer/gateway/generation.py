@@ -1,5 +1,5 @@
 """One completion as every backend gives it, and the pure steps from it to what leaves the
-gateway: the OpenAI response (whole or as stream chunks) and the rollout.
+gateway: the whole OpenAI response and the rollout (a stream's chunks: ``stream``).
 
 A backend answers with a :class:`Generation`: the checkpoint that produced it, the prompt and
 completion token ids and the behaviour log-probabilities exactly as the model gave them (an
@@ -10,16 +10,12 @@ carries them to Kafka. Nothing here re-tokenises text.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from trainer.gateway.protocol import (
     AssistantMessage,
     ChatChoice,
-    ChatChunkChoice,
-    ChatCompletionChunk,
     ChatCompletionResponse,
-    ChatDelta,
     ChatLogprobs,
     CompletionChoice,
     CompletionLogprobs,
@@ -139,39 +135,6 @@ def chat_response(
     )
 
 
-def _steps(gen: Generation) -> list[tuple[int, int, str]]:
-    """``(first token, end token, text)`` of each stream chunk: one per token when the text of
-    each is known, else one chunk for all."""
-    if gen.pieces is not None and gen.token_ids is not None and len(gen.pieces) == len(
-            gen.token_ids):  # fmt: skip
-        return [(i, i + 1, piece) for i, piece in enumerate(gen.pieces)]
-    return [(0, len(gen.token_ids or ()), gen.text)]
-
-
-def chat_chunks(
-    gen: Generation, request_id: str, created: int, model: str, shown: Shown
-) -> Iterator[ChatCompletionChunk]:
-    """The streamed form: a role chunk (with the prompt's ids when asked), a chunk per token,
-    then the finish reason; the contents joined are the text."""
-
-    def chunk(choice: ChatChunkChoice, prompt: list[int] | None = None) -> ChatCompletionChunk:
-        return ChatCompletionChunk(
-            id=request_id, created=created, model=model, choices=[choice], prompt_token_ids=prompt
-        )
-
-    first_prompt = list(gen.prompt_ids) if shown.token_ids and gen.prompt_ids else None
-    yield chunk(ChatChunkChoice(delta=ChatDelta(role="assistant", content="")), first_prompt)
-    for start, end, text in _steps(gen):
-        yield chunk(
-            ChatChunkChoice(
-                delta=ChatDelta(content=text),
-                logprobs=_chat_logprobs(gen, start, end) if shown.logprobs else None,
-                token_ids=list((gen.token_ids or ())[start:end]) if shown.token_ids else None,
-            )
-        )
-    yield chunk(ChatChunkChoice(delta=ChatDelta(), finish_reason=gen.finish_reason))
-
-
 def _completion_logprobs(
     gen: Generation, start: int = 0, stop: int | None = None
 ) -> CompletionLogprobs | None:
@@ -210,31 +173,6 @@ def completion_response(
             )
         ],
     )
-
-
-def completion_chunks(
-    gen: Generation, request_id: str, created: int, model: str, shown: Shown
-) -> Iterator[CompletionResponse]:
-    steps = _steps(gen)
-    for k, (start, end, text) in enumerate(steps):
-        last = k == len(steps) - 1
-        yield CompletionResponse(
-            id=request_id,
-            created=created,
-            model=model,
-            usage=usage(gen) if last else None,
-            choices=[
-                CompletionChoice(
-                    text=text,
-                    finish_reason=gen.finish_reason if last else None,
-                    logprobs=_completion_logprobs(gen, start, end) if shown.logprobs else None,
-                    prompt_token_ids=list(gen.prompt_ids or ())
-                    if k == 0 and shown.token_ids and gen.prompt_ids
-                    else None,
-                    token_ids=list((gen.token_ids or ())[start:end]) if shown.token_ids else None,
-                )
-            ],
-        )
 
 
 def text_pieces(decode, token_ids: tuple[int, ...], text: str) -> tuple[str, ...]:  # noqa: ANN001

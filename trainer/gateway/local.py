@@ -4,9 +4,13 @@ It holds the followed checkpoint and the ones an experiment pins, loaded from th
 (every file checked against its sha256), and samples through the :class:`Batcher`. A request is
 bound to one loaded checkpoint when it is admitted (:meth:`LocalBackend.target`), so a switch
 while it waits or runs never changes what serves it. A newly promoted checkpoint is loaded on
-the follower's thread, beside the one serving, and swapped in only once whole. ``sample`` draws
-a whole batch at once, so a streamed answer is sent as a chunk per token once it is sampled, not
-token by token as they are drawn.
+the follower's thread, beside the one serving, and swapped in only once whole.
+
+A streamed request is sent token by token as its batch draws them: the policy's per-token
+callback runs on the batcher's thread, and each token crosses to the event loop
+(``loop.call_soon_threadsafe``), where :class:`~trainer.gateway.stream.Increments` decides the
+text it shows and the request's stream sends it. Streaming only observes the sampling: the
+completion, and so the rollout, is the one the same request would get without a stream.
 
 It also answers vLLM's ``/v1/load_lora_adapter``: a peft adapter directory loaded over the
 followed checkpoint's base and served under its name, so that one ``rtrl serve`` can stand as the
@@ -18,16 +22,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainer.checkpoint_io import load_policy
-from trainer.gateway.batcher import Batcher
+from trainer.gateway.batcher import Batcher, JobToken
 from trainer.gateway.follower import moves_forward
 from trainer.gateway.generation import Generation, text_pieces
 from trainer.gateway.protocol import ChatCompletionRequest, CompletionRequest
 from trainer.gateway.routing import CURRENT
+from trainer.gateway.stream import Increments, Step
 from trainer.loading import load_base
 from trainer.policy import CausalLMPolicy, Completion
 from trainer.registry import CheckpointInfo, CheckpointRegistry
@@ -141,32 +147,39 @@ class LocalBackend:
 
     # --- sampling ----------------------------------------------------------------------------
     async def chat(self, served: Served, request: ChatCompletionRequest, raw: dict[str, Any],
-                   params: SamplingParams) -> Generation:  # fmt: skip
+                   params: SamplingParams,
+                   on_step: Callable[[Step], None] | None = None) -> Generation:  # fmt: skip
         prompt = served.policy.chat_prompt(
             [{"role": m.role, "content": m.text()} for m in request.messages]
         )
-        return await self._sample(served, prompt, params)
+        return await self._sample(served, prompt, params, on_step)
 
     async def complete(self, served: Served, request: CompletionRequest, raw: dict[str, Any],
-                       params: SamplingParams) -> Generation:  # fmt: skip
+                       params: SamplingParams,
+                       on_step: Callable[[Step], None] | None = None) -> Generation:  # fmt: skip
         if isinstance(request.prompt, str):
             prompt = list(served.policy.tokenizer(request.prompt).input_ids)
         else:
             prompt = list(request.prompt)
-        return await self._sample(served, prompt, params)
+        return await self._sample(served, prompt, params, on_step)
 
-    async def _sample(self, served: Served, prompt: list[int],
-                      params: SamplingParams) -> Generation:  # fmt: skip
+    async def _sample(self, served: Served, prompt: list[int], params: SamplingParams,
+                      on_step: Callable[[Step], None] | None) -> Generation:  # fmt: skip
+        """The completion; with ``on_step``, each token is also passed to it (on this event
+        loop) as a :class:`Step` as soon as it is drawn."""
         served.policy.check_tokens(prompt, "the prompt")
-        done: Completion = await asyncio.wrap_future(
-            self.batcher.submit(served.policy, prompt, params)
-        )
         tokenizer = served.policy.tokenizer
-        pieces = text_pieces(
-            lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True),
-            done.token_ids,
-            done.text,
+
+        def decode(ids: Sequence[int]) -> str:
+            return str(tokenizer.decode(list(ids), skip_special_tokens=True))
+
+        on_token = None
+        if on_step is not None:
+            on_token = _to_loop(on_step, Increments(decode, params.stop), tuple(prompt))
+        done: Completion = await asyncio.wrap_future(
+            self.batcher.submit(served.policy, prompt, params, on_token)
         )
+        pieces = text_pieces(decode, done.token_ids, done.text)
         return Generation(
             served.checkpoint_id,
             served.identity,
@@ -183,3 +196,24 @@ class LocalBackend:
 
     async def close(self) -> None:
         await asyncio.to_thread(self.batcher.close)
+
+
+def _to_loop(on_step: Callable[[Step], None], increments: Increments,
+             prompt: tuple[int, ...]) -> JobToken:  # fmt: skip
+    """A job's ``on_token`` for the batcher's thread that hands each token to the running event
+    loop, where it becomes a step (the first carries the prompt's ids) for ``on_step``. The
+    steps arrive before the job's result does: both are queued on the loop in drawing order."""
+    loop = asyncio.get_running_loop()
+    first = [prompt]
+
+    def step(token_id: int, logprob: float) -> None:  # on the event loop
+        piece = increments.push(token_id)
+        on_step(Step(piece, (token_id,), (logprob,), (piece,), first.pop() if first else None))
+
+    def on_token(token_id: int, logprob: float) -> None:  # on the batcher's thread
+        try:
+            loop.call_soon_threadsafe(step, token_id, logprob)
+        except RuntimeError:  # the loop is closed (shutting down): nobody is left to stream to
+            pass
+
+    return on_token

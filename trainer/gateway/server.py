@@ -15,6 +15,7 @@ from pathlib import Path
 
 import uvicorn
 
+from infra.http_server import http_server
 from infra.lifetime import stop_signals_call
 from infra.topics import TopicNames
 from ingest.collector.keys import KeyStore
@@ -150,19 +151,7 @@ def build(config: ServeConfig) -> Gateway:
             config.bootstrap, topics.checkpoints, assignment.on_announcement
         )
         follower.start()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=config.host,
-            port=config.port,
-            log_level="warning",
-            access_log=False,
-            lifespan="on",
-            loop="asyncio",
-            http="h11",
-            timeout_graceful_shutdown=30,
-        )
-    )
+    server = http_server(app, config.host, config.port, timeout_graceful_shutdown=30)
     metrics_server = (
         metrics.serve(config.metrics_port, host=config.host)
         if config.metrics_port is not None

@@ -27,8 +27,8 @@ def test_rtrl_run_lands_every_interaction_once(tmp_path):
         [sys.executable, "-m", "rtrl.cli", "run", "--data-dir", str(tmp_path),
          "--port", str(kafka_port), "--collector-port", str(http_port),
          "--interactions", str(interactions), "--seed", str(seed), "--window-s", "6",
-         "--rounds", "1", "--round-users", "150"],
-        capture_output=True, text=True, timeout=420,
+         "--rounds", "1", "--round-users", "150", "--truth-samples", "128"],
+        capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "mean reward" in done.stdout  # the A/B report was printed

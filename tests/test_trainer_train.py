@@ -106,7 +106,8 @@ def test_a_round_trains_on_its_batch_once_and_announces_the_decision(
         "edit_rate",
         "clarifying_rate",
         "subagent_rate",
-    ]  # read from the generations' text by the agent harness
+        "task_pass_rate",
+    ]  # read from the generations' text by the agent harness; the tasks graded in the sandbox
     assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints) == {
         "t-0000": registry.get("t-0000"),
         "t-0001": candidate,

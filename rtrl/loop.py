@@ -239,13 +239,16 @@ def _land_and_train(
     wh = ["--root", str(warehouse)]
 
     def land() -> None:
-        settle(settle_s)
+        with rounds.clock.stage("settle"):
+            settle(settle_s)
         for name, stage_args in (
             ("sink", ["warehouse", "sink", *kafka, *wh, "--once", "--group-id", f"{run_id}-sink"]),
             ("catalog", ["warehouse", "catalog", *wh]),
             ("batches", ["batches", "build", *kafka, *wh, "--settle-s", "0"]),
         ):
-            print(run_stage(name, stage_args, logs / f"{name}.log"), end="")
+            with rounds.clock.stage(name):
+                out = run_stage(name, stage_args, logs / f"{name}.log")
+            print(out, end="")
 
     land()
     print(run_stage("batches", ["batches", "list", *wh], logs / "batches.log"), end="")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from infra.topics import TopicNames
 from ingest.sdk import Client, SdkConfig
+from rtrl.cycle_clock import CycleClock
 from rtrl.procs import run_stage
 from rtrl.rl_sim import POPULATIONS, RoundFigures, TrueValue, play_round, true_value
 from trainer.exit_codes import EXIT_REJECTED
@@ -60,6 +61,7 @@ class TrainingRounds:
     figures: list[RoundFigures] = field(default_factory=list)
     decisions: list[CheckpointInfo] = field(default_factory=list)
     truths: dict[str, TrueValue] = field(default_factory=dict)  # the simulator's, per checkpoint
+    clock: CycleClock = field(default_factory=CycleClock)
     server: PolicyServer | None = None
 
     @property
@@ -97,7 +99,8 @@ class TrainingRounds:
     def play(self, number: int) -> RoundFigures:
         """One round of simulated users against the served checkpoint."""
         assert self.server is not None
-        with Client(self.sdk) as client:
+        self.clock.start_cycle()
+        with self.clock.stage("serve"), Client(self.sdk) as client:
             population = POPULATIONS[self.users](self.server.policy.vocab_size)
             figures = play_round(
                 self.server,
@@ -127,8 +130,8 @@ class TrainingRounds:
         served."""
         assert self.server is not None
         parent = self.server.checkpoint_id
-        print(
-            run_stage(
+        with self.clock.stage("train"):
+            trained = run_stage(
                 "train",
                 [
                     "train",
@@ -144,14 +147,17 @@ class TrainingRounds:
                 ],
                 self.root / "logs" / "train.log",
                 ok=(0, EXIT_REJECTED),
-            ),
-            end="",
-        )
+            )
+        print(trained, end="")
         decision = self.registry.list()[-1]
         self.decisions.append(decision)
         if self.truth_samples:
             self._judge_truth(parent, decision)
-        if decision.status == PROMOTED and not self.server.wait_for(decision.checkpoint_id, 60):
+        with self.clock.stage("switch"):
+            switched = decision.status != PROMOTED or self.server.wait_for(
+                decision.checkpoint_id, 60
+            )
+        if not switched:
             raise RuntimeError(f"the server did not switch to {decision.checkpoint_id}")
         return decision
 
@@ -214,6 +220,9 @@ def print_summary(rounds: TrainingRounds, db: Path) -> None:
         print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")
     if rounds.truths:
         print_truth(rounds)
+    if rounds.clock.complete():
+        print("cycle time (s, wall): first user served -> the next checkpoint serving")
+        print(rounds.clock.table())
 
 
 def print_truth(rounds: TrainingRounds) -> None:

@@ -37,6 +37,7 @@ def test_rtrl_run_lands_every_interaction_once(tmp_path):
 
     assert "training rounds" in done.stdout
     assert "gate decisions against the truth" in done.stdout
+    assert "cycle time (s, wall)" in done.stdout  # the stages of the one full cycle
 
     # the report page renders in a real browser, with every plot the run drew, loaded
     dom = rendered_dom(tmp_path / "report.html", tmp_path / "chromium-profile")

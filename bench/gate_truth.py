@@ -13,8 +13,10 @@ The figure a user of the gate cares about: of the truly better candidates, the s
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,9 +39,14 @@ def main() -> int:
     parser.add_argument("--users", choices=sorted(POPULATIONS), default="default")
     parser.add_argument("--samples", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument(
+        "--cache", type=Path, default=None, help="a JSON file of each checkpoint's truth"
+    )
     args = parser.parse_args()
     registry = CheckpointRegistry(args.registry)
     truths: dict[str, TrueValue] = {}
+    if args.cache and args.cache.is_file():
+        truths = {k: TrueValue(**v) for k, v in json.loads(args.cache.read_text()).items()}
 
     def truth(checkpoint_id: str) -> TrueValue:
         if checkpoint_id not in truths:
@@ -47,6 +54,8 @@ def main() -> int:
             population = POPULATIONS[args.users](policy.vocab_size)
             truths[checkpoint_id] = true_value(policy, population, SAMPLING, args.samples,
                                                args.seed)  # fmt: skip
+            if args.cache:
+                args.cache.write_text(json.dumps({k: asdict(v) for k, v in truths.items()}))
         return truths[checkpoint_id]
 
     rows, tally = [], {"better": [0, 0], "no different": [0, 0], "worse": [0, 0]}

@@ -7,16 +7,11 @@ and a sink killed with SIGKILL mid-stream and restarted: each message in the mar
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
-
 import duckdb
 import orjson
 
 from tests.kafka_helpers import Headers, produce_raw
-from tests.test_warehouse_sink_kafka import REPO, _sink_cmd
+from tests.test_warehouse_sink_kafka import kill_then_rerun_sink
 from tests.warehouse_fixtures import land_messages, records_and_events
 from warehouse.catalog import build_catalog, check_models
 from warehouse.encode import Message
@@ -181,27 +176,8 @@ def test_sink_killed_lands_side_topics_exactly_once(kafka_bootstrap, topic_names
     prefix = topic_names.prefix
 
     # Small flushes, so that the kill lands between a file and its commit.
-    sink = subprocess.Popen(
-        _sink_cmd(kafka_bootstrap, prefix, root, "--max-rows", "20"),
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    kill_then_rerun_sink(kafka_bootstrap, prefix, root, "dlq", files=4, max_rows=20)
     store = Store(str(root))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(store.files("dlq"))) < 4:
-        time.sleep(0.02)
-    os.kill(sink.pid, signal.SIGKILL)
-    sink.wait(10)
-    assert len(list(store.files("dlq"))) >= 4, sink.stderr.read().decode()[-2000:]
-    # what the killed sink wrote, committed or not, lies there for the restart to sort out
-    done = subprocess.run(
-        _sink_cmd(kafka_bootstrap, prefix, root, "--once", "--max-rows", "5000"),
-        cwd=REPO,
-        capture_output=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
     db = build_catalog(store)
     assert_landed(db, dlq, late, ckpts)
     con = duckdb.connect(db, read_only=True)

@@ -26,6 +26,34 @@ def _sink_cmd(bootstrap: str, prefix: str, root: Path, *extra: str) -> list[str]
             *extra]  # fmt: skip
 
 
+def kill_then_rerun_sink(bootstrap: str, prefix: str, root: Path, dataset: str, files: int,
+                         max_rows: int) -> None:  # fmt: skip
+    """Start the sink with flushes of ``max_rows``, SIGKILL it once ``dataset`` has ``files``
+    files, then run it again with ``--once`` until it has drained the topics: what the killed
+    sink wrote, committed or not, lies there for the restart to sort out."""
+    sink = subprocess.Popen(
+        _sink_cmd(bootstrap, prefix, root, "--max-rows", str(max_rows)),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    store = Store(str(root))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(store.files(dataset))) < files:
+        time.sleep(0.02)
+    os.kill(sink.pid, signal.SIGKILL)
+    sink.wait(10)
+    assert sink.stderr is not None
+    assert len(list(store.files(dataset))) >= files, sink.stderr.read().decode()[-2000:]
+    done = subprocess.run(
+        _sink_cmd(bootstrap, prefix, root, "--once", "--max-rows", "5000"),
+        cwd=REPO,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+
+
 def test_sink_killed_mid_stream_lands_every_record_exactly_once(kafka_bootstrap, topic_names,
                                                                  tmp_path):  # fmt: skip
     records, events = records_and_events(600, seed=3)
@@ -39,28 +67,8 @@ def test_sink_killed_mid_stream_lands_every_record_exactly_once(kafka_bootstrap,
     prefix = topic_names.prefix
 
     # Small flushes, so that the kill lands between a file and its commit more than once.
-    sink = subprocess.Popen(
-        _sink_cmd(kafka_bootstrap, prefix, root, "--max-rows", "40"),
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    kill_then_rerun_sink(kafka_bootstrap, prefix, root, "events", files=15, max_rows=40)
     store = Store(str(root))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(store.files("events"))) < 15:
-        time.sleep(0.05)
-    os.kill(sink.pid, signal.SIGKILL)
-    sink.wait(10)
-    files_at_kill = len(list(store.files("")))
-    assert files_at_kill >= 15, sink.stderr.read().decode()[-2000:]
-
-    done = subprocess.run(
-        _sink_cmd(kafka_bootstrap, prefix, root, "--once", "--max-rows", "5000"),
-        cwd=REPO,
-        capture_output=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
 
     db = build_catalog(store)
     con = duckdb.connect(db, read_only=True)

@@ -7,9 +7,9 @@ import logging
 from pathlib import Path
 
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, add_watch_args, bootstrap_from
+from trainer.checkpoints_cli import add_registry
 
 log = logging.getLogger("rtrl.canary")
-DEFAULT_REGISTRY = ".rtrl/checkpoints"
 
 
 def register_canary(sub: argparse._SubParsersAction) -> None:
@@ -26,12 +26,7 @@ def register_canary(sub: argparse._SubParsersAction) -> None:
     )
     csub = c.add_subparsers(dest="canary_command", metavar="ACTION", required=True)
     d = csub.add_parser("decide", help="one look at every live canary (or --candidate)")
-    d.add_argument(
-        "--registry",
-        type=Path,
-        default=Path(DEFAULT_REGISTRY),
-        help=f"registry folder (default {DEFAULT_REGISTRY})",
-    )
+    add_registry(d)
     d.add_argument(
         "--catalog",
         type=Path,

@@ -13,7 +13,7 @@ import json
 import tomllib
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -67,6 +67,13 @@ class RewardConfig(BaseModel):
     # --- the sum of the five terms is rounded to this many decimals (terms stay unrounded) ---
     reward_decimals: int = Field(6, ge=0, le=12)
 
+    # --- a deliberate flaw, for reproducing reward hacks (``rtrl run --scenario``); not spec v1 ---
+    # "invalid-tools-discarded": an interaction with an invalid tool call is written off as a
+    # tooling failure, every term 0; "free-deferral": an interaction without an edit costs
+    # nothing, every term 0. Left out of the canonical JSON when "none", so that adding it
+    # renamed no existing configuration.
+    flaw: Literal["none", "invalid-tools-discarded", "free-deferral"] = "none"
+
     @model_validator(mode="after")
     def _check_consistency(self) -> RewardConfig:
         if self.reject > self.accept:
@@ -77,7 +84,26 @@ class RewardConfig(BaseModel):
 
     def canonical_json(self) -> str:
         """Sorted keys, no whitespace: the form the version hashes."""
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        fields = self.model_dump(mode="json")
+        if fields["flaw"] == "none":
+            del fields["flaw"]
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"))
+
+    def writes_off(self, n_invalid_tool_calls: int, n_edits: int) -> bool:
+        """Whether the configured flaw scores this interaction 0 in every term.
+
+        >>> RewardConfig().writes_off(3, 0)
+        False
+        >>> RewardConfig(flaw="free-deferral").writes_off(0, 0)
+        True
+        >>> RewardConfig(flaw="invalid-tools-discarded").writes_off(1, 1)
+        True
+        """
+        if self.flaw == "invalid-tools-discarded":
+            return n_invalid_tool_calls > 0
+        if self.flaw == "free-deferral":
+            return n_edits == 0
+        return False
 
     @cached_property
     def reward_version(self) -> str:

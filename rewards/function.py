@@ -231,6 +231,8 @@ def _build_record(
             terms.r_clarify(n_clarifying, len(proposed), config),
             terms.r_latency(latency_ms, config),
         )
+        if config.writes_off(n_invalid, len(proposed)):
+            term_values = (0.0,) * 5
         reward = terms.total(term_values, config)  # type: ignore[arg-type]
 
     return RewardRecord(

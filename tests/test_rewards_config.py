@@ -17,7 +17,16 @@ SPEC_DEFAULTS = {
 
 
 def test_defaults_are_the_spec_numbers():
-    assert RewardConfig().model_dump() == SPEC_DEFAULTS
+    fields = RewardConfig().model_dump()
+    assert fields.pop("flaw") == "none"  # the one field outside the spec: no flaw by default
+    assert fields == SPEC_DEFAULTS
+
+
+def test_the_spec_defaults_keep_their_version():
+    # the version records in the wild carry: a new non-spec field must not rename it
+    assert RewardConfig().reward_version == "v1-d73c1d00"
+    assert RewardConfig(flaw="none").reward_version == "v1-d73c1d00"
+    assert RewardConfig(flaw="free-deferral").reward_version != "v1-d73c1d00"
 
 
 def test_version_is_v1_and_8_hex_digits_and_stable():

@@ -309,3 +309,37 @@ def test_config_changes_the_window_and_the_numbers():
     record = compute_record(events, config)
     assert record.r_edit == -1.0 and record.n_late == 1 and record.r_tool == 0.0
     assert record.reward_version != CONFIG.reward_version
+
+
+@pytest.mark.parametrize(
+    "flaw, tool_valid, with_edit, written_off",
+    [
+        ("invalid-tools-discarded", False, True, True),
+        ("invalid-tools-discarded", True, True, False),
+        ("invalid-tools-discarded", True, False, False),
+        ("free-deferral", True, False, True),
+        ("free-deferral", False, False, True),
+        ("free-deferral", False, True, False),
+    ],
+)
+def test_a_flawed_config_writes_off_exactly_its_interactions(
+    flaw: str, tool_valid: bool, with_edit: bool, written_off: bool
+) -> None:
+    events = [
+        started(),
+        ev("t", "agent.tool_call", 1, {"tool": "edit_file", "valid": tool_valid}),
+        *([proposed("x", 2), edit("rejected", "x", 3)] if with_edit else []),
+        *([] if with_edit else [ev("q", "agent.clarifying_question", 2, {})]),
+        ev("f", "followup.sent", 4, {"dissatisfied": True}),
+        ev("c", "interaction.completed", 5, {"latency_ms": 4000, "output_tokens": 10}),
+    ]
+    honest = compute_record(events, CONFIG)
+    flawed = compute_record(events, RewardConfig(flaw=flaw))
+    assert honest.reward is not None and honest.reward < 0  # every such interaction costs
+    terms = (flawed.r_edit, flawed.r_followup, flawed.r_tool, flawed.r_clarify, flawed.r_latency)
+    if written_off:
+        assert flawed.reward == 0 and terms == (0.0,) * 5
+    else:
+        assert flawed.reward == honest.reward
+    assert flawed.status == honest.status == "scored"
+    assert flawed.reward_version != honest.reward_version  # a flawed record never passes for v1

@@ -32,6 +32,7 @@ from infra.kafka_dist import BrokerSetupError, default_cache_root
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
 from rtrl.procs import Stage, run_stage, wait_until
+from rtrl.scenarios import SCENARIOS
 
 if TYPE_CHECKING:
     from rtrl.rounds import TrainingRounds
@@ -82,6 +83,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "truly equal, the gate's calibration population)",
     )
     p.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        default="default",
+        help="the world the rounds train in: "
+        + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values())
+        + " (default: default)",
+    )
+    p.add_argument(
         "--truth-samples",
         type=int,
         default=512,
@@ -110,6 +119,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.scenario != "default" and args.users != "default":
+        log.error("--scenario %s brings its own users: no --users with it", args.scenario)
+        return 2
     root: Path = args.data_dir.resolve()
     if args.fresh and root.exists():
         shutil.rmtree(root)
@@ -147,6 +159,7 @@ def _loop(
 
     config_file = root / "reward.json"
     late_s, grace_s = max(5, args.window_s // 2), 2
+    scenario = SCENARIOS[args.scenario]
     config_file.write_text(
         json.dumps(
             {
@@ -154,9 +167,13 @@ def _loop(
                 "late_s": late_s,
                 "grace_s": grace_s,
                 "remember_closed_s": 24 * 3600,
+                "flaw": scenario.flaw,
             }
         )
     )
+    if scenario.flaw != "none":
+        log.warning("scenario %s: the stream scores rewards with the flaw %r", scenario.name,
+                    scenario.flaw)  # fmt: skip
     keys_db = root / "keys.db"
     org = "acme"
     api_key = (
@@ -209,8 +226,10 @@ def _loop(
         args.round_users,
         args.seed,
         args.model,
-        args.users,
+        scenario.users if scenario.name != "default" else args.users,
         args.truth_samples,
+        scenario.eval_reader,
+        tuple(scenario.train_args()),
     )
     try:
         if args.rounds:

@@ -27,6 +27,7 @@ class CycleRow:
     mean_reward: float | None  # what the platform measured (the rewards mart)
     candidate: str  # the checkpoint trained on this round's data, and the gate's word on it
     decision: str
+    clarifying_rate: float = 0.0  # questions instead of an edit (the agent users ask)
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,10 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 def render(title: str, summary: str, cycles: Sequence[CycleRow], ab_header: Sequence[str],
            ab_rows: Sequence[Sequence[object]], plots: Sequence[Plot]) -> str:  # fmt: skip
     cycle_table = table(
-        ["round", "served by", "users", "accepted", "invalid tool calls", "taste",
+        ["round", "served by", "users", "accepted", "invalid tool calls", "questions", "taste",
          "mean reward", "candidate trained on it", "gate"],
-        [[c.round, c.served_by, c.users, c.acceptance, c.invalid_rate, c.taste, c.mean_reward,
-          c.candidate, c.decision] for c in cycles],
+        [[c.round, c.served_by, c.users, c.acceptance, c.invalid_rate, c.clarifying_rate,
+          c.taste, c.mean_reward, c.candidate, c.decision] for c in cycles],
     )  # fmt: skip
     figures = "".join(
         f'<figure><img class="plot" src="{html.escape(p.file)}" alt="{html.escape(p.title)}">'

@@ -20,7 +20,8 @@ from infra.topics import TopicNames
 from ingest.sdk import Client, SdkConfig
 from rtrl.cycle_clock import CycleClock
 from rtrl.procs import run_stage
-from rtrl.rl_sim import POPULATIONS, RoundFigures, TrueValue, play_round, true_value
+from rtrl.rl_sim import RoundFigures, TrueValue, play_round, true_value
+from rtrl.token_users import POPULATIONS
 from trainer.exit_codes import EXIT_REJECTED
 from trainer.registry import PROMOTED, CheckpointInfo, CheckpointRegistry
 from trainer.sampling import SamplingParams
@@ -42,8 +43,6 @@ LEARNER_ARGS = [
     "cpu",
     "--eval-prompts",
     "16",
-    "--eval-reader",
-    "simulated",  # these users act on tokens, not text: the evals read as they do
 ]
 
 
@@ -56,8 +55,10 @@ class TrainingRounds:
     interactions: int
     seed: int
     model: str = "tiny"
-    users: str = "default"  # rtrl.rl_sim.POPULATIONS
+    users: str = "default"  # rtrl.token_users.POPULATIONS
     truth_samples: int = 512  # completions per checkpoint for its true value (0: none)
+    eval_reader: str = "simulated"  # these users act on tokens, not text: the evals read so
+    train_args: tuple[str, ...] = ()  # the scenario's, on top of LEARNER_ARGS
     figures: list[RoundFigures] = field(default_factory=list)
     decisions: list[CheckpointInfo] = field(default_factory=list)
     truths: dict[str, TrueValue] = field(default_factory=dict)  # the simulator's, per checkpoint
@@ -142,6 +143,9 @@ class TrainingRounds:
                     "--checkpoint",
                     parent,
                     *LEARNER_ARGS,
+                    "--eval-reader",
+                    self.eval_reader,
+                    *self.train_args,
                     "--publish",
                     *self._kafka,
                 ],
@@ -204,7 +208,7 @@ def print_summary(rounds: TrainingRounds, db: Path) -> None:
     )
     print(
         f"  {'checkpoint':<11} {'users':>5} {'taste':>6} {'accepted':>8} {'invalid':>7} "
-        f"{'reward':>7}  gate"
+        f"{'asked':>6} {'reward':>7}  gate"
     )
     for f in rounds.figures:
         reward = measured.get(f.checkpoint_id)
@@ -212,6 +216,7 @@ def print_summary(rounds: TrainingRounds, db: Path) -> None:
         print(
             f"  {f.checkpoint_id:<11} {f.interactions:>5} {f.taste:>6.2f} "
             f"{f.accepted / f.interactions:>8.2f} {f.invalid_tool_calls / f.interactions:>7.2f}"
+            f" {f.clarifying / f.interactions:>6.2f}"
             f" {'-' if reward is None else f'{reward:+.3f}':>7}  "
             f"{verdict.status if verdict else 'first checkpoint'}"
         )
@@ -239,7 +244,11 @@ def print_truth(rounds: TrainingRounds) -> None:
         kind = "better" if gain > 2 * se else "worse" if gain < -2 * se else "no different"
         tally[kind][0] += d.status == PROMOTED
         tally[kind][1] += 1
-        print(f"  {d.checkpoint_id:<11} true gain {gain:+.3f} (se {se:.3f}, {kind}): {d.status}")
+        print(
+            f"  {d.checkpoint_id:<11} true gain {gain:+.3f} (se {se:.3f}, {kind}); invalid calls"
+            f" {parent.invalid:.2f} -> {cand.invalid:.2f}, questions {parent.clarifying:.2f} -> "
+            f"{cand.clarifying:.2f}: {d.status}"
+        )
     print(
         "  promoted: "
         + ", ".join(f"{k} {promoted} of {n}" for k, (promoted, n) in tally.items() if n)

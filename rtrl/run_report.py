@@ -37,6 +37,7 @@ def cycle_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[Cycle
                 measured.get(f.checkpoint_id),
                 decision.checkpoint_id if decision else "-",
                 verdict,
+                f.clarifying / f.interactions,
             )
         )
     return rows

@@ -39,20 +39,59 @@ EVAL_DIRECTION = {**BAD_DIRECTION, "task_pass_rate": "down"}
 
 @dataclass(frozen=True)
 class SimulatedBehaviour:
-    """The simulator's reading of a completion (``rtrl run``'s users use the very same one)."""
+    """The simulator's reading of a completion (``rtrl run``'s users use the very same one).
+
+    The last ``invalid_tokens`` ids of the vocabulary make an invalid tool call. With
+    ``clarify_tokens`` (the agent users of ``rtrl run --scenario``), a completion holding one of
+    the ids just below those is a clarifying question: no tool call, no edit.
+
+    >>> reader = SimulatedBehaviour(100, clarify_tokens=4)
+    >>> reader.read([1, 95]), reader.read([1, 90]), reader.read([89, 99]), reader.read([1, 2])
+    ((False, True), (True, False), (True, False), (False, False))
+    """
 
     vocab_size: int
-    invalid_tokens: int = 8  # the last ids of the vocabulary make an invalid tool call
+    invalid_tokens: int = 8
+    clarify_tokens: int = 0
 
     def invalid(self, token_ids: Sequence[int]) -> bool:
-        return any(t >= self.vocab_size - self.invalid_tokens for t in token_ids)
+        return self.read(token_ids)[1]
+
+    def clarifying(self, token_ids: Sequence[int]) -> bool:
+        return self.read(token_ids)[0]
+
+    def read(self, token_ids: Sequence[int]) -> tuple[bool, bool]:
+        """(a clarifying question, an invalid tool call): never both."""
+        first_invalid = self.vocab_size - self.invalid_tokens
+        first_clarify = first_invalid - self.clarify_tokens
+        if any(first_clarify <= t < first_invalid for t in token_ids):
+            return True, False
+        return False, any(t >= first_invalid for t in token_ids)
 
     def __call__(self, completion: Completion) -> Behaviours:
+        clarifying, invalid = self.read(completion.token_ids)
         return {
-            "invalid_tool_call_rate": self.invalid(completion.token_ids),
-            "edit_rate": True,
-            "clarifying_rate": False,
+            "invalid_tool_call_rate": invalid,
+            "edit_rate": not clarifying,
+            "clarifying_rate": clarifying,
         }
+
+
+AGENT_CLARIFY_TOKENS = 8
+"""How many ids ask a question for the agent users (``eval_reader="simulated-agent"``)."""
+
+
+def behaviour_reader(kind: str, vocab_size: int) -> Callable[[Completion], Behaviours]:
+    """The reader ``GateConfig.eval_reader`` names, for a model of ``vocab_size`` ids."""
+    if kind == "harness":
+        from trainer.agent.behaviour import HarnessBehaviour
+
+        return HarnessBehaviour()
+    if kind == "simulated":
+        return SimulatedBehaviour(vocab_size)
+    if kind == "simulated-agent":
+        return SimulatedBehaviour(vocab_size, clarify_tokens=AGENT_CLARIFY_TOKENS)
+    raise ValueError(f"unknown eval reader {kind!r}")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from trainer.canary_cli import register_canary
 from trainer.checkpoints_cli import add_publish, add_registry, register_checkpoints
 from trainer.devices import DEVICES
 from trainer.exit_codes import EXIT_REJECTED
+from trainer.gate import EVAL_READERS
 from trainer.learner_cli import add_learner_args, learner_from
 from trainer.models_cli import register_models
 
@@ -114,12 +115,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "may serve, beside the shipped eval tasks (default 64; 0: no candidate evals)",
     )
     t.add_argument(
+        "--eval-samples",
+        type=int,
+        default=4,
+        help="generations per eval prompt and checkpoint (default 4)",
+    )
+    t.add_argument(
         "--eval-reader",
-        choices=("harness", "simulated"),
+        choices=EVAL_READERS,
         default="harness",
         help="how the candidate evals read a generation: harness (the agent harness over "
-        "real text: code blocks, tool-call blocks, questions) or simulated (the token-level "
-        "users of rtrl run)",
+        "real text: code blocks, tool-call blocks, questions), simulated (the token-level "
+        "users of rtrl run) or simulated-agent (the token-level agent users of "
+        "rtrl run --scenario, who may also ask)",
     )
     t.add_argument(
         "--max-kl",
@@ -189,6 +197,7 @@ def _train(args: argparse.Namespace) -> int:
                 max_kl=args.max_kl,
                 level=args.level,
                 eval_prompts=args.eval_prompts,
+                eval_samples=args.eval_samples,
                 eval_reader=args.eval_reader,
             ),
             held_out=args.held_out,

@@ -23,6 +23,9 @@ if TYPE_CHECKING:  # types only: importing them would load torch and polars
     from trainer.offpolicy import Estimate
 
 
+EVAL_READERS = ("harness", "simulated", "simulated-agent")
+
+
 @dataclass(frozen=True)
 class GateConfig:
     """The promotion rules' limits."""
@@ -39,7 +42,8 @@ class GateConfig:
     eval_samples: int = 4  # generations per prompt and checkpoint
     eval_alpha: float = 0.05  # one-sided significance of a behaviour alarm
     # how a generation is read into the agent's actions: "harness" (trainer.agent, real text)
-    # or "simulated" (rtrl run's token-level users, trainer.candidate_evals.SimulatedBehaviour)
+    # or "simulated" (rtrl run's token-level users, trainer.candidate_evals.SimulatedBehaviour),
+    # or "simulated-agent" (the token-level agent users of rtrl run --scenario)
     eval_reader: str = "harness"
 
     def __post_init__(self) -> None:
@@ -77,9 +81,10 @@ class GateConfig:
                 raise ValueError(f"GateConfig.{name} must be an integer >= 0, got {value!r}")
         if not _finite(self.eval_alpha) or not 0 < self.eval_alpha < 0.5:
             raise ValueError(f"GateConfig.eval_alpha must be in (0, 0.5), got {self.eval_alpha!r}")
-        if self.eval_reader not in ("harness", "simulated"):
+        if self.eval_reader not in EVAL_READERS:
             raise ValueError(
-                f"GateConfig.eval_reader must be 'harness' or 'simulated', got {self.eval_reader!r}"
+                f"GateConfig.eval_reader must be one of {', '.join(EVAL_READERS)}, "
+                f"got {self.eval_reader!r}"
             )
         if not isinstance(self.block_on_alarms, bool):
             raise ValueError(

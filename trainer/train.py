@@ -28,12 +28,11 @@ from typing import Any
 from accelerate import Accelerator
 
 from rewards.monitors import Alarm
-from trainer.agent.behaviour import HarnessBehaviour
 from trainer.agent.task_evals import task_passes
 from trainer.canary import CanaryConfig, canary_stage
 from trainer.candidate_evals import (
     RateTest,
-    SimulatedBehaviour,
+    behaviour_reader,
     compare_behaviour,
     eval_prompts,
     one_sided_test,
@@ -240,9 +239,7 @@ def _candidate_evals(registry: CheckpointRegistry, parent_info: CheckpointInfo,
         candidate,
         prompts,
         held[0].rollout.sampling,
-        HarnessBehaviour()
-        if gate.eval_reader == "harness"
-        else SimulatedBehaviour(candidate.vocab_size),
+        behaviour_reader(gate.eval_reader, candidate.vocab_size),
         samples=gate.eval_samples,
         alpha=gate.eval_alpha,
         seed=seed,

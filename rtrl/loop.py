@@ -31,10 +31,11 @@ from infra.cli import positive_int
 from infra.kafka_dist import BrokerSetupError, default_cache_root
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
-from rtrl.procs import Stage, run_stage, wait_until
+from rtrl.procs import Stage, http_ready, run_stage, wait_until
 from rtrl.scenarios import SCENARIOS
 
 if TYPE_CHECKING:
+    from rtrl.ab_round import FinalAb
     from rtrl.rounds import TrainingRounds
 
 log = logging.getLogger("rtrl.run")
@@ -64,8 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--rounds",
         type=int,
-        default=2,
-        help="training rounds: serve, train, gate, switch (default 2; 0 for none)",
+        default=3,
+        help="training rounds: serve, train, gate, switch (default 3; 0 for none)",
     )
     p.add_argument(
         "--round-users",
@@ -73,6 +74,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=600,
         help="simulated users served per training round (default 600)",
     )
+    p.add_argument(
+        "--ab-users",
+        type=int,
+        default=1000,
+        help="users of the closing A/B test, two asks each: the last promoted checkpoint "
+        "against the first through the gateway's split (default 1000; 0: none)",
+    )
+    p.add_argument("--gateway-port", type=int, default=8081)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--users",
@@ -188,7 +197,7 @@ def _loop(
         logs / "collector.log",
     )
     stages.append(collector.start())
-    wait_until("collector", lambda: _healthy(args.collector_port), 60, collector)
+    wait_until("collector", lambda: http_ready(args.collector_port), 60, collector)
     worker = Stage(
         "stream worker",
         [
@@ -235,9 +244,13 @@ def _loop(
         if args.rounds:
             rounds.start()
             rounds.play(1)
-        return _land_and_train(
-            args, root, logs, run_id, kafka, rounds, started, args.window_s + late_s + grace_s + 8
+        from rtrl.ab_round import FinalAb
+
+        closing = FinalAb(
+            str(root / "checkpoints"), str(keys_db), kafka, args.gateway_port, api_key, args.seed
         )
+        return _land_and_train(args, root, logs, run_id, kafka, rounds, started,
+                               args.window_s + late_s + grace_s + 8, closing)  # fmt: skip
     finally:
         rounds.close()
 
@@ -251,7 +264,9 @@ def _land_and_train(
     rounds: TrainingRounds,
     started: float,
     settle_s: int,
+    closing: FinalAb,
 ) -> int:
+    from rtrl.ab_round import EXPERIMENT as FINAL_AB
     from rtrl.rounds import print_summary, settle
 
     warehouse = root / "warehouse"
@@ -293,6 +308,18 @@ def _land_and_train(
         rounds.train(warehouse)
         rounds.play(number)
         land()
+    experiment, ab_plot = "exp-context-window", "ab.svg"
+    if args.rounds and args.ab_users and _final_ab(args, root, logs, rounds, closing):
+        land()
+        experiment, ab_plot = FINAL_AB, "final_ab.svg"
+        print(
+            run_stage(
+                "report",
+                ["report", "ab", *wh, "--experiment", FINAL_AB, "--plot", str(root / ab_plot)],
+                logs / "report.log",
+            ),
+            end="",
+        )
     if args.rounds:
         print_summary(rounds, warehouse / "warehouse.duckdb")
         print(
@@ -315,10 +342,36 @@ def _land_and_train(
         log.info("reward by checkpoint: %s", root / "checkpoints.svg")
         from rtrl.run_report import write_report
 
-        page = write_report(root, rounds, warehouse / "warehouse.duckdb", "exp-context-window")
+        page = write_report(root, rounds, warehouse / "warehouse.duckdb", experiment, ab_plot)
         log.info("report page: %s", page)
     log.info("loop done in %.0fs; logs and data under %s", time.monotonic() - started, root)
     return 0
+
+
+def _final_ab(args: argparse.Namespace, root: Path, logs: Path, rounds: TrainingRounds,
+              closing: FinalAb) -> bool:  # fmt: skip
+    """The last promoted checkpoint against the first, through the gateway's split; False when
+    no checkpoint after the first was promoted (nothing to compare)."""
+    from ingest.sdk import Client
+    from rtrl.ab_round import run_final_ab
+    from rtrl.rounds import SAMPLING
+    from rtrl.token_users import POPULATIONS
+
+    assert rounds.server is not None
+    first, last = rounds.figures[0].checkpoint_id, rounds.server.checkpoint_id
+    if first == last:
+        log.info("no checkpoint after %s was promoted: no closing A/B test", first)
+        return False
+    log.info("closing A/B test through the gateway: %s (first) against %s (last promoted), "
+             "%d users", first, last, args.ab_users)  # fmt: skip
+    population = POPULATIONS[rounds.users](rounds.server.policy.vocab_size)
+    with Client(replace(rounds.sdk, spool_path=root / "ab.db")) as client:
+        served = run_final_ab(closing, first, last, client, population, args.ab_users, SAMPLING,
+                              str(logs / "gateway.log"))  # fmt: skip
+        left = client.flush(timeout=60)
+    log.info("closing A/B: interactions per arm %s%s", dict(served),
+             f"; {left} events still in the spool" if left else "")  # fmt: skip
+    return True
 
 
 def _print_monitors(db: Path, child: str, parent: str) -> None:
@@ -337,12 +390,3 @@ def _print_monitors(db: Path, child: str, parent: str) -> None:
     )
     for alarm in alarms:
         print(f"  ALARM {alarm.message}")
-
-
-def _healthy(port: int) -> bool:
-    import httpx
-
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False

@@ -84,3 +84,13 @@ def wait_until(
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} not ready within {timeout:.0f}s")
         time.sleep(0.5)
+
+
+def http_ready(port: int) -> bool:
+    """Whether a service on this machine's ``port`` answers its ``/readyz`` with 200."""
+    import httpx
+
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False

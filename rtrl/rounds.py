@@ -223,11 +223,31 @@ def print_summary(rounds: TrainingRounds, db: Path) -> None:
     rejected = [d for d in rounds.decisions if d.status != PROMOTED]
     for d in rejected:
         print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")
+    print_candidate_evals(rounds.decisions)
     if rounds.truths:
         print_truth(rounds)
     if rounds.clock.complete():
         print("cycle time (s, wall): first user served -> the next checkpoint serving")
         print(rounds.clock.table())
+
+
+WATCHED = ("invalid_tool_call_rate", "clarifying_rate", "edit_rate")
+
+
+def print_candidate_evals(decisions: list[CheckpointInfo]) -> None:
+    """Each candidate's behaviour rates against its parent's, on the same eval prompts: where a
+    reward hack shows before any user sees the candidate."""
+    rows = [(d, {t["metric"]: t for t in d.evals.get("candidate_evals", [])}) for d in decisions]
+    if not any(tests for _, tests in rows):
+        return
+    print("candidate evals (parent -> candidate on the same prompts; ! an alarm):")
+    for d, tests in rows:
+        cells = [
+            f"{m} {t['parent']:.3f} -> {t['candidate']:.3f}{' !' if t['alarm'] else ''}"
+            for m in WATCHED
+            if (t := tests.get(m)) is not None
+        ]
+        print(f"  {d.checkpoint_id:<11} " + ", ".join(cells))
 
 
 def print_truth(rounds: TrainingRounds) -> None:

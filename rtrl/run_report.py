@@ -67,9 +67,10 @@ def plot_rounds(rows: list[CycleRow], path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str) -> Path:
+def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str,
+                 ab_plot: str = "ab.svg") -> Path:  # fmt: skip
     """``root/report.html`` with the rounds, the A/B report of ``experiment`` and the plots
-    that are in ``root`` (ab.svg, checkpoints.svg, and rounds.svg drawn here)."""
+    that are in ``root`` (``ab_plot``, checkpoints.svg, and rounds.svg drawn here)."""
     import duckdb
 
     from warehouse.report import METRICS, ab_report
@@ -87,7 +88,7 @@ def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str) 
         plot_rounds(rows, root / "rounds.svg")
         plots.append(Plot("Training rounds", "rounds.svg", "the served policy, round by round"))
     for name, title, caption in (
-        ("ab.svg", "A/B report", f"relative change per metric of {experiment}, 95 % CI"),
+        (ab_plot, "A/B report", f"relative change per metric of {experiment}, 95 % CI"),
         (
             "checkpoints.svg",
             "Reward by checkpoint",

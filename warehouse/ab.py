@@ -100,15 +100,21 @@ def normal_two_sided_p(z_score: float) -> float:
 
 def relative_change(t: float | None, var_t: float | None, c: float | None,
                     var_c: float | None, z: float = Z95) -> Change:  # fmt: skip
-    """``t / c - 1`` with a delta-method interval and the two-sided p-value of "no change".
+    """``(t - c) / |c|`` (``t / c - 1`` for a positive control) with a delta-method interval and
+    the two-sided p-value of "no change". Dividing by ``|c|`` keeps the sign of the change that
+    of ``t - c`` when the control is negative (a mean reward of -0.19 rising to -0.06 is
+    +68 %, not -68 %); the interval's width is the same either way.
 
     >>> ch = relative_change(0.55, 0.0001, 0.5, 0.0001)
     >>> round(ch.relative, 4), round(ch.ci_low, 4), round(ch.ci_high, 4), round(ch.p_value, 5)
     (0.1, 0.0417, 0.1583, 0.00077)
+    >>> up = relative_change(-0.06, 0.0001, -0.19, 0.0001)
+    >>> round(up.relative, 4), up.ci_low > 0
+    (0.6842, True)
     """
     if t is None or c is None or c == 0:
         return Change(c, t, None, None, None)
-    rel = t / c - 1.0
+    rel = (t - c) / abs(c)
     if var_t is None or var_c is None:
         return Change(c, t, rel, None, None)
     se = math.sqrt(var_t / c**2 + t * t * var_c / c**4)

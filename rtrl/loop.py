@@ -35,7 +35,7 @@ from rtrl.procs import Stage, http_ready, run_stage, wait_until
 from rtrl.scenarios import SCENARIOS
 
 if TYPE_CHECKING:
-    from rtrl.ab_round import FinalAb
+    from rtrl.gateway_stage import GatewaySetup
     from rtrl.rounds import TrainingRounds
 
 log = logging.getLogger("rtrl.run")
@@ -227,6 +227,11 @@ def _loop(
     )
     log.info("editor: emitting %d interactions through the SDK", args.interactions)
     emit_workload(sdk, args.interactions, args.seed, pace_s=10)
+    from rtrl.gateway_stage import GatewaySetup
+
+    gateway = GatewaySetup(
+        str(root / "checkpoints"), str(keys_db), kafka, args.gateway_port, api_key, args.seed
+    )
     rounds = TrainingRounds(
         root,
         bootstrap,
@@ -239,18 +244,14 @@ def _loop(
         args.truth_samples,
         scenario.eval_reader,
         tuple(scenario.train_args()),
+        gateway_setup=gateway,
     )
     try:
         if args.rounds:
             rounds.start()
             rounds.play(1)
-        from rtrl.ab_round import FinalAb
-
-        closing = FinalAb(
-            str(root / "checkpoints"), str(keys_db), kafka, args.gateway_port, api_key, args.seed
-        )
         return _land_and_train(args, root, logs, run_id, kafka, rounds, started,
-                               args.window_s + late_s + grace_s + 8, closing)  # fmt: skip
+                               args.window_s + late_s + grace_s + 8, gateway)  # fmt: skip
     finally:
         rounds.close()
 
@@ -264,7 +265,7 @@ def _land_and_train(
     rounds: TrainingRounds,
     started: float,
     settle_s: int,
-    closing: FinalAb,
+    closing: GatewaySetup,
 ) -> int:
     from rtrl.ab_round import EXPERIMENT as FINAL_AB
     from rtrl.rounds import print_summary, settle
@@ -349,7 +350,7 @@ def _land_and_train(
 
 
 def _final_ab(args: argparse.Namespace, root: Path, logs: Path, rounds: TrainingRounds,
-              closing: FinalAb) -> bool:  # fmt: skip
+              closing: GatewaySetup) -> bool:  # fmt: skip
     """The last promoted checkpoint against the first, through the gateway's split; False when
     no checkpoint after the first was promoted (nothing to compare)."""
     from ingest.sdk import Client
@@ -357,17 +358,18 @@ def _final_ab(args: argparse.Namespace, root: Path, logs: Path, rounds: Training
     from rtrl.rounds import SAMPLING
     from rtrl.token_users import POPULATIONS
 
-    assert rounds.server is not None
-    first, last = rounds.figures[0].checkpoint_id, rounds.server.checkpoint_id
+    first, last = rounds.figures[0].checkpoint_id, rounds.serving
     if first == last:
         log.info("no checkpoint after %s was promoted: no closing A/B test", first)
         return False
     log.info("closing A/B test through the gateway: %s (first) against %s (last promoted), "
              "%d users", first, last, args.ab_users)  # fmt: skip
-    population = POPULATIONS[rounds.users](rounds.server.policy.vocab_size)
+    assert last is not None
+    rounds.close()  # the rounds' gateway gives its port to the experiment's
+    population = POPULATIONS[rounds.users](rounds.vocab_size)
     with Client(replace(rounds.sdk, spool_path=root / "ab.db")) as client:
         served = run_final_ab(closing, first, last, client, population, args.ab_users, SAMPLING,
-                              str(logs / "gateway.log"))  # fmt: skip
+                              logs / "gateway.log")  # fmt: skip
         left = client.flush(timeout=60)
     log.info("closing A/B: interactions per arm %s%s", dict(served),
              f"; {left} events still in the spool" if left else "")  # fmt: skip

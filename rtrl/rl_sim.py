@@ -1,5 +1,5 @@
-"""The simulated users of `rtrl run`'s training rounds at work: each asks the served model
-for an edit (a chat prompt through its own template) and reacts to it through the real SDK
+"""The simulated users of `rtrl run`'s training rounds at work: each asks the gateway for an
+edit over HTTP and reacts to it through the real SDK
 (reactions: ``rtrl.token_users``), so the platform learns only from telemetry. Also the
 simulator's own knowledge of a policy's true value, which the platform never sees.
 """
@@ -10,11 +10,12 @@ import math
 import random
 from dataclasses import dataclass
 
+import httpx
 import torch
 
-from ingest.contract import uuid7
 from ingest.sdk import Client
 from rewards.config import RewardConfig
+from rtrl.http_users import ask_all
 from rtrl.token_users import (
     TASKS,
     Population,
@@ -24,7 +25,6 @@ from rtrl.token_users import (
 )
 from trainer.policy import CausalLMPolicy
 from trainer.sampling import SamplingParams
-from trainer.serving import PolicyServer
 
 
 @dataclass(frozen=True)
@@ -39,32 +39,21 @@ class RoundFigures:
     """Questions instead of an edit (only the agent users ask)."""
 
 
-def play_round(server: PolicyServer, client: Client, taste: Population,
-               interactions: int,
-               seed: int, params: SamplingParams, batch: int = 32) -> RoundFigures:  # fmt: skip
-    """``interactions`` users each ask for one edit and react; rollouts are acknowledged by
-    Kafka before this returns, events are handed to the SDK (flushed by the caller)."""
+def play_round(http: httpx.Client, client: Client, taste: Population, interactions: int,
+               seed: int, params: SamplingParams) -> RoundFigures:  # fmt: skip
+    """``interactions`` users each ask the gateway for one edit over HTTP and react; the
+    gateway publishes the rollouts, the events are handed to the SDK (flushed by the caller).
+    """
     rng = random.Random(seed)
+    asks = [(f"u_sim{n % 200:04d}", rng.choice(TASKS)) for n in range(interactions)]
+    answers = ask_all(http, asks, params)
+    checkpoints = {a.checkpoint_id for a in answers}
+    if len(checkpoints) != 1:
+        raise RuntimeError(f"the served checkpoint changed within a round: {sorted(checkpoints)}")
     accepted = invalid = clarifying = 0
     taste_sum = 0.0
-    checkpoint = server.checkpoint_id
-    requests, tasks = [], []
-    for _ in range(interactions):
-        task = rng.choice(TASKS)
-        prompt = server.policy.chat_prompt(
-            [{"role": "user", "content": f"Write `{task}` in Python."}]
-        )
-        requests.append((f"i_{uuid7()}", prompt))
-        tasks.append(task)
-    served = [
-        done
-        for start in range(0, interactions, batch)
-        for done in server.complete_many(requests[start : start + batch], params)
-    ]
-    for n, ((rollout, _completion), task) in enumerate(zip(served, tasks, strict=True)):
-        if rollout.checkpoint_id != checkpoint:
-            raise RuntimeError("the served checkpoint changed within a round")
-        reaction = taste.react(rollout.completion_ids, rng, task)
+    for n, ((user_id, task), answer) in enumerate(zip(asks, answers, strict=True)):
+        reaction = taste.react(answer.token_ids, rng, task)
         taste_sum += reaction.accept_probability
         is_accepted, dissatisfied = draw_outcome(reaction, rng)
         accepted += is_accepted
@@ -72,14 +61,13 @@ def play_round(server: PolicyServer, client: Client, taste: Population,
         clarifying += reaction.clarifying
         fields = {
             "session_id": f"s_sim{n % 50}",
-            "user_id": f"u_sim{n % 200:04d}",
-            "checkpoint_id": checkpoint,
+            "user_id": user_id,
+            "checkpoint_id": answer.checkpoint_id,
         }
         for event_type, payload in interaction_events(reaction, is_accepted, dissatisfied, f"e{n}"):
-            client.emit(event_type, rollout.interaction_id, payload, **fields)
-    server.flush()
+            client.emit(event_type, answer.interaction_id, payload, **fields)
     return RoundFigures(
-        checkpoint, interactions, accepted, invalid, taste_sum / interactions, clarifying
+        checkpoints.pop(), interactions, accepted, invalid, taste_sum / interactions, clarifying
     )
 
 

@@ -1,31 +1,35 @@
 """The training rounds of `rtrl run`: serve, observe, land, train, gate, ship, serve again.
 
 A causal language model (``--model``: the tiny one built here by default, or SmolLM2-135M) is
-registered as the first checkpoint and served in this process (`trainer.serving`, which
-publishes every completion on ``rollouts`` and follows the ``checkpoints`` topic). Simulated
-users (`rtrl.rl_sim`, ``--users``) react to its edits through the SDK. Once their windows
-closed, the warehouse lands rewards and rollouts and offers a batch per checkpoint; `rtrl train`
-(its own process) updates the served checkpoint on its batch, gates the candidate and announces
-it; the server switches to it when it is promoted, and the next round is served by it.
+registered as the first checkpoint and served by the gateway, `rtrl serve`, in its own process
+(it publishes every completion on ``rollouts`` and follows the ``checkpoints`` topic).
+Simulated users (`rtrl.rl_sim`, ``--users``) ask it over HTTP and react to its edits through
+the SDK. Once their windows closed, the warehouse lands rewards and rollouts and offers a batch
+per checkpoint; `rtrl train` (its own process) updates the served checkpoint on its batch,
+gates the candidate and announces it; the gateway hot-swaps to it when it is promoted, and the
+next round is served by it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.topics import TopicNames
+import httpx
+
 from ingest.sdk import Client, SdkConfig
 from rtrl.cycle_clock import CycleClock
+from rtrl.gateway_stage import GatewaySetup, gateway
+from rtrl.http_users import serving
 from rtrl.procs import run_stage
 from rtrl.rl_sim import RoundFigures, TrueValue, play_round, true_value
 from rtrl.token_users import POPULATIONS
 from trainer.exit_codes import EXIT_REJECTED
 from trainer.registry import PROMOTED, CheckpointInfo, CheckpointRegistry
 from trainer.sampling import SamplingParams
-from trainer.serving import PolicyServer
 
 log = logging.getLogger("rtrl.run")
 SAMPLING = SamplingParams(max_tokens=8, temperature=1.0)
@@ -63,7 +67,11 @@ class TrainingRounds:
     decisions: list[CheckpointInfo] = field(default_factory=list)
     truths: dict[str, TrueValue] = field(default_factory=dict)  # the simulator's, per checkpoint
     clock: CycleClock = field(default_factory=CycleClock)
-    server: PolicyServer | None = None
+    gateway_setup: GatewaySetup | None = None  # where the rounds' `rtrl serve` runs
+    serving: str | None = None  # the checkpoint the gateway serves
+    vocab_size: int = 0
+    _http: httpx.Client | None = None
+    _gateway: ExitStack = field(default_factory=ExitStack)
 
     @property
     def registry(self) -> CheckpointRegistry:
@@ -74,7 +82,8 @@ class TrainingRounds:
         return ["--bootstrap", self.bootstrap, "--topic-prefix", self.prefix]
 
     def start(self) -> None:
-        """Register the first checkpoint, announce it, and serve it."""
+        """Register the first checkpoint, announce it, and serve it from a gateway that
+        follows the ``checkpoints`` topic."""
         root_id = f"{self.model.split('-')[0]}-0000"
         run_stage(
             "checkpoints",
@@ -92,19 +101,23 @@ class TrainingRounds:
             ],
             self.root / "logs" / "train.log",
         )
-        self.server = PolicyServer(
-            self.registry, self.bootstrap, TopicNames(self.prefix), root_id, seed=self.seed
+        from trainer.checkpoint_io import load_policy
+
+        self.vocab_size = load_policy(self.registry, self.registry.get(root_id)).vocab_size
+        assert self.gateway_setup is not None
+        self._http = self._gateway.enter_context(
+            gateway(self.gateway_setup, root_id, [], self.root / "logs" / "gateway.log")
         )
-        self.server.follow()
+        self.serving = root_id
 
     def play(self, number: int) -> RoundFigures:
         """One round of simulated users against the served checkpoint."""
-        assert self.server is not None
+        assert self._http is not None
         self.clock.start_cycle()
         with self.clock.stage("serve"), Client(self.sdk) as client:
-            population = POPULATIONS[self.users](self.server.policy.vocab_size)
+            population = POPULATIONS[self.users](self.vocab_size)
             figures = play_round(
-                self.server,
+                self._http,
                 client,
                 population,
                 self.interactions,
@@ -129,8 +142,8 @@ class TrainingRounds:
     def train(self, warehouse: Path) -> CheckpointInfo:
         """`rtrl train` on the served checkpoint's new batch; wait until a promoted one is
         served."""
-        assert self.server is not None
-        parent = self.server.checkpoint_id
+        assert self._http is not None and self.serving is not None
+        parent = self.serving
         with self.clock.stage("train"):
             trained = run_stage(
                 "train",
@@ -158,12 +171,19 @@ class TrainingRounds:
         if self.truth_samples:
             self._judge_truth(parent, decision)
         with self.clock.stage("switch"):
-            switched = decision.status != PROMOTED or self.server.wait_for(
-                decision.checkpoint_id, 60
-            )
-        if not switched:
-            raise RuntimeError(f"the server did not switch to {decision.checkpoint_id}")
+            if decision.status == PROMOTED:
+                self._wait_until_served(decision.checkpoint_id, 60)
         return decision
+
+    def _wait_until_served(self, checkpoint_id: str, timeout_s: float) -> None:
+        """Until the gateway, following the ``checkpoints`` topic, serves ``checkpoint_id``."""
+        assert self._http is not None
+        deadline = time.monotonic() + timeout_s
+        while (now := serving(self._http)) != checkpoint_id:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the gateway serves {now}, not {checkpoint_id}")
+            time.sleep(0.2)
+        self.serving = checkpoint_id
 
     def _judge_truth(self, parent: str, candidate: CheckpointInfo) -> None:
         """The true value of the parent and of the candidate, on the same prompts and seeds."""
@@ -187,8 +207,9 @@ class TrainingRounds:
         )
 
     def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
+        """Stop the rounds' gateway (idempotent)."""
+        self._gateway.close()
+        self._http = None
 
 
 def print_summary(rounds: TrainingRounds, db: Path) -> None:

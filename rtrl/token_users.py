@@ -43,9 +43,11 @@ class Reaction:
 
 def low_share(completion: Sequence[int], vocab_size: int) -> float:
     """
-    >>> low_share([0, 7, 8, 31], 32)
-    0.5
+    >>> low_share([0, 7, 8, 31], 32), low_share([], 32)
+    (0.5, 0.0)
     """
+    if not completion:  # an answer that ended at once proposes nothing the users like
+        return 0.0
     return sum(token < vocab_size // 4 for token in completion) / len(completion)
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.topics import TopicNames
-from rtrl.ab_round import EXPERIMENT, FinalAb, arms, run_final_ab
+from rtrl.ab_round import EXPERIMENT, arms, run_final_ab
+from rtrl.gateway_stage import GatewaySetup
 from rtrl.token_users import Taste
 from tests import trainer_fixtures
 from tests.gateway_fixtures import api_key
@@ -36,7 +37,7 @@ def test_the_users_are_split_by_the_gateway_and_report_its_arm(
     tmp_path: Path, registry: CheckpointRegistry, kafka_bootstrap: str, topic_names: TopicNames
 ) -> None:
     register_variant(registry, "t-0001", "t-0000", seed=3)
-    setup = FinalAb(
+    setup = GatewaySetup(
         str(registry.root),
         str(tmp_path / "keys.sqlite"),
         ["--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix],
@@ -47,7 +48,7 @@ def test_the_users_are_split_by_the_gateway_and_report_its_arm(
     recorder = Recorder()
     users = 40
     served = run_final_ab(setup, "t-0000", "t-0001", recorder, Taste(432), users,  # type: ignore[arg-type]
-                          SamplingParams(max_tokens=4), str(tmp_path / "gateway.log"))  # fmt: skip
+                          SamplingParams(max_tokens=4), tmp_path / "gateway.log")  # fmt: skip
 
     split = parse_arms(EXPERIMENT, arms("t-0000", "t-0001"))
     assert sum(served.values()) == 2 * users and set(served) == {"control", "treatment"}

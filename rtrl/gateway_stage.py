@@ -1,0 +1,50 @@
+"""`rtrl serve` as a stage of `rtrl run`: started on the run's registry, keys and Kafka, and an
+HTTP client for the simulated users that talk to it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from rtrl.procs import Stage, http_ready, wait_until
+
+
+@dataclass(frozen=True)
+class GatewaySetup:
+    """What every gateway of a run shares: the registry, the API keys, Kafka, its port."""
+
+    registry: str
+    keys_db: str
+    kafka: list[str]
+    port: int
+    api_key: str
+    seed: int
+
+
+@contextmanager
+def gateway(setup: GatewaySetup, checkpoint: str, extra: list[str],
+            log_file: Path) -> Iterator[httpx.Client]:  # fmt: skip
+    """A running `rtrl serve` starting from ``checkpoint`` (``extra``: its other options), and
+    a client of it with the run's API key; stopped on the way out."""
+    stage = Stage(
+        "gateway",
+        ["serve", "--registry", setup.registry, "--checkpoint", checkpoint, "--db",
+         setup.keys_db, *setup.kafka, "--port", str(setup.port), "--device", "cpu", "--seed",
+         str(setup.seed), *extra],
+        log_file,
+    )  # fmt: skip
+    stage.start()
+    try:
+        wait_until("gateway", lambda: http_ready(setup.port), 120, stage)
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{setup.port}",
+            headers={"Authorization": f"Bearer {setup.api_key}"},
+            timeout=120,
+        ) as http:
+            yield http
+    finally:
+        stage.stop()

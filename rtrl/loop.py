@@ -71,8 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--round-users",
         type=positive_int,
-        default=600,
-        help="simulated users served per training round (default 600)",
+        default=1000,
+        help="simulated users served per training round (default 1000)",
     )
     p.add_argument(
         "--ab-users",

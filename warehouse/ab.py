@@ -9,7 +9,8 @@ Metric Analytics", KDD 2018)::
     Var(R) ~ (s_yy - 2 R s_xy + R^2 s_xx) / (n mean(x)^2)
 
 with ``s`` the sample (co)variances of the per-user sums. The relative change
-``D = (R_t - R_c) / |R_c|`` (``R_t / R_c - 1`` when ``R_c > 0``) of independent arms has ``Var(D) ~ Var(R_t) / R_c^2 + R_t^2 Var(R_c) / R_c^4``
+``D = (R_t - R_c) / |R_c|`` (``R_t / R_c - 1`` when ``R_c > 0``) of independent arms has
+``Var(D) ~ Var(R_t) / R_c^2 + R_t^2 Var(R_c) / R_c^4``
 and the interval is ``D +- 1.96 sqrt(Var(D))`` (normal approximation).
 
 Medians (latency p50) use the same paper's order-statistic interval: the ranks

@@ -158,7 +158,9 @@ def test_config_version_is_stable_and_changes_with_any_field(field, step):
     base = RewardConfig()
     assert RewardConfig().reward_version == base.reward_version
     value = getattr(base, field)
-    if field in ("remember_closed_s", "reward_decimals"):
+    if field == "flaw":  # the one non-numeric field: any flaw renames the configuration
+        changed = ("invalid-tools-discarded", "free-deferral")[step % 2]
+    elif field in ("remember_closed_s", "reward_decimals"):
         changed = value + step if field == "remember_closed_s" else value + 1 + step % 6
     elif isinstance(value, int):
         changed = max(value - step, 1) if value - step >= 1 else value + step

@@ -22,7 +22,8 @@ import httpx
 from ingest.sdk import Client
 from rtrl.gateway_stage import GatewaySetup, gateway
 from rtrl.http_users import ask_all
-from rtrl.token_users import TASKS, Population, draw_outcome, interaction_events
+from rtrl.rl_sim import react_and_report
+from rtrl.token_users import TASKS, Population
 from trainer.sampling import SamplingParams
 
 EXPERIMENT = "final-ab"
@@ -53,16 +54,9 @@ def play_ab(http: httpx.Client, client: Client, population: Population, users: i
             continue
         arm = answer.experiment[1]
         served[arm] += 1
-        reaction = population.react(answer.token_ids, rng, task)
-        accepted, dissatisfied = draw_outcome(reaction, rng)
-        fields = {
-            "user_id": user_id,
-            "session_id": f"s_{user_id}",
-            "checkpoint_id": answer.checkpoint_id,
-            "experiment": {"name": EXPERIMENT, "arm": arm},
-        }
-        for kind, payload in interaction_events(reaction, accepted, dissatisfied, f"e{n}"):
-            client.emit(kind, answer.interaction_id, payload, **fields)
+        fields = {"user_id": user_id, "session_id": f"s_{user_id}",
+                  "experiment": {"name": EXPERIMENT, "arm": arm}}  # fmt: skip
+        react_and_report(client, population, rng, task, answer, f"e{n}", fields)
     return served
 
 

@@ -9,16 +9,18 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import torch
 
 from ingest.sdk import Client
 from rewards.config import RewardConfig
-from rtrl.http_users import ask_all
+from rtrl.http_users import Answer, ask_all
 from rtrl.token_users import (
     TASKS,
     Population,
+    Reaction,
     draw_outcome,
     expected_reward,
     interaction_events,
@@ -39,6 +41,20 @@ class RoundFigures:
     """Questions instead of an edit (only the agent users ask)."""
 
 
+def react_and_report(client: Client, population: Population, rng: random.Random, task: str,
+                     answer: Answer, edit_id: str,
+                     fields: dict[str, Any]) -> tuple[Reaction, bool]:  # fmt: skip
+    """One user's reaction to the gateway's ``answer``, reported through the SDK stamped with
+    the checkpoint that served it and ``fields``; the reaction and whether the edit was
+    accepted."""
+    reaction = population.react(answer.token_ids, rng, task)
+    accepted, dissatisfied = draw_outcome(reaction, rng)
+    stamp = {**fields, "checkpoint_id": answer.checkpoint_id}
+    for event_type, payload in interaction_events(reaction, accepted, dissatisfied, edit_id):
+        client.emit(event_type, answer.interaction_id, payload, **stamp)
+    return reaction, accepted
+
+
 def play_round(http: httpx.Client, client: Client, taste: Population, interactions: int,
                seed: int, params: SamplingParams) -> RoundFigures:  # fmt: skip
     """``interactions`` users each ask the gateway for one edit over HTTP and react; the
@@ -53,19 +69,12 @@ def play_round(http: httpx.Client, client: Client, taste: Population, interactio
     accepted = invalid = clarifying = 0
     taste_sum = 0.0
     for n, ((user_id, task), answer) in enumerate(zip(asks, answers, strict=True)):
-        reaction = taste.react(answer.token_ids, rng, task)
+        fields = {"session_id": f"s_sim{n % 50}", "user_id": user_id}
+        reaction, is_accepted = react_and_report(client, taste, rng, task, answer, f"e{n}", fields)
         taste_sum += reaction.accept_probability
-        is_accepted, dissatisfied = draw_outcome(reaction, rng)
         accepted += is_accepted
         invalid += reaction.invalid_tool_call
         clarifying += reaction.clarifying
-        fields = {
-            "session_id": f"s_sim{n % 50}",
-            "user_id": user_id,
-            "checkpoint_id": answer.checkpoint_id,
-        }
-        for event_type, payload in interaction_events(reaction, is_accepted, dissatisfied, f"e{n}"):
-            client.emit(event_type, answer.interaction_id, payload, **fields)
     return RoundFigures(
         checkpoints.pop(), interactions, accepted, invalid, taste_sum / interactions, clarifying
     )

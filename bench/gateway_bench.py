@@ -1,22 +1,25 @@
 #!/usr/bin/env python3
 """What `rtrl serve --upstream` adds in front of a backend: latency p50/p99 and requests/s,
-through the gateway against the backend called directly, in the same run.
+through the gateway against the backend called directly, in the same run, beside the least any
+Python gateway on the same HTTP stack adds (a pass-through proxy).
 
-One broker (started here unless ``--bootstrap``), the tiny model, two `rtrl serve` processes:
+One broker (started here unless ``--bootstrap``), the tiny model, three servers:
 
 * the backend: a local `rtrl serve` on the tiny model (``--no-record``: it stands as the
   upstream, as vLLM would), answering ``/v1/completions`` with ``--max-tokens`` tokens;
 * the gateway: `rtrl serve --upstream <backend>`, which asks for token ids and log-probs,
-  parses the answer, records each rollout on Kafka (acks=all) and answers.
+  parses the answer, records each rollout on Kafka (acks=all) and answers;
+* the peer: ``bench/_passthrough.py``, which forwards each body unread and answers with what
+  came back, on the same uvicorn settings and aiohttp pool as the gateway (the floor).
 
 Each row sends ``--requests`` completions from ``--concurrency`` concurrent clients (aiohttp,
 asyncio, keep-alive) in this process. Direct and gateway requests alternate in ``--rounds``
-slices, so that whatever else loads the machine weighs on both alike. ``--cpus B,G`` pins the
-backend to core B (with one torch thread) and the gateway to core G, and this process to G as
-well: the gateway's core is the one idle while the backend samples, so that gateway and backend
-never take CPU from each other (other work on the machine still can: its load average is in
-the figures). Overhead = gateway
-quantile minus direct quantile; ratio = gateway requests/s over direct requests/s; CPU per
+slices, so that whatever else loads the machine weighs on all alike. ``--cpus B,G`` pins the
+backend to core B (with one torch thread) and the gateway and the peer to core G, and this
+process to G as well: the gateway's core is the one idle while the backend samples, so that
+gateway and backend never take CPU from each other (other work on the machine still can: its
+load average is in the figures). Overhead = the proxy's quantile minus the direct quantile;
+ratio = its requests/s over direct requests/s; CPU per
 request = each server process's user + system time over the row's slices (all its threads),
 which scheduling delays on a loaded machine do not inflate as they do latencies. The
 backend's sampling dominates both, so the figures say what the gateway adds to a fast backend;
@@ -64,8 +67,15 @@ REPO = Path(__file__).resolve().parent.parent
 def serve(args: list[str], port: int, log: Path, env: dict[str, str],
           cpu: int | None) -> subprocess.Popen:  # fmt: skip
     """`rtrl serve ARGS` on ``port``, on core ``cpu`` alone when given."""
+    command = [sys.executable, "-m", "rtrl.cli", "serve", "--port", str(port), *args]
+    return start(command, port, log, env, cpu)
+
+
+def start(command: list[str], port: int, log: Path, env: dict[str, str],
+          cpu: int | None) -> subprocess.Popen:  # fmt: skip
+    """``command``, on core ``cpu`` alone when given, once ``/readyz`` answers on ``port``."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rtrl.cli", "serve", "--port", str(port), *args],
+        command,
         cwd=REPO,
         stdout=open(log, "ab"),  # noqa: SIM115
         stderr=subprocess.STDOUT,
@@ -80,7 +90,7 @@ def serve(args: list[str], port: int, log: Path, env: dict[str, str],
         except httpx.HTTPError:
             time.sleep(0.2)
     proc.kill()
-    raise RuntimeError(f"rtrl serve did not start: {log.read_text()[-2000:]}")
+    raise RuntimeError(f"{command[1:4]} did not start: {log.read_text()[-2000:]}")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -178,17 +188,28 @@ def main() -> int:
             {"RTRL_UPSTREAM_API_KEY": key},
             cpus[1],
         )
-        via = f"http://127.0.0.1:{ports + 1}"
+        peer = start(
+            [sys.executable, str(REPO / "bench" / "_passthrough.py"), direct, str(ports + 2)],
+            ports + 2,
+            tmp / "passthrough.log",
+            {},
+            cpus[1],
+        )
+        servers = {
+            "direct": (direct, backend),
+            "pass-through": (f"http://127.0.0.1:{ports + 2}", peer),
+            "gateway": (f"http://127.0.0.1:{ports + 1}", gateway),
+        }
         if cpus[1] is not None:  # the load generator beside the gateway (see the docstring)
             os.sched_setaffinity(0, {cpus[1]})
         try:
             for concurrency in [int(c) for c in args.concurrency.split(",")]:
-                latencies: dict[str, list[float]] = {"direct": [], "gateway": []}
-                seconds = {"direct": 0.0, "gateway": 0.0}
-                cpu = {"direct": [0.0, 0.0], "gateway": [0.0, 0.0]}  # backend, gateway CPU s
+                latencies: dict[str, list[float]] = {name: [] for name in servers}
+                seconds = dict.fromkeys(servers, 0.0)
+                cpu = {name: [0.0, 0.0] for name in servers}  # backend, proxy CPU s
                 for _ in range(args.rounds):
-                    for name, url in (("direct", direct), ("gateway", via)):
-                        before = cpu_seconds(backend.pid), cpu_seconds(gateway.pid)
+                    for name, (url, proc) in servers.items():
+                        before = cpu_seconds(backend.pid), cpu_seconds(proc.pid)
                         seconds[name] += asyncio.run(
                             load(
                                 url,
@@ -200,37 +221,29 @@ def main() -> int:
                             )
                         )
                         cpu[name][0] += cpu_seconds(backend.pid) - before[0]
-                        cpu[name][1] += cpu_seconds(gateway.pid) - before[1]
+                        cpu[name][1] += cpu_seconds(proc.pid) - before[1]
                 figures = {
                     name: {
                         "requests": len(latencies[name]),
                         "rps": len(latencies[name]) / seconds[name],
                         "backend_cpu_ms": 1000 * cpu[name][0] / len(latencies[name]),
-                        "gateway_cpu_ms": 1000 * cpu[name][1] / len(latencies[name]),
+                        "proxy_cpu_ms": 1000 * cpu[name][1] / len(latencies[name]),
                         "p50_ms": 1000 * quantile(latencies[name], 0.5),
                         "p99_ms": 1000 * quantile(latencies[name], 0.99),
                     }
                     for name in latencies
                 }
-                rows.append(
-                    {
-                        "row": f"direct, {concurrency} client(s)",
-                        "concurrency": concurrency,
-                        **figures["direct"],
-                    }
-                )
-                rows.append(
-                    {
-                        "row": f"gateway, {concurrency} client(s)",
-                        "concurrency": concurrency,
-                        **figures["gateway"],
-                        "added_p50_ms": figures["gateway"]["p50_ms"] - figures["direct"]["p50_ms"],
-                        "added_p99_ms": figures["gateway"]["p99_ms"] - figures["direct"]["p99_ms"],
-                        "throughput_ratio": figures["gateway"]["rps"] / figures["direct"]["rps"],
-                    }
-                )
+                base = figures["direct"]
+                for name, fig in figures.items():
+                    row = {"row": f"{name}, {concurrency} client(s)", "server": name,
+                           "concurrency": concurrency, **fig}  # fmt: skip
+                    if name != "direct":
+                        row["added_p50_ms"] = fig["p50_ms"] - base["p50_ms"]
+                        row["added_p99_ms"] = fig["p99_ms"] - base["p99_ms"]
+                        row["throughput_ratio"] = fig["rps"] / base["rps"]
+                    rows.append(row)
         finally:
-            for proc in (gateway, backend):
+            for proc in (peer, gateway, backend):
                 proc.terminate()
                 proc.wait(60)
     print(
@@ -245,7 +258,7 @@ def main() -> int:
                 "added p99 ms",
                 "ratio",
                 "backend CPU ms/req",
-                "gateway CPU ms/req",
+                "proxy CPU ms/req",
             ],
             [
                 [
@@ -258,7 +271,7 @@ def main() -> int:
                     r.get("added_p99_ms", "-"),
                     r.get("throughput_ratio", "-"),
                     r["backend_cpu_ms"],
-                    r["gateway_cpu_ms"] if r["row"].startswith("gateway") else "-",
+                    r["proxy_cpu_ms"] if r["server"] != "direct" else "-",
                 ]
                 for r in rows
             ],

@@ -24,7 +24,7 @@ from trainer.registry import CANARY, CheckpointInfo
 from trainer.rollout import Experiment
 
 if TYPE_CHECKING:
-    from trainer.gateway.api import Backend
+    from trainer.gateway.completions import Backend
 
 log = logging.getLogger(__name__)
 

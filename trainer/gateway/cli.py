@@ -154,7 +154,7 @@ def _split(args: argparse.Namespace):  # -> Split | None
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from trainer.gateway.api import GatewayConfig
+    from trainer.gateway.completions import GatewayConfig
     from trainer.gateway.server import ServeConfig, run
 
     try:

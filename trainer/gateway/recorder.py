@@ -1,13 +1,19 @@
 """The way from a served completion to the ``rollouts`` topic, which never holds up a request.
 
-:meth:`RolloutRecorder.record` hands the rollout to the producer and returns at once. The spool
-is the producer's own queue, bounded by ``spool_max`` rollouts, and its messages never time out
-(``message.timeout.ms=0``): while Kafka is unreachable they wait, and the idempotent producer
-delivers them, in order and once each, when it is back. A rollout that finds the spool full is
-dropped, and so is one still spooled when the recorder is closed past its deadline: every drop is
-counted by reason and logged (the first, then one line every ``LOG_EVERY_S`` with the count), so
-nothing is lost silently. ``when_full="wait"`` instead waits for room (for ``rtrl run``, which
-must not lose a rollout and can afford to wait).
+:meth:`RolloutRecorder.record` appends the rollout to a queue and returns at once. A thread of
+the recorder hands what has queued to the producer every ``HAND_OVER_S``, as one burst: a
+produce that finds the producer idle wakes librdkafka's threads, which then send a request to
+the broker and report its delivery, and on a gateway answering one request at a time that cost
+more CPU than the rest of recording together (``bench/RESULTS.md``, gateway). In a burst only
+the first produce wakes them, and the burst goes to the broker as one request.
+
+The spool is that queue and the producer's own, bounded together by ``spool_max`` rollouts; the
+producer's messages never time out (``message.timeout.ms=0``): while Kafka is unreachable they
+wait, and the idempotent producer delivers them, in order and once each, when it is back. A
+rollout that finds the spool full is dropped, and so is one still spooled when the recorder is
+closed past its deadline: every drop is counted by reason and logged (the first, then one line
+every ``LOG_EVERY_S`` with the count), so nothing is lost silently. ``when_full="wait"`` instead
+waits for room (for ``rtrl run``, which must not lose a rollout and can afford to wait).
 
 Keyed by interaction id with the platform's producer settings (murmur2), so a rollout lands on
 the partition of its interaction's events.
@@ -18,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Literal
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -28,22 +34,27 @@ from trainer.rollout import Rollout
 
 log = logging.getLogger(__name__)
 LOG_EVERY_S = 10.0
+HAND_OVER_S = 0.05  # the longest a rollout waits in the gateway before its producer has it
 SPOOL_FULL = "spool_full"
 SHUTDOWN = "unsent_at_shutdown"
 
 
 class RolloutRecorder:
     def __init__(self, bootstrap: str, topic: str, spool_max: int = 100_000,
-                 when_full: Literal["drop", "wait"] = "drop") -> None:  # fmt: skip
+                 when_full: Literal["drop", "wait"] = "drop",
+                 hand_over_s: float = HAND_OVER_S) -> None:  # fmt: skip
         if spool_max < 1:
             raise ValueError("spool_max: at least 1")
         self.topic = topic
         self.spool_max = spool_max
         self._when_full = when_full
+        self._hand_over_s = hand_over_s
         overrides: dict[str, object] = {"queue.buffering.max.messages": spool_max}
         if when_full == "drop":
             overrides["message.timeout.ms"] = 0  # wait for Kafka as long as it takes
         self._producer = Producer(reliable_producer(bootstrap, **overrides))
+        self._queued: deque[Rollout] = deque()  # recorded, not yet handed to the producer
+        self._handing = threading.Lock()  # one hand-over at a time: the order is kept
         self._lock = threading.Lock()
         self.delivered = 0
         self.dropped: Counter[str] = Counter()
@@ -51,35 +62,37 @@ class RolloutRecorder:
         self._last_log = 0.0
         self._logged_drops = 0
         self._stop = threading.Event()
-        self._poller = threading.Thread(target=self._poll, name="rtrl-rollouts", daemon=True)
-        self._poller.start()
+        self._worker = threading.Thread(target=self._run, name="rtrl-rollouts", daemon=True)
+        self._worker.start()
 
     def record(self, rollout: Rollout) -> bool:
         """Spool the rollout for Kafka; False when it was dropped (counted and logged)."""
-        value, key = rollout.to_json(), rollout.interaction_id.encode()
-        while True:
-            try:
-                self._producer.produce(self.topic, value, key, on_delivery=self._on_delivery)
-                return True
-            except BufferError:
-                if self._when_full == "drop":
-                    self._drop(SPOOL_FULL, 1)
-                    return False
-                self._producer.poll(0.05)
+        while self.spooled() >= self.spool_max:
+            if self._when_full == "drop":
+                self._drop(SPOOL_FULL, 1)
+                return False
+            time.sleep(0.01)  # room comes as Kafka acknowledges
+        self._queued.append(rollout)
+        return True
 
     def spooled(self) -> int:
-        """Rollouts handed over and not yet acknowledged by Kafka."""
-        return len(self._producer)
+        """Rollouts recorded and not yet acknowledged by Kafka."""
+        return len(self._queued) + len(self._producer)
 
     def flush(self, timeout_s: float) -> int:
         """Wait up to ``timeout_s`` for every spooled rollout; returns how many are left."""
-        return int(self._producer.flush(timeout_s))
+        deadline = time.monotonic() + timeout_s
+        while self._queued and time.monotonic() < deadline:
+            if not self._hand_over():
+                self._producer.poll(0.05)  # the producer is full: deliveries make room
+        left = self._producer.flush(max(0.0, deadline - time.monotonic()))
+        return int(left) + len(self._queued)
 
     def close(self, timeout_s: float = 10.0) -> int:
         """Deliver what is spooled within ``timeout_s``; what is left is dropped (counted)."""
-        left = self.flush(timeout_s)
         self._stop.set()
-        self._poller.join(2)
+        self._worker.join(2)
+        left = self.flush(timeout_s)
         if left:
             self._drop(SHUTDOWN, left)
             self._log_drops(force=True)
@@ -88,6 +101,28 @@ class RolloutRecorder:
     def drops(self) -> int:
         with self._lock:
             return sum(self.dropped.values())
+
+    def _hand_over(self) -> bool:
+        """Produce every queued rollout, in order; False when the producer had no room left."""
+        with self._handing:
+            while self._queued:
+                rollout = self._queued[0]
+                try:
+                    self._producer.produce(
+                        self.topic,
+                        rollout.to_json(),
+                        rollout.interaction_id.encode(),
+                        on_delivery=self._on_delivery,
+                    )
+                except BufferError:
+                    return False
+                self._queued.popleft()
+            return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._hand_over_s):
+            self._hand_over()
+            self._producer.poll(0)  # delivery reports
 
     def _drop(self, reason: str, n: int) -> None:
         with self._lock:
@@ -121,7 +156,3 @@ class RolloutRecorder:
             self.errors.append(err.str())
             del self.errors[:-20]
         self._drop(f"kafka_{err.name().lower()}", 1)
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            self._producer.poll(0.1)

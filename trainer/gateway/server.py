@@ -19,8 +19,9 @@ from infra.http_server import http_server
 from infra.lifetime import stop_signals_call
 from infra.topics import TopicNames
 from ingest.collector.keys import KeyStore
-from trainer.gateway.api import Backend, GatewayConfig, create_app
+from trainer.gateway.api import create_app
 from trainer.gateway.assignment import Assignment
+from trainer.gateway.completions import Backend, GatewayConfig
 from trainer.gateway.follower import CheckpointFollower
 from trainer.gateway.metrics import GatewayMetrics
 from trainer.gateway.recorder import RolloutRecorder

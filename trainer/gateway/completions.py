@@ -1,0 +1,324 @@
+"""A completion request from admission to answer, whoever received it (``api``'s FastAPI
+routes or ``fast_path``).
+
+Each request goes: interaction id (``X-Rtrl-Interaction-Id``, or a new UUIDv7) → arm (the
+experiment's sticky assignment by ``X-Rtrl-User-Id``) → the checkpoint that will serve it, bound
+now → the backend → the rollout (never for ``X-Rtrl-Privacy-Mode: true``; refused with a counted
+reason when the answer lacks ids or log-probabilities) → the answer, whole or as server-sent
+events, with the interaction id, checkpoint and experiment in ``X-Rtrl-*`` headers for the
+editor plugin to stamp on its telemetry. Recording never fails a completion (``recorder``), nor
+delays it: a whole answer's rollout is handed to the recorder once the answer is sent.
+
+A stream (``stream: true``) starts once the backend has given its first token (a local backend
+gives each as it is drawn) or its whole answer (an upstream), so that a request the backend
+refuses is still answered with its error status; its rollout is recorded when the completion
+is whole, whether or not the client stayed to read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+from pydantic import ValidationError
+from starlette.responses import Response, StreamingResponse
+
+from ingest.contract import now_ts, uuid7
+from trainer.gateway.assignment import Assignment
+from trainer.gateway.generation import (
+    Generation,
+    Shown,
+    chat_response,
+    completion_response,
+    rollout_of,
+)
+from trainer.gateway.metrics import GatewayMetrics
+from trainer.gateway.protocol import ChatCompletionRequest, CompletionRequest
+from trainer.gateway.recorder import RolloutRecorder
+from trainer.gateway.stream import (
+    DONE,
+    Step,
+    chat_head,
+    chat_step,
+    chat_tail,
+    completion_step,
+    completion_tail,
+    rest_of,
+    sse,
+    steps_of,
+)
+from trainer.gateway.upstream import UpstreamError
+from trainer.registry import CheckpointInfo
+from trainer.rollout import Experiment
+from trainer.sampling import SamplingParams
+
+log = logging.getLogger(__name__)
+INTERACTION = "x-rtrl-interaction-id"
+CHECKPOINT = "X-Rtrl-Checkpoint-Id"
+EXPERIMENT = "X-Rtrl-Experiment"
+USER = "x-rtrl-user-id"
+PRIVACY = "x-rtrl-privacy-mode"
+
+OnStep = Callable[[Step], None]
+Request = ChatCompletionRequest | CompletionRequest
+
+
+class Backend(Protocol):
+    """``target`` binds a request to a loaded checkpoint (an object with its ``checkpoint_id``);
+    ``chat``/``complete`` may pass each token to ``on_step`` as it is drawn (or never)."""
+
+    kind: str
+    switches: int
+
+    def target(self, checkpoint: str, model: str = "") -> Any: ...
+    def models(self) -> list[str]: ...
+    def take_up(self, info: CheckpointInfo) -> bool: ...
+    def pin(self, info: CheckpointInfo) -> None: ...
+    def unpin(self, checkpoint_id: str) -> None: ...
+    @property
+    def current_id(self) -> str: ...
+    async def chat(
+        self,
+        target: Any,
+        request: ChatCompletionRequest,
+        raw: dict[str, Any],
+        params: SamplingParams,
+        on_step: OnStep | None = None,
+    ) -> Generation: ...
+    async def complete(
+        self,
+        target: Any,
+        request: CompletionRequest,
+        raw: dict[str, Any],
+        params: SamplingParams,
+        on_step: OnStep | None = None,
+    ) -> Generation: ...
+    def ready(self) -> bool: ...
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    default_max_tokens: int = 256
+    hide_logprobs: bool = False  # never show log-probabilities to callers
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, kind: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind, self.code = status, message, kind, code
+
+
+def error_response(status: int, message: str, kind: str, code: str | None = None) -> Response:
+    """An error in OpenAI's shape."""
+    body = {"error": {"message": message, "type": kind, "code": code, "param": None}}
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return Response(orjson.dumps(body), status, headers, media_type="application/json")
+
+
+def invalid_request(errors: Sequence[Mapping[str, Any]]) -> ApiError:
+    """The first of pydantic's validation errors as a 400, named by its place in the body.
+
+    >>> invalid_request([{"loc": ("body", "max_tokens"), "msg": "too big"}]).message
+    'max_tokens: too big'
+    """
+    first = errors[0] if errors else {"loc": (), "msg": "invalid"}
+    where = ".".join(str(p) for p in first["loc"] if p != "body")
+    return ApiError(400, f"{where}: {first['msg']}", "invalid_request_error")
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("true", "1", "yes")
+
+
+class _After:
+    """A response's background, which Starlette awaits once the answer is sent: ``call(gen)``
+    on the event loop (Starlette's ``BackgroundTask`` would send a sync call to a thread pool,
+    and inspects what it is given on every request)."""
+
+    def __init__(self, call: Callable[[Generation], None], gen: Generation) -> None:
+        self._call, self._gen = call, gen
+
+    async def __call__(self) -> None:
+        self._call(self._gen)
+
+
+class Completions:
+    """``recorder`` None: nothing is recorded (the backend stands as another gateway's
+    upstream, which records)."""
+
+    def __init__(self, backend: Backend, recorder: RolloutRecorder | None,
+                 assignment: Assignment, config: GatewayConfig,
+                 metrics: GatewayMetrics) -> None:  # fmt: skip
+        self.backend, self.recorder, self.assignment = backend, recorder, assignment
+        self.config, self.metrics = config, metrics
+        self._pending: set[asyncio.Task[Generation]] = set()  # streams' generations
+        self._answered: dict[tuple[str, str], Any] = {}  # the metrics' children, bound once
+        self._took = {e: metrics.latency.labels(e) for e in ("chat", "completions")}
+
+    async def serve(self, headers: Mapping[str, str], endpoint: str, req: Request) -> Response:
+        """The answer to ``req`` (``headers``: the request's, looked up in lower case); an
+        :class:`ApiError` for a request refused before the backend answers."""
+        started = time.perf_counter()
+        status = 500
+        try:
+            interaction, private, experiment, target = self._admit(headers, req.model)
+            params = self._sampling(req)
+            raw = req.model_dump(exclude_unset=True)
+            answer = {INTERACTION: interaction, CHECKPOINT: target.checkpoint_id}
+            if experiment is not None:
+                answer[EXPERIMENT] = f"{experiment.name}:{experiment.arm}"
+
+            def done(gen: Generation) -> None:
+                self._record(gen, interaction, private, params, experiment)
+
+            try:
+                if req.stream:
+                    response = await self._stream(req, target, raw, params, answer, done)
+                else:
+                    gen = await self._generate(req, target, raw, params)
+                    response = self._whole(req, gen, answer)
+                    response.background = _After(done, gen)  # type: ignore[assignment]
+            except UpstreamError as exc:
+                status = exc.status
+                return Response(exc.body, exc.status, media_type="application/json")
+            status = response.status_code
+            return response
+        except ApiError as exc:
+            status = exc.status
+            raise
+        finally:
+            self._took[endpoint].observe(time.perf_counter() - started)
+            key = (endpoint, str(status))
+            counter = self._answered.get(key)
+            if counter is None:
+                counter = self._answered[key] = self.metrics.requests.labels(*key)
+            counter.inc()
+
+    def _admit(
+        self, headers: Mapping[str, str], model: str
+    ) -> tuple[str, bool, Experiment | None, Any]:
+        """Interaction id, privacy, experiment arm and the bound checkpoint of a request."""
+        interaction = headers.get(INTERACTION) or uuid7()
+        if not 1 <= len(interaction) <= 128:
+            raise ApiError(
+                400, "X-Rtrl-Interaction-Id: 1 to 128 characters", "invalid_request_error"
+            )
+        experiment, target = self.assignment.admit(headers.get(USER) or interaction, model)
+        return interaction, _truthy(headers.get(PRIVACY)), experiment, target
+
+    def _sampling(self, req: Request) -> SamplingParams:
+        try:
+            return SamplingParams(
+                temperature=req.temperature or 1.0,
+                top_p=req.top_p or 1.0,
+                max_tokens=req.token_budget() or self.config.default_max_tokens,
+                stop=req.stops(),
+            )
+        except ValidationError as exc:
+            raise ApiError(400, str(exc.errors()[0]["msg"]), "invalid_request_error") from None
+
+    def _record(self, gen: Generation, interaction: str, private: bool,
+                params: SamplingParams, experiment: Experiment | None) -> None:  # fmt: skip
+        if self.recorder is None:
+            return
+        outcomes = self.metrics.rollouts
+        if private:
+            outcomes.labels("private").inc()
+            return
+        rollout = rollout_of(gen, interaction, params, experiment, now_ts())
+        if isinstance(rollout, str):
+            outcomes.labels("refused").inc()
+            self.metrics.refused.labels(rollout).inc()
+            log.info("rollout of %s refused: %s", interaction, rollout)
+            return
+        outcomes.labels("recorded" if self.recorder.record(rollout) else "dropped").inc()
+
+    async def _generate(self, req: Request, target: Any, raw: dict[str, Any],
+                        params: SamplingParams,
+                        on_step: OnStep | None = None) -> Generation:  # fmt: skip
+        try:
+            if isinstance(req, ChatCompletionRequest):
+                return await self.backend.chat(target, req, raw, params, on_step)
+            return await self.backend.complete(target, req, raw, params, on_step)
+        except ValueError as exc:
+            raise ApiError(400, str(exc), "invalid_request_error") from None
+
+    def _shown(self, req: Request) -> Shown:
+        chat = isinstance(req, ChatCompletionRequest)
+        wants_logprobs = req.logprobs if chat else req.logprobs is not None
+        return Shown(bool(wants_logprobs) and not self.config.hide_logprobs, req.return_token_ids)
+
+    def _whole(self, req: Request, gen: Generation, headers: dict[str, str]) -> Response:
+        chat = isinstance(req, ChatCompletionRequest)
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        render = chat_response if chat else completion_response
+        body = render(gen, rid, int(time.time()), gen.checkpoint_id, self._shown(req))
+        return Response(orjson.dumps(body), 200, headers, media_type="application/json")
+
+    async def _stream(self, req: Request, target: Any, raw: dict[str, Any],
+                      params: SamplingParams, headers: dict[str, str],
+                      done: Callable[[Generation], None]) -> Response:  # fmt: skip
+        """Server-sent events that follow the generation's steps as they come; the backend's
+        refusal before its first step is raised here, as for a whole answer."""
+        steps: asyncio.Queue[Step | None] = asyncio.Queue()  # None: the generation has ended
+        task = asyncio.ensure_future(self._generate(req, target, raw, params, steps.put_nowait))
+        self._pending.add(task)
+
+        def ended(t: asyncio.Task[Generation]) -> None:
+            self._pending.discard(t)
+            steps.put_nowait(None)
+            if not t.cancelled() and t.exception() is None:
+                done(t.result())
+
+        task.add_done_callback(ended)
+        first = await steps.get()
+        whole_steps = steps_of(task.result()) if first is None else None  # raises its error
+        chat = isinstance(req, ChatCompletionRequest)
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        created, model, show = int(time.time()), target.checkpoint_id, self._shown(req)
+
+        async def each_step() -> AsyncIterator[Step]:
+            if whole_steps is not None:  # a backend that does not stream: its answer, cut up
+                for cut in whole_steps:
+                    yield cut
+                return
+            step: Step | None = first
+            while step is not None:
+                yield step
+                step = await steps.get()
+
+        async def events() -> AsyncIterator[bytes]:
+            sent, offset, head = [], 0, True
+            async for step in each_step():
+                if chat and head:
+                    yield sse(chat_head(rid, created, model, show, step.prompt_ids))
+                head = False
+                if chat:
+                    yield sse(chat_step(step, rid, created, model, show))
+                else:
+                    yield sse(completion_step(step, offset, rid, created, model, show))
+                sent.append(step.text)
+                offset += len(step.text)
+            gen = await task
+            rest = rest_of(gen.text, "".join(sent))
+            if chat:
+                if head:
+                    yield sse(chat_head(rid, created, model, show, gen.prompt_ids))
+                for chunk in chat_tail(gen, rest, rid, created, model):
+                    yield sse(chunk)
+            else:
+                yield sse(completion_tail(gen, rest, rid, created, model))
+            yield DONE
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",  # type: ignore[arg-type]
+            headers=headers,
+        )

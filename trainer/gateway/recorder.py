@@ -5,7 +5,9 @@ the recorder hands what has queued to the producer every ``HAND_OVER_S``, as one
 produce that finds the producer idle wakes librdkafka's threads, which then send a request to
 the broker and report its delivery, and on a gateway answering one request at a time that cost
 more CPU than the rest of recording together (``bench/RESULTS.md``, gateway). In a burst only
-the first produce wakes them, and the burst goes to the broker as one request.
+the first produce wakes them, and the burst goes to the broker as one request. A rollout waits
+in the gateway at most ``HAND_OVER_S`` more than it would have; on a crash, what was spooled is
+lost either way (the spool is memory).
 
 The spool is that queue and the producer's own, bounded together by ``spool_max`` rollouts; the
 producer's messages never time out (``message.timeout.ms=0``): while Kafka is unreachable they
@@ -34,7 +36,7 @@ from trainer.rollout import Rollout
 
 log = logging.getLogger(__name__)
 LOG_EVERY_S = 10.0
-HAND_OVER_S = 0.05  # the longest a rollout waits in the gateway before its producer has it
+HAND_OVER_S = 0.2  # the longest a rollout waits in the gateway before its producer has it
 SPOOL_FULL = "spool_full"
 SHUTDOWN = "unsent_at_shutdown"
 
@@ -54,6 +56,7 @@ class RolloutRecorder:
             overrides["message.timeout.ms"] = 0  # wait for Kafka as long as it takes
         self._producer = Producer(reliable_producer(bootstrap, **overrides))
         self._queued: deque[Rollout] = deque()  # recorded, not yet handed to the producer
+        self._unacked = 0  # handed to the producer, delivery not yet reported
         self._handing = threading.Lock()  # one hand-over at a time: the order is kept
         self._lock = threading.Lock()
         self.delivered = 0
@@ -76,8 +79,9 @@ class RolloutRecorder:
         return True
 
     def spooled(self) -> int:
-        """Rollouts recorded and not yet acknowledged by Kafka."""
-        return len(self._queued) + len(self._producer)
+        """Rollouts recorded and not yet acknowledged by Kafka (counted here: the producer's
+        own queue length also counts the error events it has not yet reported)."""
+        return len(self._queued) + self._unacked
 
     def flush(self, timeout_s: float) -> int:
         """Wait up to ``timeout_s`` for every spooled rollout; returns how many are left."""
@@ -85,8 +89,8 @@ class RolloutRecorder:
         while self._queued and time.monotonic() < deadline:
             if not self._hand_over():
                 self._producer.poll(0.05)  # the producer is full: deliveries make room
-        left = self._producer.flush(max(0.0, deadline - time.monotonic()))
-        return int(left) + len(self._queued)
+        self._producer.flush(max(0.0, deadline - time.monotonic()))
+        return self.spooled()
 
     def close(self, timeout_s: float = 10.0) -> int:
         """Deliver what is spooled within ``timeout_s``; what is left is dropped (counted)."""
@@ -116,6 +120,8 @@ class RolloutRecorder:
                     )
                 except BufferError:
                     return False
+                with self._lock:
+                    self._unacked += 1
                 self._queued.popleft()
             return True
 
@@ -148,6 +154,8 @@ class RolloutRecorder:
         )
 
     def _on_delivery(self, err: KafkaError | None, _msg: Message) -> None:
+        with self._lock:
+            self._unacked -= 1
         if err is None:
             with self._lock:
                 self.delivered += 1

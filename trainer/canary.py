@@ -30,17 +30,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rewards.monitors import BAD_DIRECTION, MonitorThresholds
+from trainer.canary_names import experiment_of
 from warehouse.ab import RatioSums
 
-PARENT_ARM = "parent"
-CANARY_ARM = "canary"
 REWARD = "mean_reward"
 Verdict = Literal["wait", "rollout", "rollback"]
-
-
-def experiment_of(candidate: str) -> str:
-    """The experiment a canary runs as (the events' limit on a name is 64 characters)."""
-    return f"canary-{candidate}"[:64]
 
 
 class CanaryConfig(BaseModel):

@@ -24,8 +24,6 @@ import duckdb
 
 from rewards.monitors import MonitorThresholds
 from trainer.canary import (
-    CANARY_ARM,
-    PARENT_ARM,
     Arm,
     CanaryConfig,
     CanaryVerdict,
@@ -33,6 +31,7 @@ from trainer.canary import (
     arm_of,
     judge,
 )
+from trainer.canary_names import CANARY_ARM, PARENT_ARM
 from trainer.registry import CANARY, PROMOTED, REJECTED, CheckpointInfo, CheckpointRegistry
 
 log = logging.getLogger("rtrl.canary")

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
+from trainer.lora_settings import LoraSettings
 from trainer.models import file_sha256
 
 _WEIGHT_FILES = (".safetensors", ".json", ".jinja", ".model", ".txt", ".gguf")
@@ -82,19 +82,6 @@ def load_base(path: Path, expect_sha256: str | None = None) -> LoadedBase:
     )
     return LoadedBase(
         model, tokenizer, path, digest, str(model.config.model_type), tokenizer_sha256(tokenizer)
-    )
-
-
-class LoraSettings(BaseModel):
-    """A LoRA adapter's shape; stored with every checkpoint that has one."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    r: int = Field(8, ge=1, le=1024, description="adapter rank")
-    alpha: int = Field(16, ge=1, description="scale numerator (scale = alpha / r)")
-    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the adapter's input")
-    targets: tuple[str, ...] = Field(
-        ("q_proj", "v_proj"), min_length=1, description="module names that get an adapter"
     )
 
 

@@ -33,7 +33,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from infra.durable import fsync_dir
 from ingest.contract import ContractError, normalize_ts, now_ts
-from trainer.loading import LoraSettings
+from trainer.lora_settings import LoraSettings
 from trainer.models import file_sha256
 from trainer.rollout import ModelIdentity
 

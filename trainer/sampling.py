@@ -10,10 +10,12 @@ the first update step is exactly 1 and every later ratio compares like with like
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+if TYPE_CHECKING:  # imported where it is used: a gateway in front of an upstream has no torch
+    import torch
 
 LOGPROB_FLOOR = -1.0e4
 """A token outside the nucleus has probability 0; its log is clamped here so that sums and
@@ -66,12 +68,15 @@ def sampling_log_probs(
     (the nucleus itself is a choice, not a function with a gradient). ``temperature`` and
     ``top_p`` are numbers, or tensors ``[..., 1]`` of one value per row.
 
+    >>> import torch
     >>> logits = torch.log(torch.tensor([0.5, 0.3, 0.2]))
     >>> [round(p, 6) for p in sampling_log_probs(logits, 1.0, 1.0).exp().tolist()]
     [0.5, 0.3, 0.2]
     >>> sampling_log_probs(logits, 1.0, 0.7).exp().tolist()  # {0.5, 0.3} hold 0.8 >= 0.7
     [0.625, 0.375, 0.0]
     """
+    import torch
+
     scaled = logits.float()
     if isinstance(temperature, torch.Tensor) or temperature != 1.0:
         scaled = scaled / temperature

@@ -13,7 +13,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from trainer.canary import CANARY_ARM, PARENT_ARM, experiment_of
+from trainer.canary_names import CANARY_ARM, PARENT_ARM, experiment_of
 from trainer.registry import check_checkpoint_id
 from trainer.rollout import Experiment
 

@@ -159,8 +159,7 @@ class Completions:
         self.backend, self.recorder, self.assignment = backend, recorder, assignment
         self.config, self.metrics = config, metrics
         self._pending: set[asyncio.Task[Generation]] = set()  # streams' generations
-        self._answered: dict[tuple[str, str], Any] = {}  # the metrics' children, bound once
-        self._took = {e: metrics.latency.labels(e) for e in ("chat", "completions")}
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}  # bound once, then reused
 
     async def serve(self, headers: Mapping[str, str], endpoint: str, req: Request) -> Response:
         """The answer to ``req`` (``headers``: the request's, looked up in lower case); an
@@ -194,12 +193,17 @@ class Completions:
             status = exc.status
             raise
         finally:
-            self._took[endpoint].observe(time.perf_counter() - started)
-            key = (endpoint, str(status))
-            counter = self._answered.get(key)
-            if counter is None:
-                counter = self._answered[key] = self.metrics.requests.labels(*key)
-            counter.inc()
+            self._child(self.metrics.latency, endpoint).observe(time.perf_counter() - started)
+            self._child(self.metrics.requests, endpoint, str(status)).inc()
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once (``labels`` takes a lock and checks its
+        arguments on every call)."""
+        key = (metric, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def _admit(
         self, headers: Mapping[str, str], model: str
@@ -230,15 +234,15 @@ class Completions:
             return
         outcomes = self.metrics.rollouts
         if private:
-            outcomes.labels("private").inc()
+            self._child(outcomes, "private").inc()
             return
         rollout = rollout_of(gen, interaction, params, experiment, now_ts())
         if isinstance(rollout, str):
-            outcomes.labels("refused").inc()
-            self.metrics.refused.labels(rollout).inc()
+            self._child(outcomes, "refused").inc()
+            self._child(self.metrics.refused, rollout).inc()
             log.info("rollout of %s refused: %s", interaction, rollout)
             return
-        outcomes.labels("recorded" if self.recorder.record(rollout) else "dropped").inc()
+        self._child(outcomes, "recorded" if self.recorder.record(rollout) else "dropped").inc()
 
     async def _generate(self, req: Request, target: Any, raw: dict[str, Any],
                         params: SamplingParams,

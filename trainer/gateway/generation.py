@@ -10,7 +10,9 @@ carries them to Kafka. Nothing here re-tokenises text.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from trainer.gateway.protocol import Usage
@@ -89,6 +91,15 @@ def usage(gen: Generation) -> Usage:
     return Usage(**_usage(gen))
 
 
+def text_offsets(pieces: Sequence[str], start: int = 0) -> list[int]:
+    """Where each token's text starts in the completion, the first at ``start``.
+
+    >>> text_offsets(["de", "f", " m"], start=3)
+    [3, 5, 6]
+    """
+    return list(accumulate((len(p) for p in pieces[:-1]), initial=start)) if pieces else []
+
+
 def _usage(gen: Generation) -> dict[str, int]:
     prompt = len(gen.prompt_ids or ())
     completion = len(gen.token_ids or ())
@@ -148,14 +159,10 @@ def completion_response(
     choice: dict[str, Any] = {"index": 0, "text": gen.text, "finish_reason": gen.finish_reason}
     if shown.logprobs and gen.logprobs is not None:
         pieces = list(gen.pieces or tuple("" for _ in gen.logprobs))
-        offsets, at = [], 0
-        for piece in pieces:
-            offsets.append(at)
-            at += len(piece)
         choice["logprobs"] = {
             "tokens": pieces,
             "token_logprobs": list(gen.logprobs),
-            "text_offset": offsets,
+            "text_offset": text_offsets(pieces),
         }
     if shown.token_ids and gen.prompt_ids:
         choice["prompt_token_ids"] = list(gen.prompt_ids)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from pydantic import BaseModel
 
-from trainer.gateway.generation import Generation, Shown, usage
+from trainer.gateway.generation import Generation, Shown, text_offsets, usage
 from trainer.gateway.protocol import (
     ChatChunkChoice,
     ChatCompletionChunk,
@@ -189,15 +189,11 @@ def completion_step(step: Step, offset: int, request_id: str, created: int, mode
     """A streamed completion's chunk; ``offset``: where the step's text starts in the text."""
     logprobs = None
     if shown.logprobs and step.logprobs is not None:
-        offsets, at = [], offset
-        for piece in step.pieces:
-            offsets.append(at)
-            at += len(piece)
         logprobs = CompletionLogprobs(
             tokens=list(step.pieces),
             token_logprobs=list(step.logprobs),
             top_logprobs=None,
-            text_offset=offsets,
+            text_offset=text_offsets(step.pieces, offset),
         )
     prompt = step.prompt_ids if shown.token_ids and step.prompt_ids else None
     return CompletionResponse(

@@ -2,12 +2,13 @@
 serve``) does the sampling; the gateway records what it answered.
 
 Every request goes upstream with ``logprobs`` and vLLM's ``return_token_ids`` asked for, and not
-streamed (the gateway streams to its own client), over one aiohttp session that keeps its
-connections open: the client's own CPU is paid on every completion, and aiohttp's is a fraction
-of httpx's (``bench/RESULTS.md``, gateway). The answer's token ids and log-probabilities
-are taken as the upstream gave them (:func:`parse_chat`, :func:`parse_completion`): when the
-upstream leaves them out the completion is still served, and its rollout is refused with the
-reason counted (``generation.rollout_of``), never filled in by tokenising the text.
+streamed (the gateway streams to its own client), over keep-alive connections
+(``infra.http_client``: the client's own CPU is paid on every completion, and that one takes a
+fifth of aiohttp's; ``bench/RESULTS.md``, gateway). The answer's token ids and
+log-probabilities are taken as the upstream gave them (:func:`parse_chat`,
+:func:`parse_completion`): when the upstream leaves them out the completion is still served, and
+its rollout is refused with the reason counted (``generation.rollout_of``), never filled in by
+tokenising the text.
 
 Checkpoints: the upstream serves its base model under ``upstream_model``; a promoted LoRA
 checkpoint is written as a peft adapter directory (``adapter_config.json`` and
@@ -30,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import httpx
 import orjson
 
+from infra.http_client import HttpError, HttpPool
 from trainer.gateway.follower import moves_forward
 from trainer.gateway.generation import Generation
 from trainer.gateway.routing import CURRENT
@@ -186,7 +187,7 @@ class UpstreamBackend:
         self._lock = threading.Lock()
         self.not_loaded: Counter[str] = Counter()
         self.switches = 0
-        self._http: aiohttp.ClientSession | None = None  # made on the serving loop, first use
+        self._http: HttpPool | None = None  # made on the serving loop, first use
         info = registry.get(checkpoint_id)
         self._current_info = info
         first = self._route_for(info)
@@ -299,32 +300,32 @@ class UpstreamBackend:
             route,
         )
 
-    def _session(self) -> aiohttp.ClientSession:
+    def _pool(self) -> HttpPool:
         if self._http is None:
-            self._http = aiohttp.ClientSession(
-                headers={**self._headers, "Content-Type": "application/json"},
-                timeout=aiohttp.ClientTimeout(total=self._timeout_s),
-                connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS, ttl_dns_cache=None),
-                skip_auto_headers=("User-Agent",),
+            self._http = HttpPool(
+                self.url,
+                {**self._headers, "Content-Type": "application/json"},
+                MAX_CONNECTIONS,
+                self._timeout_s,
             )
         return self._http
 
     async def _ask(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            async with self._session().post(self.url + path, data=orjson.dumps(body)) as answer:
-                status, content = answer.status, await answer.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
+            answer = await self._pool().post(path, orjson.dumps(body))
+        except HttpError as exc:
             raise UpstreamError(
                 502,
                 orjson.dumps(
                     {
                         "error": {
-                            "message": f"upstream unreachable: {exc!r}"[:300],
+                            "message": f"upstream unreachable: {exc}"[:300],
                             "type": "upstream_error",
                         }
                     }
                 ),
             ) from None
+        status, content = answer.status, answer.body
         if status >= 400:
             raise UpstreamError(status, content)
         try:

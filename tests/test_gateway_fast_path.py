@@ -1,7 +1,8 @@
 """The completions' fast path answers as FastAPI's routes do: the same statuses and errors for
 the same bad requests, whole answers that are exactly what the response models describe, streams
 that end, and every other route (models, probes, OpenAPI) still FastAPI's. Both apps share one
-local backend on the tiny model, called in-process over ASGI."""
+local backend on the tiny model, called in-process over ASGI. And what is answered is recorded
+after the answers, together, and at the latest when the app shuts down."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ import pytest
 from ingest.collector.keys import KeyStore
 from tests import trainer_fixtures
 from trainer.checkpoint_io import register_base
+from trainer.gateway import completions
 from trainer.gateway.api import create_app
 from trainer.gateway.fast_path import MAX_BODY_BYTES, CompletionsFastPath
 from trainer.gateway.local import LocalBackend
 from trainer.gateway.protocol import ChatCompletionResponse, CompletionResponse
 from trainer.registry import CheckpointRegistry
+from trainer.rollout import Rollout
 
 tiny_model = trainer_fixtures.tiny_model  # the fixture
 CHAT = {"messages": [{"role": "user", "content": "mean(xs)?"}], "max_tokens": 4}
@@ -36,14 +39,16 @@ BAD = [
 ]
 
 
-@pytest.fixture(scope="module")
-def apps(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[tuple]:
-    tmp = tmp_path_factory.mktemp("fast")
+def local_backend(tmp: Path, tiny_model: Path) -> tuple[LocalBackend, KeyStore, str]:
     registry = CheckpointRegistry(tmp / "ckpt")
     register_base(registry, "t-0000", tiny_model)
     keys = KeyStore(tmp / "keys.sqlite")
-    key = keys.create("acme")
-    backend = LocalBackend(registry, "t-0000")
+    return LocalBackend(registry, "t-0000"), keys, keys.create("acme")
+
+
+@pytest.fixture(scope="module")
+def apps(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[tuple]:
+    backend, keys, key = local_backend(tmp_path_factory.mktemp("fast"), tiny_model)
     fast, slow = create_app(backend, None, keys), create_app(backend, None, keys, fast_path=False)
     assert isinstance(fast, CompletionsFastPath) and not isinstance(slow, CompletionsFastPath)
     yield fast, slow, key
@@ -139,3 +144,60 @@ def test_streams_end_and_other_routes_stay_fastapis(apps) -> None:
     for path in ("/v1/chat/completions", "/v1/completions"):
         assert spec["paths"][path]["post"]["security"] == [{"bearer": []}]
     assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+
+
+class Kept:
+    """Stands in for the recorder, keeping what it is given (what becomes of it on Kafka is
+    ``test_gateway_outage``'s and ``test_gateway_local``'s)."""
+
+    def __init__(self) -> None:
+        self.rollouts: list[Rollout] = []
+
+    def record(self, rollout: Rollout) -> bool:
+        self.rollouts.append(rollout)
+        return True
+
+
+async def shut_down(app) -> None:
+    """The app's lifespan, started and ended as uvicorn does."""
+    messages: asyncio.Queue[dict] = asyncio.Queue()
+    for kind in ("lifespan.startup", "lifespan.shutdown"):
+        messages.put_nowait({"type": kind})
+    said: list[str] = []
+
+    async def send(message: dict) -> None:
+        said.append(message["type"])
+
+    await app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, messages.get, send)
+    assert said == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+def test_rollouts_are_built_together_after_the_answers_and_at_shutdown(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(completions, "RECORD_AFTER_S", 2.0)  # longer than three answers take
+    backend, keys, key = local_backend(tmp_path, tiny_model)
+    kept = Kept()
+    app = create_app(backend, kept, keys)  # type: ignore[arg-type]
+
+    async def go() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+
+            async def one(i: int) -> None:
+                headers = {"Authorization": f"Bearer {key}", "X-Rtrl-Interaction-Id": f"i-{i}"}
+                answer = await client.post("/v1/completions", json=TEXT, headers=headers)
+                assert answer.status_code == 200
+
+            await asyncio.gather(*(one(i) for i in range(3)))
+            assert kept.rollouts == []  # answered, put aside
+            await asyncio.sleep(2.5)
+            assert sorted(r.interaction_id for r in kept.rollouts) == ["i-0", "i-1", "i-2"]
+            assert len({r.created_at for r in kept.rollouts}) == 1  # built together
+            await one(3)
+            assert len(kept.rollouts) == 3
+        await shut_down(app)  # well before the next 2 s are up
+        assert [r.interaction_id for r in kept.rollouts][3:] == ["i-3"]
+
+    asyncio.run(go())
+    keys.close()

@@ -62,6 +62,7 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
         try:
             yield
         finally:
+            completions.record_put_aside()
             await backend.close()
 
     app = FastAPI(

@@ -7,7 +7,11 @@ now → the backend → the rollout (never for ``X-Rtrl-Privacy-Mode: true``; re
 reason when the answer lacks ids or log-probabilities) → the answer, whole or as server-sent
 events, with the interaction id, checkpoint and experiment in ``X-Rtrl-*`` headers for the
 editor plugin to stamp on its telemetry. Recording never fails a completion (``recorder``), nor
-delays it: a whole answer's rollout is handed to the recorder once the answer is sent.
+delays it: a whole answer's rollout is put aside once the answer is sent, and what was put aside
+is built and handed to the recorder ``RECORD_AFTER_S`` later, all at once. A backend answers a
+batch of requests together, and the gateway's one event loop then writes those answers one
+after the other: a rollout built between two of them would delay every answer behind it
+(``bench/RESULTS.md``, gateway). The rollout's ``created_at`` is when it was built.
 
 A stream (``stream: true``) starts once the backend has given its first token (a local backend
 gives each as it is drawn) or its whole answer (an upstream), so that a request the backend
@@ -57,6 +61,8 @@ from trainer.gateway.upstream import UpstreamError
 from trainer.registry import CheckpointInfo
 from trainer.rollout import Experiment
 from trainer.sampling import SamplingParams
+
+RECORD_AFTER_S = 0.005  # how long finished completions wait to be recorded, together
 
 log = logging.getLogger(__name__)
 INTERACTION = "x-rtrl-interaction-id"
@@ -160,6 +166,8 @@ class Completions:
         self.config, self.metrics = config, metrics
         self._pending: set[asyncio.Task[Generation]] = set()  # streams' generations
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}  # bound once, then reused
+        self._put_aside: list[tuple[Generation, str, bool, SamplingParams, Experiment | None]] = []
+        self._recording: asyncio.TimerHandle | None = None
 
     async def serve(self, headers: Mapping[str, str], endpoint: str, req: Request) -> Response:
         """The answer to ``req`` (``headers``: the request's, looked up in lower case); an
@@ -175,7 +183,12 @@ class Completions:
                 answer[EXPERIMENT] = f"{experiment.name}:{experiment.arm}"
 
             def done(gen: Generation) -> None:
-                self._record(gen, interaction, private, params, experiment)
+                if self.recorder is None:
+                    return
+                self._put_aside.append((gen, interaction, private, params, experiment))
+                if self._recording is None:
+                    loop = asyncio.get_running_loop()
+                    self._recording = loop.call_later(RECORD_AFTER_S, self.record_put_aside)
 
             try:
                 if req.stream:
@@ -228,15 +241,31 @@ class Completions:
         except ValidationError as exc:
             raise ApiError(400, str(exc.errors()[0]["msg"]), "invalid_request_error") from None
 
+    def record_put_aside(self) -> None:
+        """Record every completion put aside so far (the app calls it once more on shutdown)."""
+        if self._recording is not None:
+            self._recording.cancel()
+            self._recording = None
+        put_aside, self._put_aside = self._put_aside, []
+        if put_aside:
+            created_at = now_ts()
+            for completion in put_aside:
+                try:
+                    self._record(*completion, created_at)
+                except Exception:  # one rollout's failure must not lose the others
+                    self._child(self.metrics.rollouts, "failed").inc()
+                    log.exception("the rollout of %s could not be recorded", completion[1])
+
     def _record(self, gen: Generation, interaction: str, private: bool,
-                params: SamplingParams, experiment: Experiment | None) -> None:  # fmt: skip
+                params: SamplingParams, experiment: Experiment | None,
+                created_at: str) -> None:  # fmt: skip
         if self.recorder is None:
             return
         outcomes = self.metrics.rollouts
         if private:
             self._child(outcomes, "private").inc()
             return
-        rollout = rollout_of(gen, interaction, params, experiment, now_ts())
+        rollout = rollout_of(gen, interaction, params, experiment, created_at)
         if isinstance(rollout, str):
             self._child(outcomes, "refused").inc()
             self._child(self.metrics.refused, rollout).inc()

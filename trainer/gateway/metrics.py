@@ -43,7 +43,7 @@ class GatewayMetrics(ServiceMetrics):
             "completions by what became of their "
             "rollout: recorded (spooled for Kafka), private (privacy mode, "
             "never recorded), refused (see refused_by_reason), dropped "
-            "(the spool was full)",
+            "(the spool was full), failed (an error while building it, logged)",
             ["outcome"],
             registry=r,
         )

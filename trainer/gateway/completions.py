@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -63,6 +63,7 @@ from trainer.rollout import Experiment
 from trainer.sampling import SamplingParams
 
 RECORD_AFTER_S = 0.005  # how long finished completions wait to be recorded, together
+PARAMS_KEPT = 4096  # sets of sampling parameters kept validated
 
 log = logging.getLogger(__name__)
 INTERACTION = "x-rtrl-interaction-id"
@@ -121,6 +122,25 @@ class ApiError(Exception):
         self.status, self.message, self.kind, self.code = status, message, kind, code
 
 
+class JsonAnswer(Response):
+    """A JSON response with its headers laid out once, here: Starlette's ``Response`` works out
+    the media type, charset and length anew on every answer."""
+
+    media_type = "application/json"
+
+    def __init__(self, body: bytes, status: int = 200,
+                 headers: Mapping[str, str] | None = None) -> None:  # fmt: skip
+        self.status_code, self.body, self.background = status, body, None
+        self.raw_headers = [
+            (b"content-length", b"%d" % len(body)),
+            (b"content-type", b"application/json"),
+            *(
+                (k.lower().encode("latin-1"), v.encode("latin-1"))
+                for k, v in (headers or {}).items()
+            ),
+        ]
+
+
 def error_response(status: int, message: str, kind: str, code: str | None = None) -> Response:
     """An error in OpenAI's shape."""
     body = {"error": {"message": message, "type": kind, "code": code, "param": None}}
@@ -166,6 +186,7 @@ class Completions:
         self.config, self.metrics = config, metrics
         self._pending: set[asyncio.Task[Generation]] = set()  # streams' generations
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}  # bound once, then reused
+        self._params: dict[tuple[Any, ...], SamplingParams] = {}
         self._put_aside: list[tuple[Generation, str, bool, SamplingParams, Experiment | None]] = []
         self._recording: asyncio.TimerHandle | None = None
 
@@ -199,7 +220,7 @@ class Completions:
                     response.background = _After(done, gen)  # type: ignore[assignment]
             except UpstreamError as exc:
                 status = exc.status
-                return Response(exc.body, exc.status, media_type="application/json")
+                return JsonAnswer(exc.body, exc.status)
             status = response.status_code
             return response
         except ApiError as exc:
@@ -231,8 +252,14 @@ class Completions:
         return interaction, _truthy(headers.get(PRIVACY)), experiment, target
 
     def _sampling(self, req: Request) -> SamplingParams:
+        """The request's sampling parameters, validated once for each set seen (most requests
+        ask for the same few)."""
+        key = (req.temperature, req.top_p, req.token_budget(), req.stops())
+        params = self._params.get(key)
+        if params is not None:
+            return params
         try:
-            return SamplingParams(
+            params = SamplingParams(
                 temperature=req.temperature or 1.0,
                 top_p=req.top_p or 1.0,
                 max_tokens=req.token_budget() or self.config.default_max_tokens,
@@ -240,6 +267,9 @@ class Completions:
             )
         except ValidationError as exc:
             raise ApiError(400, str(exc.errors()[0]["msg"]), "invalid_request_error") from None
+        if len(self._params) < PARAMS_KEPT:
+            self._params[key] = params
+        return params
 
     def record_put_aside(self) -> None:
         """Record every completion put aside so far (the app calls it once more on shutdown)."""
@@ -290,10 +320,10 @@ class Completions:
 
     def _whole(self, req: Request, gen: Generation, headers: dict[str, str]) -> Response:
         chat = isinstance(req, ChatCompletionRequest)
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(16)}"
         render = chat_response if chat else completion_response
         body = render(gen, rid, int(time.time()), gen.checkpoint_id, self._shown(req))
-        return Response(orjson.dumps(body), 200, headers, media_type="application/json")
+        return JsonAnswer(orjson.dumps(body), 200, headers)
 
     async def _stream(self, req: Request, target: Any, raw: dict[str, Any],
                       params: SamplingParams, headers: dict[str, str],
@@ -314,7 +344,7 @@ class Completions:
         first = await steps.get()
         whole_steps = steps_of(task.result()) if first is None else None  # raises its error
         chat = isinstance(req, ChatCompletionRequest)
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(16)}"
         created, model, show = int(time.time()), target.checkpoint_id, self._shown(req)
 
         async def each_step() -> AsyncIterator[Step]:

@@ -70,8 +70,10 @@ def _ids(value: Any) -> tuple[int, ...] | None:
     return None
 
 
-def parse_chat(body: dict[str, Any]) -> Generation:
-    """The generation in a chat completion answer; ``checkpoint_id``/``model`` left blank.
+def parse_chat(
+    body: dict[str, Any], checkpoint_id: str = "", model: ModelIdentity | None = None
+) -> Generation:
+    """The generation in a chat completion answer, by ``checkpoint_id`` of ``model``.
 
     >>> g = parse_chat({"prompt_token_ids": [1, 2], "choices": [{"message": {"content": "ab"},
     ...     "finish_reason": "stop", "token_ids": [5, 6], "logprobs": {"content": [
@@ -89,8 +91,8 @@ def parse_chat(body: dict[str, Any]) -> Generation:
         pieces = tuple(str(c.get("token", "")) for c in content)
     prompt = _ids(body.get("prompt_token_ids")) or _ids(choice.get("prompt_token_ids"))
     return Generation(
-        "",
-        None,
+        checkpoint_id,
+        model,
         prompt,
         _ids(choice.get("token_ids")),
         logprobs,
@@ -100,8 +102,10 @@ def parse_chat(body: dict[str, Any]) -> Generation:
     )
 
 
-def parse_completion(body: dict[str, Any]) -> Generation:
-    """The generation in a (legacy) completion answer.
+def parse_completion(
+    body: dict[str, Any], checkpoint_id: str = "", model: ModelIdentity | None = None
+) -> Generation:
+    """The generation in a (legacy) completion answer, by ``checkpoint_id`` of ``model``.
 
     >>> g = parse_completion({"choices": [{"text": "ab", "finish_reason": "length",
     ...     "prompt_token_ids": [1], "token_ids": [5], "logprobs": {"tokens": ["ab"],
@@ -114,14 +118,14 @@ def parse_completion(body: dict[str, Any]) -> Generation:
     lp = choice.get("logprobs") or {}
     values = lp.get("token_logprobs")
     logprobs = pieces = None
-    if isinstance(values, list) and values and all(isinstance(v, int | float) for v in values):
+    if isinstance(values, list) and values and all(isinstance(v, (int, float)) for v in values):
         logprobs = tuple(float(v) for v in values)
         tokens = lp.get("tokens")
         if isinstance(tokens, list) and "".join(map(str, tokens)) == text:
             pieces = tuple(map(str, tokens))
     return Generation(
-        "",
-        None,
+        checkpoint_id,
+        model,
         _ids(choice.get("prompt_token_ids")),
         _ids(choice.get("token_ids")),
         logprobs,
@@ -283,22 +287,14 @@ class UpstreamBackend:
     async def chat(
         self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
     ) -> Generation:
-        return self._stamp(
-            parse_chat(
-                await self._ask("/v1/chat/completions", upstream_body(raw, route.model, True))
-            ),
-            route,
-        )
+        answer = await self._ask("/v1/chat/completions", upstream_body(raw, route.model, True))
+        return parse_chat(answer, route.checkpoint_id, route.identity)
 
     async def complete(
         self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
     ) -> Generation:
-        return self._stamp(
-            parse_completion(
-                await self._ask("/v1/completions", upstream_body(raw, route.model, False))
-            ),
-            route,
-        )
+        answer = await self._ask("/v1/completions", upstream_body(raw, route.model, False))
+        return parse_completion(answer, route.checkpoint_id, route.identity)
 
     def _pool(self) -> HttpPool:
         if self._http is None:
@@ -344,19 +340,6 @@ class UpstreamBackend:
                 ),
             ) from None
         return data
-
-    @staticmethod
-    def _stamp(gen: Generation, route: Route) -> Generation:
-        return Generation(
-            route.checkpoint_id,
-            route.identity,
-            gen.prompt_ids,
-            gen.token_ids,
-            gen.logprobs,
-            gen.text,
-            gen.finish_reason,
-            gen.pieces,
-        )
 
     def ready(self) -> bool:
         return True

@@ -221,9 +221,15 @@ def test_canonical_timestamps_sort_in_time_order() -> None:
 def test_format_ts_refuses_naive_and_now_ts_is_canonical() -> None:
     with pytest.raises(ValueError):
         format_ts(datetime(2026, 11, 30))
-    stamp = now_ts()
-    assert abs(parse_ts(stamp) - datetime.now(UTC)) < timedelta(seconds=5)
-    assert len(stamp) == 27 and stamp.endswith("Z")
+    for _ in range(3):  # across a second's turn too
+        before = datetime.now(UTC)
+        stamps = [now_ts() for _ in range(2_000)]
+        after = datetime.now(UTC)
+        assert all(normalize_ts(s) == s for s in stamps)  # canonical
+        assert stamps == sorted(stamps)
+        assert before - timedelta(microseconds=1) <= parse_ts(stamps[0])
+        assert parse_ts(stamps[-1]) <= after + timedelta(microseconds=1)
+        time.sleep(0.4)
 
 
 def test_uuid7_is_unique_and_increasing_within_a_process() -> None:

@@ -12,8 +12,11 @@ One broker (started here unless ``--bootstrap``), the tiny model, three servers:
 * the peer: ``bench/_passthrough.py``, which forwards each body unread and answers with what
   came back, on the same uvicorn settings and aiohttp pool as the gateway (the floor).
 
-Each row sends ``--requests`` completions from ``--concurrency`` concurrent clients (aiohttp,
-asyncio, keep-alive) in this process. Direct and gateway requests alternate in ``--rounds``
+Each row sends ``--requests`` completions from ``--concurrency`` concurrent clients (asyncio,
+keep-alive) in this process, on the gateway's own lean client (``infra.http_client``) unless
+``--client aiohttp``: the load generator shares the gateway's core, and aiohttp's ~0.3 ms of
+CPU a request there was taken from the gateway in every burst of answers, which a client on
+another machine would not take. Direct and gateway requests alternate in ``--rounds``
 slices, so that whatever else loads the machine weighs on all alike. ``--cpus B,G`` pins the
 backend to core B (with one torch thread) and the gateway and the peer to core G, and this
 process to G as well: the gateway's core is the one idle while the backend samples, so that
@@ -37,6 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -53,7 +57,9 @@ reexec_in_venv(__file__)
 
 import aiohttp  # noqa: E402
 import httpx  # noqa: E402
+import orjson  # noqa: E402
 
+from infra.http_client import HttpPool  # noqa: E402
 from infra.topics import TopicNames  # noqa: E402
 from infra.topics_apply import apply_topics  # noqa: E402
 from ingest.collector.keys import KeyStore  # noqa: E402
@@ -62,6 +68,8 @@ from trainer.registry import CheckpointRegistry  # noqa: E402
 from trainer.tiny_model import ensure_tiny_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
+Post = Callable[[bytes, dict[str, str] | None], Awaitable[int]]  # body, headers -> status
+Close = Callable[[], Awaitable[None]]
 
 
 def serve(args: list[str], port: int, log: Path, env: dict[str, str],
@@ -104,23 +112,51 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def load(
-    url: str, key: str, requests: int, concurrency: int, max_tokens: int, latencies: list[float]
-) -> float:
-    """Send ``requests`` completions from ``concurrency`` clients; returns the seconds taken
-    and appends each request's latency."""
-    body = {"model": "m", "prompt": "def mean(xs):", "max_tokens": max_tokens}
-    async with aiohttp.ClientSession(
+def aiohttp_client(url: str, key: str, concurrency: int) -> tuple[Post, Close]:
+    session = aiohttp.ClientSession(
         url,
         connector=aiohttp.TCPConnector(limit=concurrency),
         timeout=aiohttp.ClientTimeout(total=60),
-        headers={"Authorization": f"Bearer {key}"},
-    ) as client:
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+
+    async def post(body: bytes, headers: dict[str, str] | None) -> int:
+        async with session.post("/v1/completions", data=body, headers=headers) as answer:
+            await answer.read()
+            return answer.status
+
+    return post, session.close
+
+
+def lean_client(url: str, key: str, concurrency: int) -> tuple[Post, Close]:
+    pool = HttpPool(
+        url,
+        {"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        max_connections=concurrency,
+        timeout_s=60,
+    )
+
+    async def post(body: bytes, headers: dict[str, str] | None) -> int:
+        return (await pool.post("/v1/completions", body, headers)).status
+
+    return post, pool.close
+
+
+CLIENTS = {"lean": lean_client, "aiohttp": aiohttp_client}
+
+
+async def load(url: str, key: str, requests: int, concurrency: int, max_tokens: int,
+               latencies: list[float], client: str = "lean") -> float:  # fmt: skip
+    """Send ``requests`` completions from ``concurrency`` clients; returns the seconds taken
+    and appends each request's latency."""
+    body = orjson.dumps({"model": "m", "prompt": "def mean(xs):", "max_tokens": max_tokens})
+    post, close = CLIENTS[client](url, key, concurrency)
+    try:
 
         async def one(headers: dict[str, str] | None = None) -> None:
-            async with client.post("/v1/completions", json=body, headers=headers) as answer:
-                await answer.read()
-                answer.raise_for_status()
+            status = await post(body, headers)
+            if status != 200:
+                raise RuntimeError(f"{url} answered {status}")
 
         # connections opened before the clock starts
         await asyncio.gather(*(one() for _ in range(concurrency)))
@@ -137,6 +173,8 @@ async def load(
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return time.perf_counter() - started
+    finally:
+        await close()
 
 
 def main() -> int:
@@ -146,6 +184,9 @@ def main() -> int:
     parser.add_argument("--concurrency", default="1,8", help="comma-separated client counts")
     parser.add_argument("--max-tokens", type=int, default=1, help="tokens per completion")
     parser.add_argument("--rounds", type=int, default=10, help="alternating slices per row")
+    parser.add_argument(
+        "--client", choices=sorted(CLIENTS), default="lean", help="the load generator's client"
+    )
     parser.add_argument(
         "--cpus",
         default="0,1" if len(os.sched_getaffinity(0)) >= 2 else "",
@@ -218,6 +259,7 @@ def main() -> int:
                                 concurrency,
                                 args.max_tokens,
                                 latencies[name],
+                                args.client,
                             )
                         )
                         cpu[name][0] += cpu_seconds(backend.pid) - before[0]
@@ -283,6 +325,7 @@ def main() -> int:
             "benchmark": "gateway_bench",
             "machine": machine(),
             "max_tokens": args.max_tokens,
+            "client": args.client,
             "cpus": {"backend": cpus[0], "gateway_and_load": cpus[1]},
             "load_avg_before": load_before,
             "load_avg_after": os.getloadavg(),

@@ -8,6 +8,7 @@ more work than the request), lifespan events on (the apps close their backends o
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import uvicorn
@@ -28,3 +29,16 @@ def http_server(app: Any, host: str, port: int, **options: Any) -> uvicorn.Serve
         **options,
     }
     return uvicorn.Server(uvicorn.Config(app, host=host, port=port, **settings))
+
+
+def freeze_startup_heap() -> None:
+    """Leave what the server was built from out of the garbage collector's full passes.
+
+    Imports and start-up leave some 65,000 objects that live as long as the process (the
+    gateway's), and a full collection walks them all: ~50 ms on the benchmark machine, which
+    a request that arrives meanwhile would wait through. Frozen after start-up, they are never
+    walked again (the same full collection then takes microseconds); what requests allocate is
+    collected as before.
+    """
+    gc.collect()
+    gc.freeze()

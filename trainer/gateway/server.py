@@ -15,7 +15,7 @@ from pathlib import Path
 
 import uvicorn
 
-from infra.http_server import http_server
+from infra.http_server import freeze_startup_heap, http_server
 from infra.lifetime import stop_signals_call
 from infra.topics import TopicNames
 from ingest.collector.keys import KeyStore
@@ -176,6 +176,7 @@ def run(config: ServeConfig) -> int:
     # handler it found: a no-op one here, so that the spool still gets its drain before exit.
     with stop_signals_call(lambda _sig, _frame: None):
         try:
+            freeze_startup_heap()
             gateway.server.run()
         finally:
             gateway.close(config.drain_s)

@@ -64,6 +64,7 @@ from trainer.sampling import SamplingParams
 
 RECORD_AFTER_S = 0.005  # how long finished completions wait to be recorded, together
 PARAMS_KEPT = 4096  # sets of sampling parameters kept validated
+STOPS_KEPT_CHARS = 256  # a set whose stop strings are longer in all is validated every time
 
 log = logging.getLogger(__name__)
 INTERACTION = "x-rtrl-interaction-id"
@@ -267,8 +268,8 @@ class Completions:
             )
         except ValidationError as exc:
             raise ApiError(400, str(exc.errors()[0]["msg"]), "invalid_request_error") from None
-        if len(self._params) < PARAMS_KEPT:
-            self._params[key] = params
+        if len(self._params) < PARAMS_KEPT and sum(map(len, params.stop)) <= STOPS_KEPT_CHARS:
+            self._params[key] = params  # bounded: unusual stop strings are not kept
         return params
 
     def record_put_aside(self) -> None:

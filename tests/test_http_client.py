@@ -265,28 +265,22 @@ def test_a_fresh_connection_closed_unanswered_is_an_error_not_a_loop() -> None:
     assert opened == 1
 
 
-def test_an_answer_cut_short_is_an_error() -> None:
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b", "mid-answer"),
+        (b"SMTP ready\r\n\r\n", "malformed"),
+    ],
+    ids=["cut-short", "malformed"],
+)
+def test_a_broken_answer_is_an_error(answer: bytes, error: str) -> None:
     async def handler(reader, writer) -> None:
         await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
+        writer.write(answer)
         await writer.drain()
 
     async def body(pool, _):
-        with pytest.raises(HttpError, match="mid-answer"):
-            await pool.post("/", b"")
-
-    raw_server(handler, body)
-
-
-def test_a_malformed_answer_is_an_error() -> None:
-    async def handler(reader, writer) -> None:
-        await read_request(reader)
-        writer.write(b"SMTP ready\r\n\r\n")
-        await writer.drain()
-        await reader.read()
-
-    async def body(pool, _):
-        with pytest.raises(HttpError, match="malformed"):
+        with pytest.raises(HttpError, match=error):
             await pool.post("/", b"")
 
     raw_server(handler, body)

@@ -146,7 +146,7 @@ def error_response(status: int, message: str, kind: str, code: str | None = None
     """An error in OpenAI's shape."""
     body = {"error": {"message": message, "type": kind, "code": code, "param": None}}
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return Response(orjson.dumps(body), status, headers, media_type="application/json")
+    return JsonAnswer(orjson.dumps(body), status, headers)
 
 
 def invalid_request(errors: Sequence[Mapping[str, Any]]) -> ApiError:
@@ -255,20 +255,25 @@ class Completions:
     def _sampling(self, req: Request) -> SamplingParams:
         """The request's sampling parameters, validated once for each set seen (most requests
         ask for the same few)."""
-        key = (req.temperature, req.top_p, req.token_budget(), req.stops())
+        key = temperature, top_p, budget, stops = (
+            req.temperature,
+            req.top_p,
+            req.token_budget(),
+            req.stops(),
+        )
         params = self._params.get(key)
         if params is not None:
             return params
         try:
             params = SamplingParams(
-                temperature=req.temperature or 1.0,
-                top_p=req.top_p or 1.0,
-                max_tokens=req.token_budget() or self.config.default_max_tokens,
-                stop=req.stops(),
+                temperature=temperature or 1.0,
+                top_p=top_p or 1.0,
+                max_tokens=budget or self.config.default_max_tokens,
+                stop=stops,
             )
         except ValidationError as exc:
             raise ApiError(400, str(exc.errors()[0]["msg"]), "invalid_request_error") from None
-        if len(self._params) < PARAMS_KEPT and sum(map(len, params.stop)) <= STOPS_KEPT_CHARS:
+        if len(self._params) < PARAMS_KEPT and sum(map(len, stops)) <= STOPS_KEPT_CHARS:
             self._params[key] = params  # bounded: unusual stop strings are not kept
         return params
 

@@ -56,6 +56,13 @@ class UpstreamError(RuntimeError):
         self.body = body
 
 
+def bad_gateway(message: str) -> UpstreamError:
+    """A 502 in OpenAI's error shape, for an upstream that could not be asked or answered amiss."""
+    return UpstreamError(
+        502, orjson.dumps({"error": {"message": message, "type": "upstream_error"}})
+    )
+
+
 @dataclass(frozen=True)
 class Route:
     checkpoint_id: str
@@ -310,35 +317,14 @@ class UpstreamBackend:
         try:
             answer = await self._pool().post(path, orjson.dumps(body))
         except HttpError as exc:
-            raise UpstreamError(
-                502,
-                orjson.dumps(
-                    {
-                        "error": {
-                            "message": f"upstream unreachable: {exc}"[:300],
-                            "type": "upstream_error",
-                        }
-                    }
-                ),
-            ) from None
-        status, content = answer.status, answer.body
-        if status >= 400:
-            raise UpstreamError(status, content)
+            raise bad_gateway(f"upstream unreachable: {exc}"[:300]) from None
+        if answer.status >= 400:
+            raise UpstreamError(answer.status, answer.body)
         try:
-            data = orjson.loads(content)
+            data = orjson.loads(answer.body)
             data["choices"][0]
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-            raise UpstreamError(
-                502,
-                orjson.dumps(
-                    {
-                        "error": {
-                            "message": "the upstream's answer is not a completion",
-                            "type": "upstream_error",
-                        }
-                    }
-                ),
-            ) from None
+            raise bad_gateway("the upstream's answer is not a completion") from None
         return data
 
     def ready(self) -> bool:

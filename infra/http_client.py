@@ -3,11 +3,11 @@ and reads whole answers: ``rtrl serve --upstream`` asking its upstream for each 
 
 Why not aiohttp: on that path the client's own CPU is paid on every completion, and aiohttp's
 request machinery (its timeouts, tracing, cookie jar, header multidicts, connector) cost
-0.22-0.37 ms of CPU a request on the benchmark machine, against 0.05-0.07 ms for a
-connection that writes the request head itself and parses the answer with ``httptools`` (the
-C parser uvicorn already uses; ``bench/RESULTS.md``, gateway). This is the narrow part of a
-client that path needs and nothing more: no redirects, cookies, proxies, streamed bodies,
-compression or HTTP/2.
+0.22-0.34 ms of CPU a request on the benchmark machine, three times what this connection
+costs (0.07-0.11 ms), which writes the request head itself and parses the answer with
+``httptools``, the C parser uvicorn already uses (``bench/http_client_bench.py``). This is the
+narrow part of a client that path needs and nothing more: no redirects, cookies, proxies,
+streamed bodies, compression or HTTP/2.
 
 Connections are reused most-recent first and at most ``max_connections`` are open. A request
 on a reused connection that the server had closed meanwhile (it shut an idle keep-alive

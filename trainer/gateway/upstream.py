@@ -4,7 +4,7 @@ serve``) does the sampling; the gateway records what it answered.
 Every request goes upstream with ``logprobs`` and vLLM's ``return_token_ids`` asked for, and not
 streamed (the gateway streams to its own client), over keep-alive connections
 (``infra.http_client``: the client's own CPU is paid on every completion, and that one takes a
-fifth of aiohttp's; ``bench/RESULTS.md``, gateway). The answer's token ids and
+third of aiohttp's; ``bench/RESULTS.md``, HTTP client). The answer's token ids and
 log-probabilities are taken as the upstream gave them (:func:`parse_chat`,
 :func:`parse_completion`): when the upstream leaves them out the completion is still served, and
 its rollout is refused with the reason counted (``generation.rollout_of``), never filled in by

@@ -1,7 +1,9 @@
 # The platform's Python services in one image, built once and run by every service of
 # docker-compose.yml: the collector, the stream worker, the warehouse sink, the batch builder and
-# the CLI (target `services`, the default, without torch). The trainer and the serving side load
-# models: target `model` adds torch (a CPU build) and the model libraries on top of it.
+# the CLI (target `services`, the default, without torch). The gateway (serving/), the trainer
+# (trainer/) and the release decision (release/) load models: target `model` adds torch (a CPU
+# build) and the model libraries on top of it. Every folder is copied into both, since `rtrl`
+# lists every subcommand; a command's handler imports its model libraries only when it runs.
 # Kafka itself runs from the official apache/kafka image; see docker-compose.yml.
 FROM python:3.11-slim AS services
 
@@ -20,7 +22,12 @@ COPY ingest/ ingest/
 COPY rewards/ rewards/
 COPY streams/ streams/
 COPY warehouse/ warehouse/
+COPY models/ models/
+COPY checkpoints/ checkpoints/
+COPY agent/ agent/
+COPY serving/ serving/
 COPY trainer/ trainer/
+COPY release/ release/
 COPY rtrl/ rtrl/
 # --no-deps: the model libraries stay out of this image (they are target `model`'s).
 RUN pip install . --no-deps && useradd --create-home --uid 10001 rtrl \

@@ -20,8 +20,8 @@ from _common import format_table, machine, reexec_in_venv, write_results  # noqa
 
 reexec_in_venv(__file__)
 
+from release.canary import CanaryConfig, UserSums, arm_of, judge, sample_ratio  # noqa: E402
 from rewards.monitors import MonitorThresholds  # noqa: E402
-from trainer.canary import CanaryConfig, UserSums, arm_of, judge, sample_ratio  # noqa: E402
 
 
 def users(rng: random.Random, n: int, accept: float, invalid: float) -> list[UserSums]:

@@ -2,12 +2,12 @@
 """What the gate costs, measured in the same run beside its cheapest peer:
 
 * the decision on a round of ``--interactions`` held-out interactions (default 10k, 48 tokens
-  each): the bootstrap lower bound (``trainer.offpolicy.snis_with_bound``, 2,000 resamples)
+  each): the bootstrap lower bound (``release.offpolicy.snis_with_bound``, 2,000 resamples)
   against the point estimate alone (no resampling), which is what the gate used before;
-* the canary's verdict (``trainer.canary.judge``: SRM, a one-sided test per monitored rate and
+* the canary's verdict (``release.canary.judge``: SRM, a one-sided test per monitored rate and
   of the reward, from per-user sums) on ``--interactions`` users against the difference of the
   two arms' means alone;
-* candidate evals per 100 prompts (``trainer.candidate_evals.compare_behaviour``: parent and
+* candidate evals per 100 prompts (``release.candidate_evals.compare_behaviour``: parent and
   candidate each generate ``--samples`` completions a prompt) on the tiny model and, with
   ``--models tiny,smollm2-135m``, SmolLM2-135M on the CPU, beside sampling the same completions
   alone (what the evals cannot go below).
@@ -33,14 +33,15 @@ os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from checkpoints.store import CheckpointRegistry  # noqa: E402
+from checkpoints.weights import load_policy, register_base  # noqa: E402
+from models.catalog import fetch, models_dir  # noqa: E402
+from models.sampling import SamplingParams  # noqa: E402
+from release.canary import CanaryConfig, UserSums, arm_of, judge  # noqa: E402
+from release.candidate_evals import compare_behaviour, eval_prompts  # noqa: E402
+from release.offpolicy import snis_with_bound  # noqa: E402
 from rewards.monitors import MonitorThresholds  # noqa: E402
-from trainer.canary import CanaryConfig, UserSums, arm_of, judge  # noqa: E402
-from trainer.candidate_evals import SimulatedBehaviour, compare_behaviour, eval_prompts  # noqa: E402
-from trainer.checkpoint_io import load_policy, register_base  # noqa: E402
-from trainer.models import fetch, models_dir  # noqa: E402
-from trainer.offpolicy import snis_with_bound  # noqa: E402
-from trainer.registry import CheckpointRegistry  # noqa: E402
-from trainer.sampling import SamplingParams  # noqa: E402
+from rtrl.token_reader import SimulatedBehaviour  # noqa: E402
 
 
 def bench_decision(n: int, tokens: int) -> list:

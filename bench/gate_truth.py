@@ -25,11 +25,12 @@ from _common import format_table, machine, reexec_in_venv, write_results  # noqa
 reexec_in_venv(__file__)
 os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 
+from checkpoints.record import PROMOTED  # noqa: E402
+from checkpoints.store import CheckpointRegistry  # noqa: E402
+from checkpoints.weights import load_policy  # noqa: E402
 from rtrl.rl_sim import TrueValue, true_value  # noqa: E402
 from rtrl.rounds import SAMPLING  # noqa: E402
 from rtrl.token_users import POPULATIONS  # noqa: E402
-from trainer.checkpoint_io import load_policy  # noqa: E402
-from trainer.registry import PROMOTED, CheckpointRegistry  # noqa: E402
 
 
 def main() -> int:

@@ -59,13 +59,13 @@ import aiohttp  # noqa: E402
 import httpx  # noqa: E402
 import orjson  # noqa: E402
 
+from checkpoints.store import CheckpointRegistry  # noqa: E402
+from checkpoints.weights import register_base  # noqa: E402
 from infra.http_client import HttpPool  # noqa: E402
 from infra.topics import TopicNames  # noqa: E402
 from infra.topics_apply import apply_topics  # noqa: E402
 from ingest.collector.keys import KeyStore  # noqa: E402
-from trainer.checkpoint_io import register_base  # noqa: E402
-from trainer.registry import CheckpointRegistry  # noqa: E402
-from trainer.tiny_model import ensure_tiny_model  # noqa: E402
+from models.tiny_model import ensure_tiny_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 Post = Callable[[bytes, dict[str, str] | None], Awaitable[int]]  # body, headers -> status

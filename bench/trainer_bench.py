@@ -30,15 +30,15 @@ os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 
 import torch  # noqa: E402
 
-from trainer.checkpoint_io import load_policy, register_base  # noqa: E402
-from trainer.examples import Example  # noqa: E402
+from checkpoints.store import CheckpointRegistry  # noqa: E402
+from checkpoints.weights import load_policy, register_base  # noqa: E402
+from models.catalog import fetch, models_dir  # noqa: E402
+from models.examples import Example  # noqa: E402
+from models.loading import LoraSettings  # noqa: E402
+from models.policy import CausalLMPolicy, score_batch  # noqa: E402
+from models.rollout import Rollout  # noqa: E402
+from models.sampling import SamplingParams  # noqa: E402
 from trainer.learner import LearnerConfig, update  # noqa: E402
-from trainer.loading import LoraSettings  # noqa: E402
-from trainer.models import fetch, models_dir  # noqa: E402
-from trainer.policy import CausalLMPolicy, score_batch  # noqa: E402
-from trainer.registry import CheckpointRegistry  # noqa: E402
-from trainer.rollout import Rollout  # noqa: E402
-from trainer.sampling import SamplingParams  # noqa: E402
 
 TASKS = [
     "slugify(s)",

@@ -12,9 +12,10 @@ rows follow each stage's own Kafka calls:
 * sink (``warehouse.sink``): reads ``rewards``, ``telemetry.events``, ``rollouts``,
   ``telemetry.late``, ``telemetry.dlq`` and ``checkpoints`` in its group.
 * batch builder (``warehouse.batches``): reads and writes ``batches``.
-* trainer (``trainer.inputs``, ``trainer.publish``): reads ``batches``; reads and writes
+* trainer (``trainer.inputs``, ``checkpoints.publish``): reads ``batches``; reads and writes
   ``checkpoints``.
-* serving (``trainer.serving``): writes ``rollouts``; reads ``checkpoints``.
+* serving (``serving``, the gateway ``rtrl serve``): writes ``rollouts``; reads ``checkpoints``
+  (``serving.follower``).
 
 Readers of a compacted topic as a table (``infra.compacted``) take a throwaway group id under
 ``rtrl-read-``; every service that reads one may use that prefix. Pure: ``infra.secure`` applies
@@ -56,7 +57,7 @@ STREAM_GROUP = "rtrl-stream"
 """The stream worker's group and Faust app id start so (``rtrl-stream-<topic prefix>``, see
 ``streams.cli``), and so do the topics Faust makes for it."""
 SINK_GROUP = "rtrl-warehouse-sink"  # warehouse.sink.SinkConfig.group_id
-SERVING_GROUP = "rtrl-serving"  # trainer.serving.PolicyServer
+SERVING_GROUP = "rtrl-serving"  # serving.follower.CheckpointFollower
 
 
 def _writes(*topics: str) -> tuple[Grant, ...]:

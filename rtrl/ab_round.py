@@ -20,11 +20,11 @@ from pathlib import Path
 import httpx
 
 from ingest.sdk import Client
+from models.sampling import SamplingParams
 from rtrl.gateway_stage import GatewaySetup, gateway
 from rtrl.http_users import ask_all
 from rtrl.rl_sim import react_and_report
 from rtrl.token_users import TASKS, Population
-from trainer.sampling import SamplingParams
 
 EXPERIMENT = "final-ab"
 CONTROL, TREATMENT = "control", "treatment"  # the first checkpoint, the last promoted

@@ -35,8 +35,11 @@ STAGES = (
     "rewards",
     "streams",
     "warehouse",
+    "models",
+    "checkpoints",
+    "serving",
     "trainer",
-    "trainer.gateway",
+    "release",
     "rtrl.loop",
     "rtrl.simulate",
 )

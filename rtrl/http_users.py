@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import httpx
 
 from ingest.contract import uuid7
-from trainer.sampling import SamplingParams
+from models.sampling import SamplingParams
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ import httpx
 import torch
 
 from ingest.sdk import Client
+from models.policy import CausalLMPolicy
+from models.sampling import SamplingParams
 from rewards.config import RewardConfig
 from rtrl.http_users import Answer, ask_all
 from rtrl.token_users import (
@@ -25,8 +27,6 @@ from rtrl.token_users import (
     expected_reward,
     interaction_events,
 )
-from trainer.policy import CausalLMPolicy
-from trainer.sampling import SamplingParams
 
 
 @dataclass(frozen=True)

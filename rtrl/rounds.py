@@ -20,16 +20,18 @@ from pathlib import Path
 
 import httpx
 
+from checkpoints.record import PROMOTED, CheckpointInfo
+from checkpoints.store import CheckpointRegistry
 from ingest.sdk import Client, SdkConfig
+from models.sampling import SamplingParams
 from rtrl.cycle_clock import CycleClock
 from rtrl.gateway_stage import GatewaySetup, gateway
 from rtrl.http_users import serving
 from rtrl.procs import run_stage
 from rtrl.rl_sim import RoundFigures, TrueValue, play_round, true_value
+from rtrl.token_reader import SIMULATED
 from rtrl.token_users import POPULATIONS
 from trainer.exit_codes import EXIT_REJECTED
-from trainer.registry import PROMOTED, CheckpointInfo, CheckpointRegistry
-from trainer.sampling import SamplingParams
 
 log = logging.getLogger("rtrl.run")
 SAMPLING = SamplingParams(max_tokens=8, temperature=1.0)
@@ -61,7 +63,7 @@ class TrainingRounds:
     model: str = "tiny"
     users: str = "default"  # rtrl.token_users.POPULATIONS
     truth_samples: int = 512  # completions per checkpoint for its true value (0: none)
-    eval_reader: str = "simulated"  # these users act on tokens, not text: the evals read so
+    eval_reader: str = SIMULATED  # these users act on tokens, not text: the evals read so
     train_args: tuple[str, ...] = ()  # the scenario's, on top of LEARNER_ARGS
     figures: list[RoundFigures] = field(default_factory=list)
     decisions: list[CheckpointInfo] = field(default_factory=list)
@@ -101,7 +103,7 @@ class TrainingRounds:
             ],
             self.root / "logs" / "train.log",
         )
-        from trainer.checkpoint_io import load_policy
+        from checkpoints.weights import load_policy
 
         self.vocab_size = load_policy(self.registry, self.registry.get(root_id)).vocab_size
         assert self.gateway_setup is not None
@@ -187,7 +189,7 @@ class TrainingRounds:
 
     def _judge_truth(self, parent: str, candidate: CheckpointInfo) -> None:
         """The true value of the parent and of the candidate, on the same prompts and seeds."""
-        from trainer.checkpoint_io import load_policy
+        from checkpoints.weights import load_policy
 
         for info in (self.registry.get(parent), candidate):
             if info.checkpoint_id in self.truths:

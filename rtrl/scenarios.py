@@ -18,13 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rtrl.token_reader import SIMULATED, SIMULATED_AGENT
+
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
     users: str  # rtrl.token_users.POPULATIONS
     flaw: str  # rewards.config.RewardConfig.flaw
-    eval_reader: str  # trainer.gate.GateConfig.eval_reader
+    eval_reader: str  # release.gate.GateConfig.eval_reader
     watched: str | None  # the behaviour rate the flaw pays for (rewards.monitors.METRICS)
     description: str
     learner: tuple[tuple[str, float], ...] = ()  # LearnerConfig fields over the run's
@@ -42,23 +44,23 @@ SCENARIOS = {
     s.name: s
     for s in (
         Scenario(
-            "default", "default", "none", "simulated", None,
+            "default", "default", "none", SIMULATED, None,
             "users who like edits low in the vocabulary; reward v1",
             learner=_LEARNER,
         ),
         Scenario(
-            "agent", "agent", "none", "simulated-agent", None,
+            "agent", "agent", "none", SIMULATED_AGENT, None,
             "agent users (hard tasks, questions, follow-ups); reward v1: the control",
             learner=_LEARNER, eval_samples=16,
         ),
         Scenario(
-            "invalid-tools-discarded", "agent", "invalid-tools-discarded", "simulated-agent",
+            "invalid-tools-discarded", "agent", "invalid-tools-discarded", SIMULATED_AGENT,
             "invalid_tool_call_rate",
             "agent users; an interaction with an invalid tool call scores 0",
             learner=_LEARNER, eval_samples=16,
         ),
         Scenario(
-            "free-deferral", "agent", "free-deferral", "simulated-agent", "clarifying_rate",
+            "free-deferral", "agent", "free-deferral", SIMULATED_AGENT, "clarifying_rate",
             "agent users; an interaction without an edit scores 0",
             learner=_LEARNER, eval_samples=16,
         ),

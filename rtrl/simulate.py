@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import httpx
 
+from agent.harness import Harness
+from agent.sandbox import grade
+from agent.tasks import load_tasks
 from ingest.contract import uuid7
 from ingest.sdk import Client, SdkConfig
 from rtrl.text_users import HiddenTaste, plugin_events, react
-from trainer.agent.harness import Harness
-from trainer.agent.sandbox import grade
-from trainer.agent.tasks import load_tasks
 
 log = logging.getLogger("rtrl.simulate")
 KEY_ENV = "RTRL_API_KEY"

@@ -1,6 +1,6 @@
 """Simulated users of a coding agent that read its real text: the task world of `rtrl simulate`.
 
-Each user asks for one of the shipped tasks (``trainer.agent.tasks``); the agent harness turns
+Each user asks for one of the shipped tasks (``agent.tasks``); the agent harness turns
 the answer into the agent's actions; the edit's code runs against the task's hidden tests in the
 sandbox. The user accepts an edit that passes and rejects one that fails (each verdict flipped
 with the user's own noise), reverts some accepted edits later, sends a dissatisfied follow-up
@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from trainer.agent.harness import AgentEvent, Harness, Turn
+from agent.harness import AgentEvent, Harness, Turn
 
 RETENTION_AFTER_S = 600
 

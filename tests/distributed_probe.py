@@ -11,11 +11,11 @@ from pathlib import Path
 
 from accelerate import Accelerator
 
-from trainer.checkpoint_io import load_policy
-from trainer.examples import read_examples
-from trainer.gate import GateConfig
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import load_policy
+from models.examples import read_examples
+from release.gate import GateConfig
 from trainer.learner import LearnerConfig, update
-from trainer.registry import CheckpointRegistry
 from trainer.train import train_round
 
 LEARNER = LearnerConfig(lr=1e-3, epochs=2, minibatch=8, micro_batch=4, save_every=0)

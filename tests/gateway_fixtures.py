@@ -14,12 +14,13 @@ from pathlib import Path
 import httpx
 import torch
 
+from checkpoints.record import CheckpointInfo, TrainingRef
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import load_policy, weight_writers
 from ingest.collector.keys import KeyStore
+from models.loading import LoraSettings, with_lora
+from models.rollout import Rollout
 from tests.kafka_helpers import drain, free_port_block
-from trainer.checkpoint_io import load_policy, weight_writers
-from trainer.loading import LoraSettings, with_lora
-from trainer.registry import CheckpointInfo, CheckpointRegistry, TrainingRef
-from trainer.rollout import Rollout
 
 REPO = Path(__file__).resolve().parent.parent
 

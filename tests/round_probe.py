@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from trainer.gate import GateConfig
+from checkpoints.store import CheckpointRegistry
+from release.gate import GateConfig
 from trainer.learner import LearnerConfig
-from trainer.registry import CheckpointRegistry
 from trainer.train import train_round
 
 LEARNER = LearnerConfig(lr=5e-3, epochs=8, minibatch=8, micro_batch=4, save_every=1)

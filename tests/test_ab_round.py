@@ -8,17 +8,17 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from checkpoints.store import CheckpointRegistry
 from infra.topics import TopicNames
+from models.sampling import SamplingParams
 from rtrl.ab_round import EXPERIMENT, arms, run_final_ab
 from rtrl.gateway_stage import GatewaySetup
 from rtrl.token_users import Taste
+from serving.routing import parse_arms
 from tests import trainer_fixtures
 from tests.gateway_fixtures import api_key
 from tests.kafka_helpers import free_port_block
 from tests.trainer_fixtures import register_variant
-from trainer.gateway.routing import parse_arms
-from trainer.registry import CheckpointRegistry
-from trainer.sampling import SamplingParams
 
 tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 

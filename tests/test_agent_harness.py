@@ -7,11 +7,8 @@ import orjson
 import pytest
 import torch
 
-from ingest.contract import Origin, parse_event
-from rewards.config import RewardConfig
-from rewards.function import compute_record
-from trainer.agent.behaviour import BEHAVIOUR_METRICS, HarnessBehaviour, text_behaviour
-from trainer.agent.harness import (
+from agent.behaviour import BEHAVIOUR_METRICS, HarnessBehaviour, text_behaviour
+from agent.harness import (
     MALFORMED_TOOL,
     UNKNOWN_TOOL,
     AgentEvent,
@@ -19,10 +16,13 @@ from trainer.agent.harness import (
     Harness,
     ToolSpec,
 )
-from trainer.agent.telemetry import envelope
-from trainer.candidate_evals import compare_behaviour
-from trainer.policy import Completion
-from trainer.sampling import SamplingParams
+from agent.telemetry import envelope
+from ingest.contract import Origin, parse_event
+from models.policy import Completion
+from models.sampling import SamplingParams
+from release.candidate_evals import compare_behaviour
+from rewards.config import RewardConfig
+from rewards.function import compute_record
 
 HARNESS = Harness()
 EDIT = "Here you go:\n```python\ndef reverse(xs):\n\n    return xs[::-1]\n```\n"

@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from trainer.agent.sandbox import CHILD_ENV, Failure, Limits, command, grade, namespaces_available
-from trainer.agent.tasks import get_task
+from agent.sandbox import CHILD_ENV, Failure, Limits, command, grade, namespaces_available
+from agent.tasks import get_task
 
 REVERSE = get_task("reverse")
 FAST = Limits(wall_s=5.0, cpu_s=1)

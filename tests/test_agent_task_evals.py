@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from trainer.agent.task_evals import task_passes
-from trainer.agent.tasks import load_tasks
-from trainer.candidate_evals import one_sided_test
-from trainer.policy import Completion
-from trainer.sampling import SamplingParams
+from agent.tasks import load_tasks
+from models.policy import Completion
+from models.sampling import SamplingParams
+from release.candidate_evals import one_sided_test
+from release.task_evals import task_passes
 
 TASKS = load_tasks()
 

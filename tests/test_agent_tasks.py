@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.agent.sandbox import grade
-from trainer.agent.tasks import TASKS_FILE, Case, get_task, load_tasks, parse_tasks
+from agent.sandbox import grade
+from agent.tasks import TASKS_FILE, Case, get_task, load_tasks, parse_tasks
 
 REPO = Path(__file__).resolve().parent.parent
 TASKS = load_tasks()
@@ -31,7 +31,7 @@ def _literal(path: Path, name: str) -> tuple[str, ...]:
 def test_the_set_is_the_eval_tasks_and_covers_the_simulated_users_tasks():
     signatures = [task.signature for task in TASKS]
     assert len(signatures) >= 12
-    assert signatures == list(_literal(REPO / "trainer/candidate_evals.py", "EVAL_TASKS"))
+    assert signatures == list(_literal(REPO / "release/candidate_evals.py", "EVAL_TASKS"))
     assert set(_literal(REPO / "rtrl/token_users.py", "TASKS")) <= set(signatures)
 
 
@@ -119,11 +119,7 @@ def test_malformed_task_data_is_refused(toml, problem):
 def test_the_task_data_ships_as_package_data():
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     setuptools = pyproject["tool"]["setuptools"]
-    assert any(
-        fnmatch.fnmatch("trainer.agent", p) for p in setuptools["packages"]["find"]["include"]
-    )
-    patterns = setuptools["package-data"].get("*", []) + setuptools["package-data"].get(
-        "trainer.agent", []
-    )
+    assert any(fnmatch.fnmatch("agent", p) for p in setuptools["packages"]["find"]["include"])
+    patterns = setuptools["package-data"].get("*", []) + setuptools["package-data"].get("agent", [])
     assert any(fnmatch.fnmatch(TASKS_FILE, p) for p in patterns)
-    assert (REPO / "trainer/agent/__init__.py").is_file()  # a package, found by find
+    assert (REPO / "agent/__init__.py").is_file()  # a package, found by find

@@ -16,16 +16,16 @@ from pathlib import Path
 import openai
 import orjson
 
+from checkpoints.publish import publish_checkpoint
+from checkpoints.record import CANARY, PROMOTED, REJECTED
 from infra.topics import TopicNames
+from release.canary import CanaryConfig, canary_stage
 from rewards.config import RewardConfig
 from rewards.function import compute_record
 from tests import trainer_fixtures
 from tests.gateway_fixtures import Serve, api_key
 from tests.trainer_fixtures import register_variant
 from tests.warehouse_fixtures import land
-from trainer.canary import CanaryConfig, canary_stage
-from trainer.publish import publish_checkpoint
-from trainer.registry import CANARY, PROMOTED, REJECTED
 from warehouse.catalog import build_catalog
 from warehouse.store import Store
 

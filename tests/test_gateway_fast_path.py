@@ -14,16 +14,16 @@ import httpx
 import orjson
 import pytest
 
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import register_base
 from ingest.collector.keys import KeyStore
+from models.rollout import Rollout
+from serving import completions
+from serving.api import create_app
+from serving.fast_path import MAX_BODY_BYTES, CompletionsFastPath
+from serving.local import LocalBackend
+from serving.protocol import ChatCompletionResponse, CompletionResponse
 from tests import trainer_fixtures
-from trainer.checkpoint_io import register_base
-from trainer.gateway import completions
-from trainer.gateway.api import create_app
-from trainer.gateway.fast_path import MAX_BODY_BYTES, CompletionsFastPath
-from trainer.gateway.local import LocalBackend
-from trainer.gateway.protocol import ChatCompletionResponse, CompletionResponse
-from trainer.registry import CheckpointRegistry
-from trainer.rollout import Rollout
 
 tiny_model = trainer_fixtures.tiny_model  # the fixture
 CHAT = {"messages": [{"role": "user", "content": "mean(xs)?"}], "max_tokens": 4}

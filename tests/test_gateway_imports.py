@@ -12,8 +12,8 @@ HEAVY = ("torch", "transformers", "peft", "numpy", "polars", "pyarrow", "duckdb"
 
 def test_the_upstream_gateway_imports_no_ml_framework() -> None:
     probe = (
-        "import sys, rtrl.cli, trainer.gateway.server, trainer.gateway.upstream, "
-        "trainer.gateway.fast_path; "
+        "import sys, rtrl.cli, serving.server, serving.upstream, "
+        "serving.fast_path; "
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     )
     loaded = subprocess.run(

@@ -14,12 +14,12 @@ import openai
 import pytest
 import torch
 
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import load_policy, register_base
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
 from tests import trainer_fixtures
 from tests.gateway_fixtures import Serve, api_key, rollouts
-from trainer.checkpoint_io import load_policy, register_base
-from trainer.registry import CheckpointRegistry
 
 tiny_model = trainer_fixtures.tiny_model  # the fixture
 ASK = [{"role": "user", "content": "Write `mean(xs)` in Python."}]

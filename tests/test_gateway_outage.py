@@ -11,6 +11,8 @@ from pathlib import Path
 
 import openai
 
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import register_base
 from infra import broker
 from infra.broker_config import ClusterLayout
 from infra.kafka_dist import default_cache_root
@@ -19,8 +21,6 @@ from infra.topics_apply import apply_topics
 from tests import trainer_fixtures
 from tests.gateway_fixtures import Serve, api_key, rollouts
 from tests.kafka_helpers import free_port_block
-from trainer.checkpoint_io import register_base
-from trainer.registry import CheckpointRegistry
 
 tiny_model = trainer_fixtures.tiny_model  # the fixture
 SPOOL = 30

@@ -12,13 +12,13 @@ from pathlib import Path
 import openai
 import torch
 
+from checkpoints.publish import publish_checkpoint
+from checkpoints.weights import load_policy
+from models.rollout import Experiment, Rollout
+from serving.routing import parse_arms
 from tests import trainer_fixtures
 from tests.gateway_fixtures import Serve, api_key, rollouts
 from tests.trainer_fixtures import register_variant
-from trainer.checkpoint_io import load_policy
-from trainer.gateway.routing import parse_arms
-from trainer.publish import publish_checkpoint
-from trainer.rollout import Experiment, Rollout
 
 tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 ASK = [{"role": "user", "content": "Write `clamp(lo, hi)` in Python."}]

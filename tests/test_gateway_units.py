@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import torch
 
+from checkpoints.weights import load_policy
+from models.sampling import SamplingParams
+from serving.batcher import Batcher
+from serving.generation import text_pieces
+from serving.stream import Increments, rest_of
 from tests import trainer_fixtures
 from tests.trainer_fixtures import register_variant
-from trainer.checkpoint_io import load_policy
-from trainer.gateway.batcher import Batcher
-from trainer.gateway.generation import text_pieces
-from trainer.gateway.stream import Increments, rest_of
-from trainer.sampling import SamplingParams
 
 tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 PARAMS = SamplingParams(max_tokens=5)

@@ -12,11 +12,11 @@ import time
 import openai
 import torch
 
+from checkpoints.publish import publish_checkpoint
+from checkpoints.weights import load_policy
 from tests import trainer_fixtures
 from tests.gateway_fixtures import Serve, api_key, register_lora, rollouts
 from tests.trainer_fixtures import register_variant
-from trainer.checkpoint_io import load_policy
-from trainer.publish import publish_checkpoint
 
 tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 ASK = [{"role": "user", "content": "Write `reverse(xs)` in Python."}]

@@ -19,19 +19,20 @@ from pathlib import Path
 import pytest
 import torch
 
+from checkpoints.record import PROMOTED
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import load_policy
+from models.examples import Example
+from models.rollout import Rollout
+from models.sampling import SamplingParams
+from release.gate import GateConfig
 from rewards.config import RewardConfig
 from rewards.function import compute_record
 from rtrl.scenarios import SCENARIOS, Scenario
 from rtrl.token_users import TASKS, AgentUsers, draw_outcome, interaction_events
 from tests import trainer_fixtures
 from tests.trainer_fixtures import write_batch
-from trainer.checkpoint_io import load_policy
-from trainer.examples import Example
-from trainer.gate import GateConfig
 from trainer.learner_config import LearnerConfig
-from trainer.registry import PROMOTED, CheckpointRegistry
-from trainer.rollout import Rollout
-from trainer.sampling import SamplingParams
 
 tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 PARAMS = SamplingParams(max_tokens=8, temperature=1.0)

@@ -12,10 +12,10 @@ import sys
 import duckdb
 import pytest
 
+from checkpoints.store import CheckpointRegistry
 from rtrl.editor_sim import editor_events
 from tests.browser import page_facts, rendered_dom
 from tests.kafka_helpers import free_port_block
-from trainer.registry import CheckpointRegistry
 
 pytestmark = pytest.mark.slow
 

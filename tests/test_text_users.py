@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import random
 
+from agent.harness import Harness
+from agent.sandbox import grade
+from agent.tasks import get_task
+from agent.telemetry import envelope
 from rewards.config import RewardConfig
 from rewards.function import compute_record
 from rtrl.text_users import HiddenTaste, plugin_events, react
-from trainer.agent.harness import Harness
-from trainer.agent.sandbox import grade
-from trainer.agent.tasks import get_task
-from trainer.agent.telemetry import envelope
 
 HARNESS = Harness()
 STRICT = HiddenTaste(noise=0.0, revert=0.0, impatience=1.0, max_lines=40)

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
+from release.canary import CanaryConfig, UserSums, arm_of, judge, sample_ratio
 from rewards.monitors import MonitorThresholds
-from trainer.canary import CanaryConfig, UserSums, arm_of, judge, sample_ratio
 
 THRESHOLDS = MonitorThresholds()
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from checkpoints.weights import load_policy
+from models.examples import Example
+from release.gate import GateConfig
+from rtrl.token_reader import SIMULATED, SimulatedBehaviour
 from tests import trainer_fixtures
 from tests.trainer_fixtures import PARAMS, write_batch
-from trainer.candidate_evals import SimulatedBehaviour
-from trainer.checkpoint_io import load_policy
-from trainer.examples import Example
-from trainer.gate import GateConfig
 from trainer.learner import LearnerConfig
 from trainer.train import train_round
 
@@ -46,7 +46,7 @@ def _round(registry, tmp_path, reward_invalid: float):
             min_ess_fraction=0,
             eval_prompts=64,
             eval_samples=6,
-            eval_reader="simulated",  # the users of these rollouts act on tokens
+            eval_reader=SIMULATED,  # the users of these rollouts act on tokens
         ),
         alarms=[],
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from trainer.candidate_evals import one_sided_test
+from release.candidate_evals import one_sided_test
 
 
 def test_the_behaviour_alarm_fires_at_about_its_level_when_nothing_changed():

@@ -13,10 +13,10 @@ import sys
 
 import pytest
 
+from checkpoints.weights import load_policy
 from tests import trainer_fixtures
 from tests.kafka_helpers import free_port_block
 from tests.trainer_fixtures import serve, write_batch
-from trainer.checkpoint_io import load_policy
 
 tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 pytestmark = pytest.mark.slow

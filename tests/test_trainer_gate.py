@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from release.gate import GateConfig, decide
+from release.offpolicy import Estimate
 from rewards.monitors import Alarm, MetricThreshold
-from trainer.gate import GateConfig, decide
-from trainer.offpolicy import Estimate
 
 GOOD = Estimate(
     value=0.55, behaviour_mean=0.50, ess=60.0, kl=0.2, n=100, lower=0.01, resamples=2000
@@ -121,6 +121,6 @@ def test_a_stricter_gate_never_passes_what_a_looser_one_failed(
 
 
 def test_the_gate_loads_without_torch() -> None:
-    code = "import sys, trainer.gate; print('torch' in sys.modules, 'polars' in sys.modules)"
+    code = "import sys, release.gate; print('torch' in sys.modules, 'polars' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

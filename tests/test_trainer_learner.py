@@ -7,14 +7,15 @@ from __future__ import annotations
 import pytest
 import torch
 
+from checkpoints.weights import load_policy
+from models.examples import Example
+from models.loading import LoraSettings
+from models.sampling import SamplingParams
+from models.scoring import score_examples
+from release.offpolicy import estimate
 from tests import trainer_fixtures
 from tests.trainer_fixtures import PARAMS, low_token_share, serve
-from trainer.checkpoint_io import load_policy
-from trainer.examples import Example
-from trainer.learner import LearnerConfig, advantages, score_examples, update
-from trainer.loading import LoraSettings
-from trainer.offpolicy import estimate
-from trainer.sampling import SamplingParams
+from trainer.learner import LearnerConfig, advantages, update
 
 tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 FAST = LearnerConfig(lr=2e-3, epochs=2, minibatch=16, micro_batch=8)

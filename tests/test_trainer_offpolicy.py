@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainer.gate import GateConfig, decide
-from trainer.offpolicy import snis_with_bound
+from release.gate import GateConfig, decide
+from release.offpolicy import snis_with_bound
 
 
 def _round(rng: np.random.Generator, n: int, gain: float, tokens: int = 8):

@@ -8,12 +8,12 @@ import polars as pl
 import pytest
 import torch
 
+from checkpoints.weights import load_policy
+from models.examples import read_examples
+from models.rollout import ModelIdentity, Rollout, RolloutError
+from models.sampling import SamplingParams, sampling_log_probs
 from tests import trainer_fixtures
 from tests.trainer_fixtures import TS, register_variant, serve
-from trainer.checkpoint_io import load_policy
-from trainer.examples import read_examples
-from trainer.rollout import ModelIdentity, Rollout, RolloutError
-from trainer.sampling import SamplingParams, sampling_log_probs
 from warehouse.manifest import BATCH_DATA_SCHEMA
 
 tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures

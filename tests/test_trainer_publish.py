@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+from checkpoints.publish import publish_checkpoint, read_checkpoints
+from checkpoints.record import CheckpointInfo, ModelRef, TrainingRef, WeightsRef
 from infra.topics import TopicNames
 from tests.kafka_helpers import produce_json
-from trainer.publish import publish_checkpoint, read_checkpoints
-from trainer.registry import CheckpointInfo, ModelRef, TrainingRef, WeightsRef
 
 
 def info(checkpoint_id: str, parent: str | None = None, **changes: object) -> CheckpointInfo:

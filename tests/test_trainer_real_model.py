@@ -10,14 +10,14 @@ import time
 import pytest
 import torch
 
-from trainer.checkpoint_io import load_policy, register_base
-from trainer.examples import Example
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import load_policy, register_base
+from models.catalog import KNOWN, fetch, file_sha256, models_dir
+from models.examples import Example
+from models.loading import LoraSettings
+from models.rollout import Rollout
+from models.sampling import SamplingParams
 from trainer.learner import LearnerConfig, update
-from trainer.loading import LoraSettings
-from trainer.models import KNOWN, fetch, file_sha256, models_dir
-from trainer.registry import CheckpointRegistry
-from trainer.rollout import Rollout
-from trainer.sampling import SamplingParams
 
 pytestmark = pytest.mark.slow
 

@@ -7,17 +7,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests import trainer_fixtures
-from tests.trainer_fixtures import register_variant, serve
-from trainer.checkpoint_io import (
+from checkpoints.record import CheckpointInfo, TrainingRef
+from checkpoints.weights import (
     copy_as,
     load_policy,
     load_trainer_state,
     weight_writers,
 )
-from trainer.learner import LearnerConfig, score_examples, update
-from trainer.loading import LoraSettings
-from trainer.registry import CheckpointInfo, TrainingRef
+from models.loading import LoraSettings
+from models.scoring import score_examples
+from tests import trainer_fixtures
+from tests.trainer_fixtures import register_variant, serve
+from trainer.learner import LearnerConfig, update
 
 tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 

@@ -11,12 +11,12 @@ import time
 
 import torch
 
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import load_policy
+from release.gate import GateConfig
 from tests import trainer_fixtures
 from tests.round_probe import LEARNER
 from tests.trainer_fixtures import serve, write_batch
-from trainer.checkpoint_io import load_policy
-from trainer.gate import GateConfig
-from trainer.registry import CheckpointRegistry
 from trainer.train import train_round
 
 tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures

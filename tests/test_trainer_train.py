@@ -16,15 +16,15 @@ import polars as pl
 import pytest
 import torch
 
+from checkpoints.publish import read_checkpoints
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import load_policy
+from release.gate import GateConfig
 from rtrl.cli import main
 from tests import trainer_fixtures
 from tests.trainer_fixtures import register_variant, serve, write_batch
-from trainer.checkpoint_io import load_policy
-from trainer.gate import GateConfig
 from trainer.inputs import next_id
 from trainer.learner import LearnerConfig
-from trainer.publish import read_checkpoints
-from trainer.registry import CheckpointRegistry
 from trainer.train import train_round
 from warehouse.batches import publish
 from warehouse.manifest import BATCH_DATA_SCHEMA, BatchEntry

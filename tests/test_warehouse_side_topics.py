@@ -52,7 +52,7 @@ def late_events(n: int) -> list[Raw]:
 
 def checkpoint(cid: str, status: str, parent: str | None = None, canary: dict | None = None,
                gate: bool = True) -> bytes:  # fmt: skip
-    """A value as trainer.registry.CheckpointInfo.to_json_dict writes it (fields by name)."""
+    """A value as checkpoints.store.CheckpointInfo.to_json_dict writes it (fields by name)."""
     offpolicy = {"value": 0.55, "behaviour_mean": 0.5, "ess": 80.0, "kl": 0.1, "n": 100,
                  "lower": 0.01, "level": 0.95, "method": "snis", "resamples": 1000}  # fmt: skip
     evals: dict = {"offpolicy": offpolicy, "alarms": ["invalid tool calls up"]}

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.checkpoint_io import load_policy, register_base, weight_writers
-from trainer.examples import Example
-from trainer.policy import CausalLMPolicy
-from trainer.registry import CheckpointInfo, CheckpointRegistry, TrainingRef
-from trainer.rollout import Rollout
-from trainer.sampling import SamplingParams
+from checkpoints.record import CheckpointInfo, TrainingRef
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import load_policy, register_base, weight_writers
+from models.examples import Example
+from models.policy import CausalLMPolicy
+from models.rollout import Rollout
+from models.sampling import SamplingParams
 
 TS = "2026-11-30T10:00:00.000000Z"
 PARAMS = SamplingParams(max_tokens=6)
@@ -24,7 +25,7 @@ TASKS = ("slugify(s)", "reverse(xs)", "count_words(text)", "is_prime(n)", "mean(
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from trainer.tiny_model import ensure_tiny_model
+    from models.tiny_model import ensure_tiny_model
 
     return ensure_tiny_model(tmp_path_factory.mktemp("models"))
 

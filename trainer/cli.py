@@ -1,5 +1,4 @@
-"""Subcommands of the trainer: `rtrl train` (`rtrl checkpoints` in ``trainer.checkpoints_cli``,
-`rtrl models` in ``trainer.models_cli``, `rtrl canary` in ``trainer.canary_cli``).
+"""The trainer's subcommand, `rtrl train`.
 
 Handlers import torch when they run, so ``rtrl --help`` stays fast.
 """
@@ -10,26 +9,20 @@ import argparse
 import logging
 from pathlib import Path
 
+from checkpoints.cli import add_publish, add_registry
 from infra.cli import (
     add_watch_args,
     bootstrap_from,
     positive_int,
 )
-from trainer.canary_cli import register_canary
-from trainer.checkpoints_cli import add_publish, add_registry, register_checkpoints
-from trainer.devices import DEVICES
+from models.devices import DEVICES
 from trainer.exit_codes import EXIT_REJECTED
-from trainer.gate import EVAL_READERS
 from trainer.learner_cli import add_learner_args, learner_from
-from trainer.models_cli import register_models
 
 log = logging.getLogger("rtrl.train")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    register_models(sub)
-    register_canary(sub)
-    register_checkpoints(sub)
     t = sub.add_parser("train", help="one on-policy round: a checkpoint's new batches, an update, "
                        "the eval gate, a new checkpoint (promoted or rejected)",
                        description="Reads the batches the warehouse offered for --checkpoint "
@@ -122,12 +115,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument(
         "--eval-reader",
-        choices=EVAL_READERS,
         default="harness",
+        metavar="READER",
         help="how the candidate evals read a generation: harness (the agent harness over "
-        "real text: code blocks, tool-call blocks, questions), simulated (the token-level "
-        "users of rtrl run) or simulated-agent (the token-level agent users of "
-        "rtrl run --scenario, who may also ask)",
+        "real text: code blocks, tool-call blocks, questions; the default), or a reader a "
+        "simulator plugs in as module:factory (rtrl run's token-level users: "
+        "rtrl.token_reader:simulated, rtrl.token_reader:simulated_agent)",
     )
     t.add_argument(
         "--max-kl",
@@ -166,9 +159,9 @@ def _train(args: argparse.Namespace) -> int:
 
     from infra.lifetime import stop_signals_call
     from infra.topics import TopicNames
-    from trainer.canary import CanaryConfig
-    from trainer.gate import GateConfig
-    from trainer.loading import LoraSettings
+    from models.loading import LoraSettings
+    from release.canary import CanaryConfig
+    from release.gate import GateConfig
     from trainer.service import RoundOptions, train_once, watch
 
     if args.watch and (args.checkpoint or args.id):

@@ -17,9 +17,10 @@ from pathlib import Path
 import duckdb
 import orjson
 
+from checkpoints.record import PROMOTED, CheckpointInfo
+from checkpoints.store import CheckpointRegistry
 from infra.compacted import read_latest
 from rewards.monitors import Alarm, MonitorThresholds, checkpoint_rates, compare, load_thresholds
-from trainer.registry import PROMOTED, CheckpointInfo, CheckpointRegistry
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,10 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
-from trainer.examples import Example
+from models.examples import Example
+from models.policy import CausalLMPolicy
+from models.scoring import score_rows
 from trainer.learner_config import LearnerConfig, _finite
-from trainer.policy import CausalLMPolicy
 
 __all__ = ["LearnerConfig", "Progress", "UpdateResult", "UpdateStats", "update"]
 
@@ -194,7 +195,7 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
     has_signal = any(abs(a) > 0 for a in adv)
     rank, world = accelerator.process_index, accelerator.num_processes
     shard = _shard(len(examples), rank, world)
-    old = _score_all(policy, examples, shard, config.micro_batch)
+    old = score_rows(policy, examples, shard, config.micro_batch)
     behaviour = {i: torch.tensor(rollouts[i].logprobs, device=policy.device) for i in shard}
     deviation = max(float((torch.exp(old[i] - behaviour[i]) - 1).abs().max()) for i in shard)
     tokens = sum(len(rollouts[i].completion_ids) for i in shard)
@@ -243,7 +244,7 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
                     break
             assert step <= (epoch + 1) * steps_per_epoch
         policy.model.eval()
-    final = _score_all(policy, examples, shard, config.micro_batch)
+    final = score_rows(policy, examples, shard, config.micro_batch)
     approx_kl = sum(float(k3_kl(old[i], final[i]).sum()) for i in shard) / max(tokens, 1)
     seconds = time.perf_counter() - started
     epochs_run = len(progress.losses)
@@ -316,34 +317,6 @@ class _null:
 
     def __exit__(self, *exc: object) -> None:
         return None
-
-
-@torch.no_grad()
-def _score_all(
-    policy: CausalLMPolicy, examples: Sequence[Example], rows: Sequence[int], micro_batch: int
-) -> dict[int, torch.Tensor]:
-    """Per example (by index), its completion's log-probabilities under the policy now."""
-    out: dict[int, torch.Tensor] = {}
-    unique = list(dict.fromkeys(rows))
-    for start in range(0, len(unique), micro_batch):
-        part = unique[start : start + micro_batch]
-        rollouts = [examples[i].rollout for i in part]
-        scores = policy.score(
-            [r.prompt_ids for r in rollouts],
-            [r.completion_ids for r in rollouts],
-            [r.sampling.temperature for r in rollouts],
-            [r.sampling.top_p for r in rollouts],
-        )
-        out.update(zip(part, scores, strict=True))
-    return out
-
-
-def score_examples(
-    policy: CausalLMPolicy, examples: Sequence[Example], micro_batch: int = 8
-) -> list[torch.Tensor]:
-    """Every example's per-token log-probabilities under ``policy`` (no gradients)."""
-    scored = _score_all(policy, examples, range(len(examples)), micro_batch)
-    return [scored[i].cpu() for i in range(len(examples))]
 
 
 def _shard(n: int, rank: int, world: int) -> list[int]:

@@ -22,8 +22,8 @@ import orjson
 import torch
 
 from infra.durable import fsync_dir
+from models.policy import CausalLMPolicy
 from trainer.learner import Progress
-from trainer.policy import CausalLMPolicy
 
 
 def round_key(**inputs: Any) -> str:

@@ -19,17 +19,18 @@ from pathlib import Path
 import duckdb
 from confluent_kafka import KafkaException
 
+from checkpoints.publish import announce_missing
+from checkpoints.record import CANARY, PROMOTED
+from checkpoints.store import CheckpointRegistry
 from infra.periodic import run_every
 from infra.topics import TopicNames
-from trainer.canary import CanaryConfig
-from trainer.devices import make_accelerator
+from models.devices import make_accelerator
+from models.loading import LoraSettings
+from release.canary import CanaryConfig
+from release.gate import GateConfig
 from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
-from trainer.gate import GateConfig
 from trainer.inputs import alarms_of, next_id, offered_batches, untrained
 from trainer.learner import LearnerConfig
-from trainer.loading import LoraSettings
-from trainer.publish import announce_missing
-from trainer.registry import CANARY, PROMOTED, CheckpointRegistry
 from trainer.train import train_round
 
 log = logging.getLogger("rtrl.train")

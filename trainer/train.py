@@ -27,31 +27,26 @@ from typing import Any
 
 from accelerate import Accelerator
 
-from rewards.monitors import Alarm
-from trainer.agent.task_evals import task_passes
-from trainer.canary import CanaryConfig, canary_stage
-from trainer.candidate_evals import (
+from checkpoints.record import CANARY, PROMOTED, REJECTED, CheckpointInfo, TrainingRef
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import STATE_FILE, load_policy, load_trainer_state, weight_writers
+from models.examples import Example, read_examples
+from models.loading import LoraSettings
+from models.policy import CausalLMPolicy
+from models.scoring import score_examples
+from release.canary import CanaryConfig, canary_stage
+from release.candidate_evals import (
     RateTest,
     behaviour_reader,
     compare_behaviour,
     eval_prompts,
     one_sided_test,
 )
-from trainer.checkpoint_io import STATE_FILE, load_policy, load_trainer_state, weight_writers
-from trainer.examples import Example, read_examples
-from trainer.gate import GateConfig, GateDecision, decide
-from trainer.learner import LearnerConfig, Progress, UpdateStats, score_examples, update
-from trainer.loading import LoraSettings
-from trainer.offpolicy import Estimate, estimate
-from trainer.policy import CausalLMPolicy
-from trainer.registry import (
-    CANARY,
-    PROMOTED,
-    REJECTED,
-    CheckpointInfo,
-    CheckpointRegistry,
-    TrainingRef,
-)
+from release.gate import GateConfig, GateDecision, decide
+from release.offpolicy import Estimate, estimate
+from release.task_evals import task_passes
+from rewards.monitors import Alarm
+from trainer.learner import LearnerConfig, Progress, UpdateStats, update
 from trainer.round_state import RoundStateFile, round_key
 
 log = logging.getLogger(__name__)
@@ -95,7 +90,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, data files)``).
 
     A candidate that passes the gate is promoted, or with ``canary`` registered as a canary
-    (``trainer.canary``: it serves a share of users first, and its live A/B decides).
+    (``release.canary``: it serves a share of users first, and its live A/B decides).
 
     Under several processes every rank trains its shard; only the main one evaluates and
     registers (the others return None). A saved state of this very round (killed before it

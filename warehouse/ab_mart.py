@@ -27,7 +27,7 @@ import duckdb
 from warehouse.ab import Change, RatioSums, median_with_variance, relative_change
 from warehouse.ab import sample_ratio_mismatch as srm_check
 
-# the arms of a canary's experiment, as the gateway names them (trainer/canary.py)
+# the arms of a canary's experiment, as the gateway names them (release/canary.py)
 CANARY_ARM, PARENT_ARM = "canary", "parent"
 
 # metric -> (label, prefix of its sums in ab_arms; None for the median)

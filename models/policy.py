@@ -1,0 +1,298 @@
+"""The policy: a Hugging Face causal language model behind the two calls the platform needs.
+
+(1) **Sample** completions for a batch of prompts of different lengths, with the log-probability
+of every sampled token under the distribution it was drawn from (``models.sampling``); the
+serving side publishes them with the rollout as the *behaviour* log-probabilities. (2) **Score**
+given completions: the log-probability of each of their tokens under the current weights, with
+gradients when training. Both work on token ids, never on re-tokenised text: what was sampled is
+exactly what is scored.
+
+Sampling left-pads the prompts and decodes with the model's key-value cache; scoring right-pads
+prompt + completion and reads only the completion's positions. The vocabulary projection and its
+log-softmax run in chunks of positions (and, with gradients, are recomputed in the backward pass),
+so a 50k-token vocabulary never needs a ``[batch, length, vocab]`` tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from models.sampling import SamplingParams, sampling_log_probs
+
+SCORE_CHUNK = 1024  # positions per vocabulary projection (1024 x 49k floats = 200 MB)
+STOP = "stop"
+LENGTH = "length"
+OnToken = Callable[[int, int, float], None]  # (row, token id, log-probability), as drawn
+_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>")
+
+
+@dataclass(frozen=True)
+class Completion:
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]  # of each token, under the sampling distribution
+    finish_reason: str  # "stop" (an end token or a stop string) or "length"
+    text: str  # decoded, special tokens dropped, cut before a stop string
+
+
+class TokenScorer(nn.Module):
+    """The model's log-probabilities of target tokens, as a module, so that a distributed
+    wrapper (DDP through accelerate) sees the whole computation in its ``forward``."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model: Any = model  # a transformers (or peft) model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                positions: torch.Tensor, targets: torch.Tensor, temperature: torch.Tensor,
+                top_p: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        """``positions``/``targets`` ``[N]`` (flat, into ``[B*L]``): the log-probability of
+        ``targets[i]`` given everything up to ``positions[i]``; ``temperature``/``top_p`` per
+        target."""
+        core = _core(self.model)
+        hidden = core.get_decoder()(
+            input_ids=input_ids, attention_mask=attention_mask
+        ).last_hidden_state
+        flat = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)
+        head = core.get_output_embeddings()
+        pieces = []
+        for start in range(0, flat.shape[0], SCORE_CHUNK):
+            part = slice(start, start + SCORE_CHUNK)
+            args = (flat[part], targets[part], temperature[part], top_p[part])
+            if torch.is_grad_enabled():
+                pieces.append(checkpoint(_chunk_logprobs, head, *args, use_reentrant=False))
+            else:
+                pieces.append(_chunk_logprobs(head, *args))
+        return torch.cat(pieces) if pieces else flat.new_zeros(0)
+
+
+def _chunk_logprobs(
+    head: nn.Module,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: torch.Tensor,
+    top_p: torch.Tensor,
+) -> torch.Tensor:
+    log_dist = sampling_log_probs(head(hidden), temperature.unsqueeze(-1), top_p.unsqueeze(-1))
+    return log_dist.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def _core(model: Any) -> Any:
+    """The transformers model inside a peft wrapper (its LoRA layers are injected in place)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+@dataclass(frozen=True)
+class ScoreBatch:
+    """Right-padded prompt + completion rows and where their completion tokens are."""
+
+    input_ids: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor  # [B, L]
+    positions: torch.Tensor  # [N] flat index of the position predicting each completion token
+    targets: torch.Tensor  # [N]
+    lengths: tuple[int, ...]  # completion tokens per row (sum = N)
+
+
+def score_batch(
+    prompts: Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    pad_id: int,
+    device: torch.device | str = "cpu",
+) -> ScoreBatch:
+    """
+    >>> b = score_batch([[5, 6], [7]], [[8], [9, 10]], pad_id=0)
+    >>> b.input_ids.tolist(), b.positions.tolist(), b.targets.tolist()
+    ([[5, 6, 8], [7, 9, 10]], [1, 3, 4], [8, 9, 10])
+    """
+    if len(prompts) != len(completions):
+        raise ValueError("one completion per prompt")
+    rows = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
+    width = max(map(len, rows))
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    positions: list[int] = []
+    targets: list[int] = []
+    for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
+        if not prompt or not completion:
+            raise ValueError(f"row {i}: prompt and completion must be non-empty")
+        ids[i, : len(rows[i])] = torch.tensor(rows[i])
+        mask[i, : len(rows[i])] = 1
+        start = i * width + len(prompt) - 1
+        positions.extend(range(start, start + len(completion)))
+        targets.extend(completion)
+    return ScoreBatch(
+        ids.to(device),
+        mask.to(device),
+        torch.tensor(positions, device=device),
+        torch.tensor(targets, device=device),
+        tuple(len(c) for c in completions),
+    )
+
+
+class CausalLMPolicy:
+    """A causal LM and its tokenizer. ``model`` may be a peft model (LoRA)."""
+
+    def __init__(self, model: nn.Module, tokenizer: Any) -> None:
+        self.model: Any = model  # a transformers (or peft) model
+        self.tokenizer = tokenizer
+        self.scorer = TokenScorer(model)
+        vocab = tokenizer.get_vocab()
+        ends = {tokenizer.eos_token_id} | {vocab[t] for t in _END_TOKENS if t in vocab}
+        generation_eos = getattr(
+            getattr(_core(model), "generation_config", None), "eos_token_id", None
+        )
+        if isinstance(generation_eos, int):
+            ends.add(generation_eos)
+        elif isinstance(generation_eos, list):
+            ends.update(generation_eos)
+        self.end_ids = frozenset(i for i in ends if i is not None)
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else min(self.end_ids))
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def vocab_size(self) -> int:
+        return int(_core(self.model).get_output_embeddings().weight.shape[0])
+
+    def to(self, device: torch.device | str) -> CausalLMPolicy:
+        self.model.to(device)
+        return self
+
+    def chat_prompt(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        """Token ids of a chat ready for the assistant's turn, by the model's own template."""
+        text = self.tokenizer.apply_chat_template(
+            list(messages), add_generation_prompt=True, tokenize=False
+        )
+        return list(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def check_tokens(self, ids: Sequence[int], what: str) -> None:
+        vocab = self.vocab_size
+        if not ids:
+            raise ValueError(f"{what} is empty")
+        for token in ids:
+            if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < vocab:
+                raise ValueError(f"{what} holds {token!r}: token ids are integers in [0, {vocab})")
+
+    @torch.no_grad()
+    def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
+               generator: torch.Generator, on_token: OnToken | None = None
+               ) -> list[Completion]:  # fmt: skip
+        """One completion per prompt, all decoded together; ``generator`` (on this policy's
+        device) makes it reproducible.
+
+        ``on_token(row, token_id, logprob)`` is called on this thread for every token as it is
+        drawn (a row that has finished draws no more), before the next step is decoded, so that
+        a server can stream a completion while the batch is still sampling. It only observes:
+        the completions are the same with it or without it."""
+        for i, prompt in enumerate(prompts):
+            self.check_tokens(prompt, f"prompt {i}")
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            return self._sample(prompts, params, generator, on_token)
+        finally:
+            self.model.train(was_training)
+
+    def _sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
+                generator: torch.Generator, on_token: OnToken | None
+                ) -> list[Completion]:  # fmt: skip
+        device, batch = self.device, len(prompts)
+        width = max(map(len, prompts))
+        ids = torch.full((batch, width), self.pad_id, dtype=torch.long, device=device)
+        mask = torch.zeros((batch, width), dtype=torch.long, device=device)
+        for i, prompt in enumerate(prompts):  # left padding: every row ends at the same column
+            ids[i, width - len(prompt) :] = torch.tensor(list(prompt), device=device)
+            mask[i, width - len(prompt) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp_min(0)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        tokens: list[list[int]] = [[] for _ in range(batch)]
+        logprobs: list[list[float]] = [[] for _ in range(batch)]
+        finish: list[str | None] = [None] * batch
+        ends = torch.tensor(sorted(self.end_ids), device=device)
+        last = positions[:, -1:]
+        for _ in range(params.max_tokens):
+            log_dist = sampling_log_probs(out.logits[:, -1], params.temperature, params.top_p)
+            drawn = torch.multinomial(log_dist.exp(), 1, generator=generator)  # [B, 1]
+            drawn_lp = log_dist.gather(-1, drawn).squeeze(-1).tolist()
+            is_end = torch.isin(drawn.squeeze(-1), ends).tolist()
+            for i, token in enumerate(drawn.squeeze(-1).tolist()):
+                if finish[i] is not None:
+                    continue
+                tokens[i].append(token)
+                logprobs[i].append(drawn_lp[i])
+                if on_token is not None:
+                    on_token(i, token, drawn_lp[i])
+                if is_end[i] or (params.stop and self._hits_stop(tokens[i], params.stop)):
+                    finish[i] = STOP
+            if all(f is not None for f in finish):
+                break
+            mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], 1)
+            last = last + 1
+            out = self.model(
+                input_ids=drawn,
+                attention_mask=mask,
+                position_ids=last,
+                past_key_values=out.past_key_values,
+                use_cache=True,
+            )
+        return [
+            Completion(tuple(t), tuple(lp), f or LENGTH, self._text(t, params.stop))
+            for t, lp, f in zip(tokens, logprobs, finish, strict=True)
+        ]
+
+    def _hits_stop(self, tokens: list[int], stop: Sequence[str]) -> bool:
+        tail = self.tokenizer.decode(tokens[-16:], skip_special_tokens=True)
+        return any(s in tail for s in stop)
+
+    def _text(self, tokens: list[int], stop: Sequence[str]) -> str:
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        cuts = [text.find(s) for s in stop if s in text]
+        return text[: min(cuts)] if cuts else text
+
+    def score(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+              temperature: Sequence[float] | float = 1.0,
+              top_p: Sequence[float] | float = 1.0, scorer: nn.Module | None = None
+              ) -> list[torch.Tensor]:  # fmt: skip
+        """Per completion, the log-probability ``[T_i]`` of each of its tokens under this
+        policy's sampling distribution at the given temperature/top-p (per row or for all).
+        With gradients when grad mode is on; ``scorer`` is this policy's :class:`TokenScorer`
+        as wrapped for training (accelerate), by default the plain one."""
+        batch = score_batch(prompts, completions, self.pad_id, self.device)
+        n = len(prompts)
+        temps = _per_row(temperature, n)
+        tops = _per_row(top_p, n)
+        per_token_t = torch.tensor([t for t, k in zip(temps, batch.lengths, strict=True)
+                                    for _ in range(k)], device=self.device)  # fmt: skip
+        per_token_p = torch.tensor([p for p, k in zip(tops, batch.lengths, strict=True)
+                                    for _ in range(k)], device=self.device)  # fmt: skip
+        flat = (scorer or self.scorer)(
+            batch.input_ids,
+            batch.attention_mask,
+            batch.positions,
+            batch.targets,
+            per_token_t,
+            per_token_p,
+        )
+        return list(flat.split(list(batch.lengths)))
+
+
+def _per_row(value: Sequence[float] | float, n: int) -> list[float]:
+    if isinstance(value, int | float):
+        return [float(value)] * n
+    if len(value) != n:
+        raise ValueError(f"one value per row ({n}), got {len(value)}")
+    return [float(v) for v in value]

@@ -1,0 +1,125 @@
+"""`rtrl canary decide`: look at every live canary's A/B and roll it out or back."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from checkpoints.cli import add_registry
+from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, add_watch_args, bootstrap_from
+
+log = logging.getLogger("rtrl.canary")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser(
+        "canary",
+        help="judge live canaries on their A/B: roll out, roll back, or wait",
+        description="A candidate that passed the gate with `rtrl train --canary PERCENT` "
+        "serves that share of users as experiment canary-ID (arms parent and canary). Each "
+        "look reads the experiment's reward records from the warehouse catalog: a sample "
+        "ratio mismatch or a monitored rate significantly worse (one-sided, alpha over the "
+        "looks) rolls it back at once; once the canary arm has enough interactions, a "
+        "live reward significantly below the parent's rolls it back, anything else rolls it "
+        "out. Every look is recorded on the checkpoint.",
+    )
+    csub = c.add_subparsers(dest="canary_command", metavar="ACTION", required=True)
+    d = csub.add_parser("decide", help="one look at every live canary (or --candidate)")
+    add_registry(d)
+    d.add_argument(
+        "--catalog",
+        type=Path,
+        default=Path(".rtrl/warehouse/warehouse.duckdb"),
+        help="the warehouse's DuckDB catalog (its rewards mart)",
+    )
+    d.add_argument("--candidate", default=None, help="only this canary")
+    d.add_argument(
+        "--thresholds", type=Path, default=None, help="monitor thresholds file (default built-in)"
+    )
+    d.add_argument("--json", action="store_true", help="the verdicts as a JSON array")
+    d.add_argument(
+        "--publish",
+        action="store_true",
+        help="announce the outcome on the checkpoints topic (gateways follow it)",
+    )
+    add_bootstrap_arg(d)
+    add_topic_prefix_arg(d)
+    add_watch_args(d, "look at every live canary", 30.0)
+    d.set_defaults(func=_decide)
+
+
+def _decide(args: argparse.Namespace) -> int:
+    import threading
+
+    from infra.lifetime import stop_signals_call
+    from infra.periodic import run_every
+
+    if args.watch:
+        import duckdb
+
+        def step() -> bool:
+            _look_all(args)
+            return False  # a look spends one of the canary's looks: never again at once
+
+        stop = threading.Event()
+        with stop_signals_call(lambda _signum, _frame: stop.set()):
+            run_every(step, args.interval_s, stop, (OSError, RuntimeError, duckdb.Error), log)
+        return 0
+    return 0 if _look_all(args) >= 0 else 2
+
+
+def _look_all(args: argparse.Namespace) -> int:
+    """Look at every live canary; the number judged, -1 when the request was wrong."""
+    import orjson
+
+    from checkpoints.store import CheckpointRegistry
+    from release.canary_io import live_canaries, look
+    from rewards.monitors import MonitorThresholds, load_thresholds
+
+    registry = CheckpointRegistry(args.registry)
+    names = (
+        [args.candidate] if args.candidate else [i.checkpoint_id for i in live_canaries(registry)]
+    )
+    thresholds = load_thresholds(args.thresholds) if args.thresholds else MonitorThresholds()
+    verdicts = []
+    for name in names:
+        try:
+            verdict = look(registry, args.catalog, name, thresholds)
+        except (KeyError, ValueError) as exc:
+            log.error("%s", exc.args[0] if exc.args else exc)
+            return -1
+        verdicts.append({"checkpoint_id": name, **verdict.to_json()})
+        if not args.json:
+            print(_render(name, verdict), end="")
+    if args.json:
+        print(orjson.dumps(verdicts, option=orjson.OPT_INDENT_2).decode())
+    elif not names:
+        print(f"no live canary in {args.registry}")
+    if args.publish:
+        from checkpoints.publish import announce_missing
+        from infra.topics import TopicNames
+
+        announce_missing(bootstrap_from(args), TopicNames(args.topic_prefix).checkpoints, registry)
+    return len(verdicts)
+
+
+def _render(name: str, verdict) -> str:  # noqa: ANN001  (a CanaryVerdict)
+    srm = verdict.srm
+    lines = [
+        f"{name}: {verdict.verdict.upper()} at look {verdict.look}; users parent/canary "
+        f"{srm.observed[0]}/{srm.observed[1]} (SRM chi-square {srm.chi2:.2f}, p {srm.p_value:.3g})",
+        f"  {'metric':<24} {'parent':>9} {'canary':>9} {'diff':>9}  {'interval':<22} "
+        f"{'p (bad way)':>11}",
+    ]
+    for c in verdict.comparisons:
+        if c.difference is None:
+            lines.append(f"  {c.metric:<24} {'-':>9} {'-':>9} {'-':>9}")
+            continue
+        lines.append(
+            f"  {c.metric:<24} {c.parent:>9.4f} {c.canary:>9.4f} {c.difference:>+9.4f}  "
+            f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]{'':<3} {c.p_value:>11.3g}"
+            f"{'  ALARM' if c.alarm else ''}"
+        )
+    lines += [f"  {reason}" for reason in verdict.reasons]
+    return "\n".join(lines) + "\n"

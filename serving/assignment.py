@@ -1,0 +1,88 @@
+"""Which arm and checkpoint serve a request, as the checkpoints topic moves: the fixed split of
+``--experiment/--arms`` or ``--canary``, or the canary that the topic announces.
+
+A checkpoint announced as a ``canary`` of the checkpoint this gateway serves starts its
+experiment (``serving.routing.canary``: the announced share of users on the candidate,
+the rest on the followed checkpoint): the candidate is loaded first, beside the served one, and
+only then does any user land on it. The canary ends when the same checkpoint is announced again
+as promoted (rolled out: the gateway moves to it) or rejected (rolled back), or when the gateway
+moves to a checkpoint that is not the canary's parent. A fixed split is never replaced.
+
+Assigning a request and resolving its checkpoint happen under one lock with those changes, so
+no request is assigned an arm whose checkpoint was unloaded in between: each request is served
+wholly by the checkpoint it was admitted with.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from checkpoints.record import CANARY, CheckpointInfo
+from models.rollout import Experiment
+from serving.routing import CURRENT, Split, canary
+
+if TYPE_CHECKING:
+    from serving.completions import Backend
+
+log = logging.getLogger(__name__)
+
+
+class Assignment:
+    def __init__(self, backend: Backend, fixed: Split | None = None) -> None:
+        self._backend = backend
+        self._fixed = fixed
+        self._canary: Split | None = None
+        self._canary_of: tuple[str, str] | None = None  # (candidate, its parent)
+        self._lock = threading.Lock()
+
+    @property
+    def split(self) -> Split | None:
+        with self._lock:
+            return self._fixed or self._canary
+
+    def admit(self, user_key: str, model: str) -> tuple[Experiment | None, Any]:
+        """The request's arm (None outside an experiment) and what serves it."""
+        with self._lock:
+            split = self._fixed or self._canary
+            if split is None:
+                return None, self._backend.target(CURRENT, model)
+            arm = split.assign(user_key)
+            return Experiment(split.experiment, arm.name), self._backend.target(
+                arm.checkpoint, model
+            )
+
+    def on_announcement(self, info: CheckpointInfo) -> None:
+        """The follower's callback for every announcement of the checkpoints topic."""
+        if info.status == CANARY:
+            self._start(info)
+            return
+        self._backend.take_up(info)
+        with self._lock:
+            if self._canary_of is None:
+                return
+            candidate, parent = self._canary_of
+            ended = info.checkpoint_id == candidate or self._backend.current_id != parent
+            if not ended:
+                return
+            self._canary, self._canary_of = None, None
+            self._backend.unpin(candidate)
+        outcome = info.status if info.checkpoint_id == candidate else "superseded"
+        log.info("serving: canary %s ended (%s)", candidate, outcome)
+
+    def _start(self, info: CheckpointInfo) -> None:
+        if self._fixed is not None:
+            log.info("serving: canary %s not started: a fixed split is set", info.checkpoint_id)
+            return
+        if info.parent != self._backend.current_id:
+            return  # a canary of another checkpoint (or one this gateway already moved past)
+        with self._lock:
+            if self._canary_of is not None:
+                return
+        percent = float(info.evals["canary"]["percent"])
+        self._backend.pin(info)  # loaded before any user lands on it
+        with self._lock:
+            self._canary = canary(info.checkpoint_id, percent)
+            self._canary_of = (info.checkpoint_id, info.parent)
+        log.info("serving: canary %s started on %g %% of users", info.checkpoint_id, percent)

@@ -1,0 +1,205 @@
+"""One completion as every backend gives it, and the pure steps from it to what leaves the
+gateway: the whole OpenAI response and the rollout (a stream's chunks: ``stream``).
+
+A backend answers with a :class:`Generation`: the checkpoint that produced it, the prompt and
+completion token ids and the behaviour log-probabilities exactly as the model gave them (an
+upstream may leave some out: then they are ``None``, never guessed), the text, the finish
+reason. The response shows the same ids and log-probabilities to the client; the rollout
+carries them to Kafka. Nothing here re-tokenises text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+
+from models.rollout import Experiment, ModelIdentity, Rollout, RolloutError
+from models.sampling import SamplingParams
+from serving.protocol import Usage
+
+
+@dataclass(frozen=True)
+class Generation:
+    checkpoint_id: str
+    model: ModelIdentity | None  # of the checkpoint; None when the gateway cannot know it
+    prompt_ids: tuple[int, ...] | None
+    token_ids: tuple[int, ...] | None
+    logprobs: tuple[float, ...] | None  # of each token, under the sampling distribution
+    text: str
+    finish_reason: str
+    pieces: tuple[str, ...] | None = None  # text of each token; joined, exactly ``text``
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the client asked to see besides the text."""
+
+    logprobs: bool
+    token_ids: bool
+
+
+# --- rollouts ------------------------------------------------------------------------------
+def rollout_of(
+    gen: Generation,
+    interaction_id: str,
+    params: SamplingParams,
+    experiment: Experiment | None,
+    created_at: str,
+) -> Rollout | str:
+    """The generation's rollout, or the reason (a code for counting) why it cannot be one.
+
+    >>> ident = ModelIdentity("llama", "a" * 64, "b" * 64)
+    >>> gen = Generation("c1", ident, (1, 2), (3,), None, "x", "stop")
+    >>> rollout_of(gen, "i1", SamplingParams(), None, "2026-11-30T10:00:00Z")
+    'missing_logprobs'
+    >>> r = rollout_of(gen.__class__(**{**gen.__dict__, "logprobs": (-0.1,)}), "i1",
+    ...                SamplingParams(), None, "2026-11-30T10:00:00Z")
+    >>> r.completion_ids, r.logprobs
+    ((3,), (-0.1,))
+    """
+    if gen.model is None:
+        return "unknown_model"
+    if not gen.prompt_ids:
+        return "missing_prompt_token_ids"
+    if not gen.token_ids:
+        return "missing_token_ids"
+    if gen.logprobs is None:
+        return "missing_logprobs"
+    if len(gen.logprobs) != len(gen.token_ids):
+        return "logprobs_mismatch"
+    try:
+        return Rollout(
+            interaction_id,
+            gen.checkpoint_id,
+            gen.model,
+            params,
+            gen.prompt_ids,
+            gen.token_ids,
+            gen.logprobs,
+            gen.finish_reason,
+            created_at,
+            experiment,
+        )
+    except RolloutError as exc:
+        return exc.reason
+
+
+# --- responses -----------------------------------------------------------------------------
+def usage(gen: Generation) -> Usage:
+    return Usage(**_usage(gen))
+
+
+def text_offsets(pieces: Sequence[str], start: int = 0) -> list[int]:
+    """Where each token's text starts in the completion, the first at ``start``.
+
+    >>> text_offsets(["de", "f", " m"], start=3)
+    [3, 5, 6]
+    """
+    return list(accumulate((len(p) for p in pieces[:-1]), initial=start)) if pieces else []
+
+
+def _usage(gen: Generation) -> dict[str, int]:
+    prompt = len(gen.prompt_ids or ())
+    completion = len(gen.token_ids or ())
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+# A whole answer is built as the JSON object that ``ChatCompletionResponse`` and
+# ``CompletionResponse`` describe (dumped without its None fields), not as those models: on a
+# gateway in front of a fast backend, building and dumping the models was a tenth of its own
+# CPU per request. The tests check that each object is what its model would dump.
+def chat_response(
+    gen: Generation, request_id: str, created: int, model: str, shown: Shown
+) -> dict[str, Any]:
+    """The body of a whole chat completion.
+
+    >>> gen = Generation("c1", None, (1, 2), (3,), (-0.5,), "hi", "stop", ("hi",))
+    >>> body = chat_response(gen, "chatcmpl-1", 7, "c1", Shown(logprobs=True, token_ids=True))
+    >>> body["choices"][0]["logprobs"]["content"], body["prompt_token_ids"]
+    ([{'token': 'hi', 'logprob': -0.5, 'bytes': [104, 105], 'top_logprobs': []}], [1, 2])
+    """
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": gen.text},
+        "finish_reason": gen.finish_reason,
+    }
+    if shown.logprobs and gen.logprobs is not None:
+        pieces = gen.pieces or tuple("" for _ in gen.logprobs)
+        choice["logprobs"] = {
+            "content": [
+                {"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []}
+                for piece, lp in zip(pieces, gen.logprobs, strict=True)
+            ]
+        }
+    if shown.token_ids and gen.token_ids is not None:
+        choice["token_ids"] = list(gen.token_ids)
+    body: dict[str, Any] = {
+        "id": request_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [choice],
+        "usage": _usage(gen),
+    }
+    if shown.token_ids and gen.prompt_ids:
+        body["prompt_token_ids"] = list(gen.prompt_ids)
+    return body
+
+
+def completion_response(
+    gen: Generation, request_id: str, created: int, model: str, shown: Shown
+) -> dict[str, Any]:
+    """The body of a whole (legacy) completion."""
+    choice: dict[str, Any] = {"index": 0, "text": gen.text, "finish_reason": gen.finish_reason}
+    if shown.logprobs and gen.logprobs is not None:
+        pieces = list(gen.pieces or tuple("" for _ in gen.logprobs))
+        choice["logprobs"] = {
+            "tokens": pieces,
+            "token_logprobs": list(gen.logprobs),
+            "text_offset": text_offsets(pieces),
+        }
+    if shown.token_ids and gen.prompt_ids:
+        choice["prompt_token_ids"] = list(gen.prompt_ids)
+    if shown.token_ids and gen.token_ids:
+        choice["token_ids"] = list(gen.token_ids)
+    return {
+        "id": request_id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [choice],
+        "usage": _usage(gen),
+    }
+
+
+def text_pieces(decode, token_ids: tuple[int, ...], text: str) -> tuple[str, ...]:  # noqa: ANN001
+    """The text each token adds, so that a stream shows text as it would appear: a token that
+    ends inside a multi-byte character adds nothing until the character is whole, and the pieces
+    joined are exactly ``text`` (which a stop string may have cut short).
+
+    >>> text_pieces(lambda ids: "".join("ab"[i] for i in ids), (0, 1, 1), "ab")
+    ('a', 'b', '')
+    """
+    pieces: list[str] = []
+    sent = 0
+    for i in range(len(token_ids)):
+        if i == len(token_ids) - 1:
+            pieces.append(text[sent:])
+            break
+        prefix = decode(token_ids[: i + 1])
+        common = sent  # what was sent is a prefix of both already
+        limit = min(len(prefix), len(text))
+        while common < limit and prefix[common] == text[common]:
+            common += 1
+        if prefix.endswith("\ufffd"):  # an unfinished character decodes to the replacement
+            common = min(common, len(prefix) - 1)
+        end = max(sent, common)
+        pieces.append(text[sent:end])
+        sent = end
+    return tuple(pieces)

@@ -1,0 +1,183 @@
+"""Assemble and run ``rtrl serve``: key store, backend, recorder, checkpoint follower, app, under
+uvicorn.
+
+Stopping (SIGTERM, SIGINT) lets uvicorn finish the requests in flight, then stops following,
+answers what the batcher still holds, and gives the spool ``drain_s`` to reach Kafka; whatever it
+could not deliver by then is counted and logged as dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+
+from checkpoints.store import CheckpointRegistry
+from infra.http_server import freeze_startup_heap, http_server
+from infra.lifetime import stop_signals_call
+from infra.topics import TopicNames
+from ingest.collector.keys import KeyStore
+from serving.api import create_app
+from serving.assignment import Assignment
+from serving.completions import Backend, GatewayConfig
+from serving.follower import CheckpointFollower
+from serving.metrics import GatewayMetrics
+from serving.recorder import RolloutRecorder
+from serving.routing import Split
+
+log = logging.getLogger("serving")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    registry: Path
+    checkpoint: str | None  # None: the registry's latest promoted checkpoint
+    key_db: Path
+    bootstrap: str
+    topic_prefix: str = ""
+    host: str = "127.0.0.1"
+    port: int = 8000
+    metrics_port: int | None = None
+    upstream: str | None = None  # an OpenAI-compatible server's base URL (without /v1)
+    upstream_model: str | None = None  # its base model's name; None: the first it lists
+    upstream_api_key: str | None = None
+    adapter_dir: Path = Path(".rtrl/adapters")
+    split: Split | None = None
+    device: str = "cpu"
+    max_batch: int = 16
+    batch_wait_s: float = 0.0
+    spool_max: int = 100_000
+    drain_s: float = 10.0
+    record: bool = True
+    follow: bool = True
+    gateway: GatewayConfig = field(default_factory=GatewayConfig)
+    seed: int = 0
+
+
+def _first_model(url: str, api_key: str | None) -> str:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    answer = httpx.get(f"{url.rstrip('/')}/v1/models", headers=headers, timeout=30)
+    answer.raise_for_status()
+    return str(answer.json()["data"][0]["id"])
+
+
+def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
+    checkpoint = config.checkpoint
+    if checkpoint is None:
+        current = registry.current()
+        if current is None:
+            raise ValueError(
+                f"no promoted checkpoint in {registry.root}: give --checkpoint or "
+                "run `rtrl checkpoints init`"
+            )
+        checkpoint = current.checkpoint_id
+    pinned = config.split.checkpoints() if config.split is not None else set()
+    if config.upstream is not None:
+        from serving.upstream import UpstreamBackend
+
+        model = config.upstream_model or _first_model(config.upstream, config.upstream_api_key)
+        return UpstreamBackend(
+            config.upstream,
+            registry,
+            checkpoint,
+            model,
+            config.adapter_dir.resolve(),
+            pinned,
+            config.upstream_api_key,
+        )
+    from serving.local import LocalBackend
+
+    return LocalBackend(
+        registry,
+        checkpoint,
+        pinned,
+        config.device,
+        config.seed,
+        config.max_batch,
+        config.batch_wait_s,
+    )
+
+
+@dataclass
+class Gateway:
+    """Everything one ``rtrl serve`` holds, to be closed in order."""
+
+    server: uvicorn.Server
+    backend: Backend
+    recorder: RolloutRecorder | None
+    follower: CheckpointFollower | None
+    keys: KeyStore
+    metrics_server: object | None
+
+    def close(self, drain_s: float) -> None:
+        if self.follower is not None:
+            self.follower.close()
+        if self.recorder is not None:
+            left = self.recorder.close(drain_s)
+            if left:
+                log.warning("%d rollouts never reached Kafka (dropped, counted)", left)
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()  # type: ignore[attr-defined]
+        self.keys.close()
+
+
+def build(config: ServeConfig) -> Gateway:
+    registry = CheckpointRegistry(config.registry)
+    topics = TopicNames(config.topic_prefix)
+    backend = build_backend(config, registry)
+    recorder = (
+        RolloutRecorder(config.bootstrap, topics.rollouts, config.spool_max)
+        if config.record
+        else None
+    )
+    metrics = GatewayMetrics()
+    metrics.watch(
+        spooled=lambda: recorder.spooled() if recorder else 0,
+        dropped=lambda: dict(recorder.dropped) if recorder else {},
+        delivered=lambda: recorder.delivered if recorder else 0,
+        switches=lambda: backend.switches,
+        not_loaded=lambda: dict(getattr(backend, "not_loaded", {})),
+    )
+    keys = KeyStore(config.key_db)
+    assignment = Assignment(backend, config.split)
+    app = create_app(backend, recorder, keys, assignment, config.gateway, metrics)
+    follower = None
+    if config.follow:
+        follower = CheckpointFollower(
+            config.bootstrap, topics.checkpoints, assignment.on_announcement
+        )
+        follower.start()
+    server = http_server(app, config.host, config.port, timeout_graceful_shutdown=30)
+    metrics_server = (
+        metrics.serve(config.metrics_port, host=config.host)
+        if config.metrics_port is not None
+        else None
+    )
+    return Gateway(server, backend, recorder, follower, keys, metrics_server)
+
+
+def run(config: ServeConfig) -> int:
+    gateway = build(config)
+    log.info(
+        "rtrl serve on http://%s:%d (%s backend, pid %d), rollouts to %s%s",
+        config.host,
+        config.port,
+        gateway.backend.kind,
+        os.getpid(),
+        config.bootstrap,
+        "" if config.record else " (not recorded)",
+    )
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then raises the signal again for the
+    # handler it found: a no-op one here, so that the spool still gets its drain before exit.
+    with stop_signals_call(lambda _sig, _frame: None):
+        try:
+            freeze_startup_heap()
+            gateway.server.run()
+        finally:
+            gateway.close(config.drain_s)
+    return 0

@@ -1,0 +1,224 @@
+"""A completion as server-sent events, built as its tokens come: the pure steps from drawn tokens
+to stream chunks.
+
+A stream is a head (chat: the assistant's role), one chunk per :class:`Step`, and a tail with
+the finish reason (and, for completions, the usage). A step is one token with the text it adds
+(or, when an upstream gave no text per token, all tokens at once). The local backend makes a
+step of each token as the batch draws it (:class:`Increments` decides the text it may show
+yet); an upstream's answer, asked whole, is cut into steps after (:func:`steps_of`). Either
+way the text of the steps and the tail joined is exactly the completion's text, and the
+tokens and log-probabilities of the steps are exactly the rollout's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+
+from pydantic import BaseModel
+
+from serving.generation import Generation, Shown, text_offsets, usage
+from serving.protocol import (
+    ChatChunkChoice,
+    ChatCompletionChunk,
+    ChatDelta,
+    ChatLogprobs,
+    CompletionChoice,
+    CompletionLogprobs,
+    CompletionResponse,
+    TokenLogprob,
+)
+
+DONE = b"data: [DONE]\n\n"
+
+
+@dataclass(frozen=True)
+class Step:
+    text: str  # what this step adds to the text shown
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...] | None
+    pieces: tuple[str, ...]  # each token's text, for its log-probability entry
+    prompt_ids: tuple[int, ...] | None = None  # on a completion's first step
+
+
+def steps_of(gen: Generation) -> list[Step]:
+    """The steps of a whole generation: one per token when the text of each is known, else one
+    for all.
+
+    >>> [s.text for s in steps_of(Generation("c", None, (1,), (5, 6), None, "ab", "stop",
+    ...                                      ("a", "b")))]
+    ['a', 'b']
+    >>> steps_of(Generation("c", None, (1,), (5, 6), None, "ab", "stop"))[0].token_ids
+    (5, 6)
+    """
+    ids = gen.token_ids or ()
+    if gen.pieces is not None and len(gen.pieces) == len(ids):
+        steps = [
+            Step(
+                piece,
+                (ids[i],),
+                None if gen.logprobs is None else gen.logprobs[i : i + 1],
+                (piece,),
+            )
+            for i, piece in enumerate(gen.pieces)
+        ]
+    else:
+        steps = [Step(gen.text, ids, gen.logprobs, tuple("" for _ in ids))]
+    if steps:
+        steps[0] = replace(steps[0], prompt_ids=gen.prompt_ids)
+    return steps
+
+
+def rest_of(text: str, sent: str) -> str:
+    """What the tail adds to what the steps sent: the end of ``text`` that they held back.
+
+    >>> rest_of("abc\\ufffd", "abc"), rest_of("ab", "ab")
+    ('\\ufffd', '')
+    """
+    return text[len(sent) :] if text.startswith(sent) else ""
+
+
+class Increments:
+    """The text each newly drawn token adds, while the completion is still being drawn.
+
+    Only text that cannot change is shown: a token ending inside a multi-byte character adds
+    nothing until the character is whole, nothing from a stop string on is ever shown, and the
+    end of the text that could be the start of a stop string waits for the next token. So the
+    text sent so far is always a prefix of the completion's final text, and the tail sends the
+    rest (:func:`rest_of`).
+
+    >>> inc = Increments(lambda ids: "".join("ab#"[i] for i in ids), stops=("#b",))
+    >>> [inc.push(t) for t in (0, 1, 2, 0, 2, 1)], inc.sent
+    (['a', 'b', '', '#a', '', ''], 'ab#a')
+    """
+
+    def __init__(self, decode: Callable[[Sequence[int]], str], stops: Sequence[str] = ()) -> None:
+        self._decode = decode
+        self._stops = tuple(s for s in stops if s)
+        self._ids: list[int] = []
+        self.sent = ""
+
+    def push(self, token_id: int) -> str:
+        self._ids.append(token_id)
+        text = self._decode(self._ids)
+        cut = [text.find(s) for s in self._stops if s in text]
+        if cut:
+            text = text[: min(cut)]
+        else:
+            text = text[: len(text) - _partial_stop(text, self._stops)]
+        while text.endswith("\ufffd"):  # an unfinished character decodes to the replacement
+            text = text[:-1]
+        if len(text) <= len(self.sent) or not text.startswith(self.sent):
+            return ""
+        piece = text[len(self.sent) :]
+        self.sent = text
+        return piece
+
+
+def _partial_stop(text: str, stops: Sequence[str]) -> int:
+    """Length of the longest end of ``text`` that begins some stop string.
+
+    >>> _partial_stop("ab#", ("#b",)), _partial_stop("ab", ("#b",))
+    (1, 0)
+    """
+    longest = 0
+    for stop in stops:
+        for n in range(min(len(stop) - 1, len(text)), longest, -1):
+            if text.endswith(stop[:n]):
+                longest = n
+                break
+    return longest
+
+
+# --- chunks --------------------------------------------------------------------------------
+def sse(chunk: BaseModel) -> bytes:
+    return b"data: " + chunk.model_dump_json(exclude_none=True).encode() + b"\n\n"
+
+
+def chat_head(request_id: str, created: int, model: str, shown: Shown,
+              prompt_ids: tuple[int, ...] | None) -> ChatCompletionChunk:  # fmt: skip
+    """The first chunk: the assistant's role (and the prompt's ids when asked)."""
+    return ChatCompletionChunk(
+        id=request_id,
+        created=created,
+        model=model,
+        choices=[ChatChunkChoice(delta=ChatDelta(role="assistant", content=""))],
+        prompt_token_ids=list(prompt_ids) if shown.token_ids and prompt_ids else None,
+    )
+
+
+def chat_step(step: Step, request_id: str, created: int, model: str,
+              shown: Shown) -> ChatCompletionChunk:  # fmt: skip
+    logprobs = None
+    if shown.logprobs and step.logprobs is not None:
+        logprobs = ChatLogprobs(
+            content=[
+                TokenLogprob(token=piece, logprob=lp, bytes=list(piece.encode()))
+                for piece, lp in zip(step.pieces, step.logprobs, strict=True)
+            ]
+        )
+    return ChatCompletionChunk(
+        id=request_id,
+        created=created,
+        model=model,
+        choices=[
+            ChatChunkChoice(
+                delta=ChatDelta(content=step.text),
+                logprobs=logprobs,
+                token_ids=list(step.token_ids) if shown.token_ids else None,
+            )
+        ],
+    )
+
+
+def chat_tail(gen: Generation, rest: str, request_id: str, created: int,
+              model: str) -> Iterator[ChatCompletionChunk]:  # fmt: skip
+    """What the steps held back (if anything), then the finish reason."""
+    if rest:
+        yield chat_step(Step(rest, (), None, ()), request_id, created, model, Shown(False, False))
+    yield ChatCompletionChunk(
+        id=request_id,
+        created=created,
+        model=model,
+        choices=[ChatChunkChoice(delta=ChatDelta(), finish_reason=gen.finish_reason)],
+    )
+
+
+def completion_step(step: Step, offset: int, request_id: str, created: int, model: str,
+                    shown: Shown) -> CompletionResponse:  # fmt: skip
+    """A streamed completion's chunk; ``offset``: where the step's text starts in the text."""
+    logprobs = None
+    if shown.logprobs and step.logprobs is not None:
+        logprobs = CompletionLogprobs(
+            tokens=list(step.pieces),
+            token_logprobs=list(step.logprobs),
+            top_logprobs=None,
+            text_offset=text_offsets(step.pieces, offset),
+        )
+    prompt = step.prompt_ids if shown.token_ids and step.prompt_ids else None
+    return CompletionResponse(
+        id=request_id,
+        created=created,
+        model=model,
+        choices=[
+            CompletionChoice(
+                text=step.text,
+                finish_reason=None,
+                logprobs=logprobs,
+                prompt_token_ids=list(prompt) if prompt else None,
+                token_ids=list(step.token_ids) if shown.token_ids else None,
+            )
+        ],
+    )
+
+
+def completion_tail(gen: Generation, rest: str, request_id: str, created: int,
+                    model: str) -> CompletionResponse:  # fmt: skip
+    """The last chunk: what the steps held back, the finish reason and the usage."""
+    return CompletionResponse(
+        id=request_id,
+        created=created,
+        model=model,
+        usage=usage(gen),
+        choices=[CompletionChoice(text=rest, finish_reason=gen.finish_reason)],
+    )

@@ -1,0 +1,336 @@
+"""The upstream backend: any OpenAI-compatible server (vLLM, SGLang, TGI, another ``rtrl
+serve``) does the sampling; the gateway records what it answered.
+
+Every request goes upstream with ``logprobs`` and vLLM's ``return_token_ids`` asked for, and not
+streamed (the gateway streams to its own client), over keep-alive connections
+(``infra.http_client``: the client's own CPU is paid on every completion, and that one takes a
+third of aiohttp's; ``bench/RESULTS.md``, HTTP client). The answer's token ids and
+log-probabilities are taken as the upstream gave them (:func:`parse_chat`,
+:func:`parse_completion`): when the upstream leaves them out the completion is still served, and
+its rollout is refused with the reason counted (``generation.rollout_of``), never filled in by
+tokenising the text.
+
+Checkpoints: the upstream serves its base model under ``upstream_model``; a promoted LoRA
+checkpoint is written as a peft adapter directory (``adapter_config.json`` and
+``adapter_model.safetensors``, the layout vLLM loads) under ``adapter_dir``, loaded with vLLM's
+runtime endpoint ``POST /v1/load_lora_adapter {"lora_name", "lora_path"}`` (vLLM needs
+``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` and ``--enable-lora``) and requested by its name as
+the model. A full-weights checkpoint cannot be put into a running upstream: it is reported
+(logged and counted), and serving stays where it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from checkpoints.record import CheckpointInfo
+from checkpoints.store import CheckpointRegistry
+from infra.http_client import HttpError, HttpPool
+from models.rollout import ModelIdentity
+from serving.follower import moves_forward
+from serving.generation import Generation
+from serving.routing import CURRENT
+
+log = logging.getLogger(__name__)
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+MAX_CONNECTIONS = 512  # kept open to the upstream, reused across requests
+
+
+class UpstreamError(RuntimeError):
+    """The upstream refused or failed: ``status`` and ``body`` are passed to the client."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        super().__init__(f"upstream answered {status}")
+        self.status = status
+        self.body = body
+
+
+def bad_gateway(message: str) -> UpstreamError:
+    """A 502 in OpenAI's error shape, for an upstream that could not be asked or answered amiss."""
+    return UpstreamError(
+        502, orjson.dumps({"error": {"message": message, "type": "upstream_error"}})
+    )
+
+
+@dataclass(frozen=True)
+class Route:
+    checkpoint_id: str
+    identity: ModelIdentity
+    model: str  # the name the upstream serves it under
+
+
+# --- answers (pure) ------------------------------------------------------------------------
+def _ids(value: Any) -> tuple[int, ...] | None:
+    if isinstance(value, list) and value and all(type(t) is int for t in value):
+        return tuple(value)
+    return None
+
+
+def parse_chat(
+    body: dict[str, Any], checkpoint_id: str = "", model: ModelIdentity | None = None
+) -> Generation:
+    """The generation in a chat completion answer, by ``checkpoint_id`` of ``model``.
+
+    >>> g = parse_chat({"prompt_token_ids": [1, 2], "choices": [{"message": {"content": "ab"},
+    ...     "finish_reason": "stop", "token_ids": [5, 6], "logprobs": {"content": [
+    ...     {"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -1.0}]}}]})
+    >>> g.prompt_ids, g.token_ids, g.logprobs, g.pieces
+    ((1, 2), (5, 6), (-0.5, -1.0), ('a', 'b'))
+    >>> parse_chat({"choices": [{"message": {"content": "ab"}, "finish_reason": "stop"}]}).logprobs
+    """
+    choice = body["choices"][0]
+    text = (choice.get("message") or {}).get("content") or ""
+    content = (choice.get("logprobs") or {}).get("content")
+    logprobs = pieces = None
+    if isinstance(content, list) and content:
+        logprobs = tuple(float(c["logprob"]) for c in content)
+        pieces = tuple(str(c.get("token", "")) for c in content)
+    prompt = _ids(body.get("prompt_token_ids")) or _ids(choice.get("prompt_token_ids"))
+    return Generation(
+        checkpoint_id,
+        model,
+        prompt,
+        _ids(choice.get("token_ids")),
+        logprobs,
+        text,
+        str(choice.get("finish_reason") or "stop"),
+        pieces if pieces is not None and "".join(pieces) == text else None,
+    )
+
+
+def parse_completion(
+    body: dict[str, Any], checkpoint_id: str = "", model: ModelIdentity | None = None
+) -> Generation:
+    """The generation in a (legacy) completion answer, by ``checkpoint_id`` of ``model``.
+
+    >>> g = parse_completion({"choices": [{"text": "ab", "finish_reason": "length",
+    ...     "prompt_token_ids": [1], "token_ids": [5], "logprobs": {"tokens": ["ab"],
+    ...     "token_logprobs": [-0.25], "text_offset": [0]}}]})
+    >>> g.prompt_ids, g.token_ids, g.logprobs, g.finish_reason
+    ((1,), (5,), (-0.25,), 'length')
+    """
+    choice = body["choices"][0]
+    text = choice.get("text") or ""
+    lp = choice.get("logprobs") or {}
+    values = lp.get("token_logprobs")
+    logprobs = pieces = None
+    if isinstance(values, list) and values and all(isinstance(v, (int, float)) for v in values):
+        logprobs = tuple(float(v) for v in values)
+        tokens = lp.get("tokens")
+        if isinstance(tokens, list) and "".join(map(str, tokens)) == text:
+            pieces = tuple(map(str, tokens))
+    return Generation(
+        checkpoint_id,
+        model,
+        _ids(choice.get("prompt_token_ids")),
+        _ids(choice.get("token_ids")),
+        logprobs,
+        text,
+        str(choice.get("finish_reason") or "stop"),
+        pieces,
+    )
+
+
+def upstream_body(raw: dict[str, Any], model: str, chat: bool) -> dict[str, Any]:
+    """The client's request as sent upstream: its own fields, our model name, not streamed,
+    log-probabilities and token ids asked for.
+
+    >>> upstream_body({"model": "x", "stream": True, "messages": []}, "m", chat=True)
+    {'model': 'm', 'stream': False, 'messages': [], 'logprobs': True, 'return_token_ids': True}
+    """
+    body = {**raw, "model": model, "stream": False}
+    body.pop("stream_options", None)
+    body["logprobs"] = True if chat else 0
+    body["return_token_ids"] = True
+    return body
+
+
+# --- adapters ------------------------------------------------------------------------------
+def export_adapter(registry: CheckpointRegistry, info: CheckpointInfo, root: Path) -> Path:
+    """A LoRA checkpoint as a peft adapter directory ``root/<checkpoint_id>`` (written once,
+    atomically; the adapter file checked against its sha256 first)."""
+    from models.loading import lora_config
+
+    weights = info.weights
+    if weights.kind != "lora" or weights.file is None or weights.lora is None:
+        raise ValueError(f"{info.checkpoint_id} is a {weights.kind} checkpoint, not an adapter")
+    target = root / info.checkpoint_id
+    if (target / ADAPTER_CONFIG).is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    source = registry.checked_file(info, weights.file, weights.sha256)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{info.checkpoint_id}-", dir=root))
+    try:
+        lora_config(weights.lora, base=info.model.base_path).save_pretrained(str(tmp))
+        shutil.copyfile(source, tmp / ADAPTER_WEIGHTS)
+        os.rename(tmp, target)
+    except OSError:
+        if not (target / ADAPTER_CONFIG).is_file():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+class UpstreamBackend:
+    kind = "upstream"
+
+    def __init__(self, url: str, registry: CheckpointRegistry, checkpoint_id: str,
+                 upstream_model: str, adapter_dir: Path, pinned: set[str] = frozenset(),  # type: ignore[assignment]
+                 api_key: str | None = None, timeout_s: float = 600.0) -> None:  # fmt: skip
+        self.url = url.rstrip("/")
+        self._registry = registry
+        self._upstream_model = upstream_model
+        self._adapter_dir = adapter_dir
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self.not_loaded: Counter[str] = Counter()
+        self.switches = 0
+        self._http: HttpPool | None = None  # made on the serving loop, first use
+        info = registry.get(checkpoint_id)
+        self._current_info = info
+        first = self._route_for(info)
+        if first is None:
+            raise ValueError(
+                f"{checkpoint_id} is a full-weights checkpoint: an upstream loads "
+                "adapters at runtime, not weights; start the upstream on it"
+            )
+        self._current: Route = first
+        self._pinned: dict[str, Route] = {}
+        for ckpt in pinned:
+            route = self._route_for(registry.get(ckpt))
+            if route is None:
+                raise ValueError(
+                    f"arm checkpoint {ckpt} has full weights: it cannot be loaded into the upstream"
+                )
+            self._pinned[ckpt] = route
+
+    def _route_for(self, info: CheckpointInfo) -> Route | None:
+        """How the upstream serves ``info`` (loading its adapter first), None for full weights
+        (counted and logged: reported, not faked)."""
+        kind = info.weights.kind
+        if kind == "base":
+            return Route(info.checkpoint_id, info.model.identity(), self._upstream_model)
+        if kind == "lora":
+            path = export_adapter(self._registry, info, self._adapter_dir)
+            answer = httpx.post(
+                f"{self.url}/v1/load_lora_adapter",
+                headers=self._headers,
+                json={"lora_name": info.checkpoint_id, "lora_path": str(path)},
+                timeout=self._timeout_s,
+            )
+            if answer.status_code >= 400 and "already" not in answer.text:
+                raise RuntimeError(
+                    f"the upstream did not load {info.checkpoint_id}: "
+                    f"{answer.status_code} {answer.text[:200]}"
+                )
+            return Route(info.checkpoint_id, info.model.identity(), info.checkpoint_id)
+        with self._lock:
+            self.not_loaded["full_weights"] += 1
+        log.warning(
+            "serving: %s has full weights, which an upstream cannot load at runtime; "
+            "still serving %s",
+            info.checkpoint_id,
+            self._current_info.checkpoint_id if hasattr(self, "_current_info") else "nothing",
+        )
+        return None
+
+    @property
+    def current(self) -> Route:
+        return self._current
+
+    def target(self, checkpoint: str, model: str = "") -> Route:
+        with self._lock:
+            return self._current if checkpoint == CURRENT else self._pinned[checkpoint]
+
+    def models(self) -> list[str]:
+        with self._lock:
+            return [self._current.checkpoint_id, *self._pinned]
+
+    @property
+    def current_id(self) -> str:
+        return self._current.checkpoint_id
+
+    def pin(self, info: CheckpointInfo) -> None:
+        """Route an arm that names ``info`` to its adapter (loaded into the upstream); full
+        weights cannot be loaded there: refused, not faked."""
+        route = self._route_for(info)
+        if route is None:
+            raise ValueError(f"{info.checkpoint_id} has full weights: the upstream cannot serve it")
+        with self._lock:
+            self._pinned[info.checkpoint_id] = route
+
+    def unpin(self, checkpoint_id: str) -> None:
+        with self._lock:
+            self._pinned.pop(checkpoint_id, None)
+
+    def take_up(self, info: CheckpointInfo) -> bool:
+        if not moves_forward(info, self._current_info):
+            return False
+        route = self._route_for(info)
+        if route is None:
+            return False
+        with self._lock:
+            before = self._current.checkpoint_id
+            self._current, self._current_info = route, info
+            self.switches += 1
+        log.info("serving: switched the upstream from %s to %s", before, info.checkpoint_id)
+        return True
+
+    # ``on_step`` is not called: the upstream is asked for its whole answer, which the gateway
+    # then streams (``stream.steps_of``).
+    async def chat(
+        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
+    ) -> Generation:
+        answer = await self._ask("/v1/chat/completions", upstream_body(raw, route.model, True))
+        return parse_chat(answer, route.checkpoint_id, route.identity)
+
+    async def complete(
+        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
+    ) -> Generation:
+        answer = await self._ask("/v1/completions", upstream_body(raw, route.model, False))
+        return parse_completion(answer, route.checkpoint_id, route.identity)
+
+    def _pool(self) -> HttpPool:
+        if self._http is None:
+            self._http = HttpPool(
+                self.url,
+                {**self._headers, "Content-Type": "application/json"},
+                MAX_CONNECTIONS,
+                self._timeout_s,
+            )
+        return self._http
+
+    async def _ask(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            answer = await self._pool().post(path, orjson.dumps(body))
+        except HttpError as exc:
+            raise bad_gateway(f"upstream unreachable: {exc}"[:300]) from None
+        if answer.status >= 400:
+            raise UpstreamError(answer.status, answer.body)
+        try:
+            data = orjson.loads(answer.body)
+            data["choices"][0]
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+            raise bad_gateway("the upstream's answer is not a completion") from None
+        return data
+
+    def ready(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()

@@ -135,9 +135,8 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _rollback(args: argparse.Namespace) -> int:
-    from checkpoints.store import CheckpointRegistry
+    from checkpoints.store import CheckpointRegistry, next_id
     from checkpoints.weights import copy_as
-    from trainer.inputs import next_id
 
     registry = CheckpointRegistry(args.registry)
     try:

@@ -223,3 +223,19 @@ class CheckpointRegistry:
     def root_of(self, checkpoint_id: str) -> str:
         """The first checkpoint of the lineage: the fixed reference of the KL penalty."""
         return self.lineage(checkpoint_id)[-1]
+
+
+def next_id(registry: CheckpointRegistry, parent: CheckpointInfo) -> str:
+    """The parent's prefix and the next free number: ``tiny-0000`` → ``tiny-0001``.
+
+    Numbers count every registered checkpoint of the prefix, rejected ones too, so an id is
+    never reused.
+    """
+    match = re.fullmatch(r"(.*?)-?(\d+)", parent.checkpoint_id)
+    prefix = match.group(1) if match else parent.checkpoint_id
+    taken = [
+        int(m.group(1))
+        for info in registry.list()
+        if (m := re.fullmatch(re.escape(prefix) + r"-?(\d+)", info.checkpoint_id))
+    ]
+    return f"{prefix}-{max(taken, default=0) + 1:04d}"

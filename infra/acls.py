@@ -12,7 +12,8 @@ rows follow each stage's own Kafka calls:
 * sink (``warehouse.sink``): reads ``rewards``, ``telemetry.events``, ``rollouts``,
   ``telemetry.late``, ``telemetry.dlq`` and ``checkpoints`` in its group.
 * batch builder (``warehouse.batches``): reads and writes ``batches``.
-* trainer (``trainer.inputs``, ``checkpoints.publish``): reads ``batches``; reads and writes
+* trainer (``trainer.inputs``, ``checkpoints.publish``; also ``rtrl canary decide --publish``
+  of ``release``, which announces on the same topic): reads ``batches``; reads and writes
   ``checkpoints``.
 * serving (``serving``, the gateway ``rtrl serve``): writes ``rollouts``; reads ``checkpoints``
   (``serving.follower``).

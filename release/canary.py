@@ -29,7 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from release.canary_names import experiment_of
+from checkpoints.canary_names import experiment_of
 from rewards.monitors import BAD_DIRECTION, MonitorThresholds
 from warehouse.ab import RatioSums
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import duckdb
 
+from checkpoints.canary_names import CANARY_ARM, PARENT_ARM
 from checkpoints.record import CANARY, PROMOTED, REJECTED, CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from release.canary import (
@@ -32,7 +33,6 @@ from release.canary import (
     arm_of,
     judge,
 )
-from release.canary_names import CANARY_ARM, PARENT_ARM
 from rewards.monitors import MonitorThresholds
 
 log = logging.getLogger("rtrl.canary")

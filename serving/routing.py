@@ -13,9 +13,9 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from checkpoints.canary_names import CANARY_ARM, PARENT_ARM, experiment_of
 from checkpoints.record import check_checkpoint_id
 from models.rollout import Experiment
-from release.canary_names import CANARY_ARM, PARENT_ARM, experiment_of
 
 BUCKETS = 10_000
 CURRENT = "current"

@@ -1,9 +1,13 @@
-"""No import cycles between the project's modules.
+"""No import cycles between the project's modules, and imports only go down the floors.
 
 A cycle makes the import order decide what works (a name imported before the module that
 defines it has finished), and ties modules that should change apart. Every ``import`` counts,
 at module level or inside a function (a deferred import only hides the cycle from the start-up
-path); imports under ``if TYPE_CHECKING:`` do not, since they never run.
+path), and so do imports under ``if TYPE_CHECKING:``: they never run, but two modules that
+name each other's types are still one piece of code in two files.
+
+The floors (``docs/architecture.md``, "Floors"): a package may import its own modules, the
+floors below its own, and the few sideways edges ``SIDEWAYS`` names with their reason.
 """
 
 from __future__ import annotations
@@ -45,10 +49,11 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return lines
 
 
-def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
-    """The project's modules that ``name`` imports."""
+def imports_of(name: str, path: Path, modules: set[str], type_only: bool = True) -> set[str]:
+    """The project's modules that ``name`` imports (with ``type_only``: also those it imports
+    for a type checker alone)."""
     tree = ast.parse(path.read_text(), str(path))
-    skipped = _type_checking_only(tree)
+    skipped = set() if type_only else _type_checking_only(tree)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
     for node in ast.walk(tree):
@@ -124,3 +129,74 @@ def test_no_module_imports_itself_through_others() -> None:
     modules = module_files()
     graph = {name: imports_of(name, path, set(modules)) for name, path in modules.items()}
     assert cycles(graph) == []
+
+
+# The floor of each package (``ingest`` split: its contract is the ground, the rest a stage).
+FLOORS = {
+    "infra": 0,
+    "ingest.contract": 0,
+    "rewards": 1,
+    "models": 1,
+    "agent": 1,
+    "checkpoints": 2,
+    "ingest": 3,
+    "streams": 3,
+    "warehouse": 3,
+    "serving": 3,
+    "release": 4,
+    "trainer": 5,
+    "rtrl": 6,
+}
+SIDEWAYS = {
+    ("serving", "ingest"): "the gateway takes the collector's API keys and key store settings",
+}
+
+
+def unit_of(module: str) -> str:
+    """The package a module's floor is read from.
+
+    >>> unit_of("ingest.contract.events"), unit_of("ingest.collector.app"), unit_of("serving")
+    ('ingest.contract', 'ingest', 'serving')
+    """
+    parts = module.split(".")
+    if parts[0] == "ingest" and len(parts) > 1 and parts[1] == "contract":
+        return "ingest.contract"
+    return parts[0]
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that does not go down a floor and is not a named sideways edge.
+
+    >>> upward({"models.policy": {"infra.settings"}, "agent.harness": {"models.policy"}})
+    ['agent.harness -> models.policy (floor 1 -> 1)']
+    >>> upward({"serving.api": {"ingest.collector.keys"}, "trainer.x": {"trainer.y"}})
+    []
+    """
+    found = []
+    for name, targets in sorted(graph.items()):
+        here = unit_of(name)
+        for target in sorted(targets):
+            there = unit_of(target)
+            if here == there or (here, there) in SIDEWAYS:
+                continue
+            if FLOORS[there] >= FLOORS[here]:
+                found.append(f"{name} -> {target} (floor {FLOORS[here]} -> {FLOORS[there]})")
+    return found
+
+
+def test_every_package_has_a_floor() -> None:
+    assert {unit_of(m) for m in module_files()} == set(FLOORS)
+
+
+def test_type_only_imports_count() -> None:
+    modules = module_files()
+    name = "rtrl.token_reader"  # names models.policy's Completion for the type checker only
+    path = modules[name]
+    assert "models.policy" in imports_of(name, path, set(modules))
+    assert "models.policy" not in imports_of(name, path, set(modules), type_only=False)
+
+
+def test_imports_only_go_down_the_floors() -> None:
+    modules = module_files()
+    graph = {name: imports_of(name, path, set(modules)) for name, path in modules.items()}
+    assert upward(graph) == []

@@ -17,13 +17,12 @@ import pytest
 import torch
 
 from checkpoints.publish import read_checkpoints
-from checkpoints.store import CheckpointRegistry
+from checkpoints.store import CheckpointRegistry, next_id
 from checkpoints.weights import load_policy
 from release.gate import GateConfig
 from rtrl.cli import main
 from tests import trainer_fixtures
 from tests.trainer_fixtures import register_variant, serve, write_batch
-from trainer.inputs import next_id
 from trainer.learner import LearnerConfig
 from trainer.train import train_round
 from warehouse.batches import publish

@@ -10,14 +10,13 @@ batch's).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import orjson
 
-from checkpoints.record import PROMOTED, CheckpointInfo
+from checkpoints.record import PROMOTED
 from checkpoints.store import CheckpointRegistry
 from infra.compacted import read_latest
 from rewards.monitors import Alarm, MonitorThresholds, checkpoint_rates, compare, load_thresholds
@@ -75,19 +74,3 @@ def alarms_of(catalog: Path, registry: CheckpointRegistry, checkpoint_id: str,
     return compare(
         checkpoint_rates(records, checkpoint_id), checkpoint_rates(records, parent), limits
     )
-
-
-def next_id(registry: CheckpointRegistry, parent: CheckpointInfo) -> str:
-    """The parent's prefix and the next free number: ``tiny-0000`` → ``tiny-0001``.
-
-    Numbers count every registered checkpoint of the prefix, rejected ones too, so an id is
-    never reused.
-    """
-    match = re.fullmatch(r"(.*?)-?(\d+)", parent.checkpoint_id)
-    prefix = match.group(1) if match else parent.checkpoint_id
-    taken = [
-        int(m.group(1))
-        for info in registry.list()
-        if (m := re.fullmatch(re.escape(prefix) + r"-?(\d+)", info.checkpoint_id))
-    ]
-    return f"{prefix}-{max(taken, default=0) + 1:04d}"

@@ -21,7 +21,7 @@ from confluent_kafka import KafkaException
 
 from checkpoints.publish import announce_missing
 from checkpoints.record import CANARY, PROMOTED
-from checkpoints.store import CheckpointRegistry
+from checkpoints.store import CheckpointRegistry, next_id
 from infra.periodic import run_every
 from infra.topics import TopicNames
 from models.devices import make_accelerator
@@ -29,7 +29,7 @@ from models.loading import LoraSettings
 from release.canary import CanaryConfig
 from release.gate import GateConfig
 from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
-from trainer.inputs import alarms_of, next_id, offered_batches, untrained
+from trainer.inputs import alarms_of, offered_batches, untrained
 from trainer.learner import LearnerConfig
 from trainer.train import train_round
 

@@ -1,6 +1,7 @@
-"""The names a canary runs under, shared by the gate (``release.canary``) and every gateway
-(``serving.routing``): its experiment and the experiment's two arms. Apart from the
-verdict's statistics so that a gateway loads none of them.
+"""The names a canary checkpoint runs under, shared by the release decision
+(``release.canary``) and every gateway (``serving.routing``): its experiment and the
+experiment's two arms. Here, below both, so that a gateway loads none of the verdict's
+statistics.
 """
 
 from __future__ import annotations

@@ -27,8 +27,10 @@ def _policy_and_examples(registry, n=48, lora=None, params=PARAMS, seed=0):
 
 def test_one_update_changes_every_parameter_and_starts_on_policy(registry):
     policy, examples = _policy_and_examples(registry)
-    assert len({len(e.rollout.prompt_ids) for e in examples}) > 1  # mixed lengths
-    assert len({len(e.rollout.completion_ids) for e in examples}) >= 1
+    # Mixed lengths on both sides, so the update sees left-padded prompts and completions that
+    # stopped at an end token before max_tokens (the masked tail).
+    assert len({len(e.rollout.prompt_ids) for e in examples}) > 1
+    assert len({len(e.rollout.completion_ids) for e in examples}) > 1
     before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
     result = update(policy, examples, FAST)
     assert result.stats.has_signal and result.stats.grad_steps == 6

@@ -1,8 +1,7 @@
 """docker-compose.yml and the Dockerfile, checked without Docker: structure, KRaft, commands.
 
 Every platform service's command must be a real ``rtrl`` invocation: it is parsed with the
-CLI's own parser. A subcommand whose package has not registered it yet is skipped (and
-shows up as such in the test summary) rather than failed.
+CLI's own parser; a subcommand that the console script does not have fails the test.
 """
 
 from __future__ import annotations
@@ -121,9 +120,11 @@ def test_platform_service_command_is_a_real_rtrl_subcommand(name):
     command = SERVICES[name]["command"]
     assert command[0] == "rtrl"
     parser, subcommands = rtrl_subcommands()
-    if command[1] not in subcommands:
-        pytest.skip(f"`rtrl {command[1]}` is not registered yet")
-    args = parser.parse_args(command[1:])  # SystemExit here fails the test
+    assert command[1] in subcommands, f"`rtrl {command[1]}` is no subcommand: {sorted(subcommands)}"
+    try:
+        args = parser.parse_args(command[1:])
+    except SystemExit:
+        pytest.fail(f"`{' '.join(command)}` does not parse (argparse's message is above)")
     assert callable(args.func)
 
 

@@ -18,7 +18,7 @@ unit of randomisation, so every rate is a ratio of per-user sums with its delta-
   mean reward is significantly below the parent's less ``max_loss`` (one-sided, ``alpha``); rolled
   out otherwise. The offline gate already asked for evidence of a gain; the canary asks only
   that live traffic shows no harm, so on data with no signal it rolls back about ``alpha`` of
-  candidates (``tests/test_trainer_canary.py`` measures it).
+  candidates (``tests/release/test_canary.py`` measures it).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ The decision is taken on the gain's one-sided lower confidence bound, from a boo
 interactions (the estimate recomputed on resampled interactions, the candidate's weights and the
 behaviour's plain mean together, so their correlation is kept). When the rewards carry no
 signal, every candidate's true gain is 0 and the bound exceeds 0 with probability about
-``1 - level``; ``tests/test_trainer_offpolicy.py`` measures that rate. The effective sample size
+``1 - level``; ``tests/release/test_offpolicy.py`` measures that rate. The effective sample size
 ``(sum w)^2 / sum w^2`` and the KL estimate say how much the two policies overlap.
 """
 

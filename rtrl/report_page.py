@@ -3,7 +3,7 @@
 The page is static: its tables are rendered here, its plots are the run's own SVG files beside
 it. A small script marks each plot once the browser has decoded it (``data-loaded``), so that a
 headless browser can tell a page whose plots all loaded from one with a broken image
-(``tests/test_run_loop.py`` opens it in Chromium).
+(``tests/rtrl/test_run_loop.py`` opens it in Chromium).
 """
 
 from __future__ import annotations

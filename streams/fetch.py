@@ -21,6 +21,9 @@ message up after moving past it, the skip that ``streams.offsets`` guards agains
 runs to the end and decides itself what of it is still this worker's. Messages are never tracked
 as pending (``track_message``): the join acks what it made durable (``Consumer.ack``), and its
 own lock holds rebalances until then.
+
+The private names of Faust this relies on are listed in :mod:`streams.faust_internals`, whose
+test checks them on the installed Faust.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ class BatchConsumer(AIOKafkaConsumer):
     batch_topic: str | None = None
     on_batch: BatchHandler | None = None
 
-    async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - Faust's loop
+    async def _drain_messages(self, fetcher: Any) -> None:
         consumer_stopped = self._stopped.is_set
         fetcher_stopped = fetcher._stopped.is_set
         try:

@@ -11,7 +11,8 @@ so Faust's recovery reads these writes like its own.
 
 Once the outbox says the writes are acknowledged, :func:`record_changelog_offsets` tells the
 store how far the changelog is applied (what Faust's own sent-callback does), so that a clean
-restart reads only what came after.
+restart reads only what came after. The store's private methods used here are listed in
+:mod:`streams.faust_internals`.
 """
 
 from __future__ import annotations

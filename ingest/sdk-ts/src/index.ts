@@ -8,7 +8,7 @@
 export { Client, type EmitOptions, type EmitStatus } from "./sdk/client.js";
 export { type ClientOptions, type Logger, SDK_NAME, SDK_VERSION } from "./sdk/config.js";
 export type { CounterSnapshot } from "./sdk/counters.js";
-export type { Rejection } from "./sdk/sender.js";
+export type { Rejection } from "./sdk/rejection.js";
 export {
   ContractError,
   EVENT_TYPES,

@@ -1,5 +1,5 @@
 // Conformance: the golden events of tests/golden/events, read as the Python contract's tests read
-// them (tests/test_contract_golden.py): every valid one accepted, every invalid one rejected with
+// them (tests/ingest/test_contract_golden.py): every valid one accepted, every invalid one rejected with
 // the reason and field its file names.
 import { strict as assert } from "node:assert";
 import { readdirSync, readFileSync } from "node:fs";

@@ -1,6 +1,6 @@
 // An HTTP stub of the collector's POST /v1/events with the real API's answer shape, scripted per
 // request, recording what it received. The same flows run against the real collector in
-// tests/test_sdk_ts_delivery.py.
+// tests/ingest/test_sdk_ts_delivery.py.
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { gunzipSync } from "node:zlib";

@@ -2,7 +2,7 @@
  * The emitter's settings: one options object, checked once in the constructor, defaults equal to
  * the Python SDK's (ingest/sdk/config.py) so both SDKs behave alike out of the box.
  */
-import type { Rejection } from "./sender.js";
+import type { Rejection } from "./rejection.js";
 
 export const SDK_NAME = "rtrl-ts-sdk";
 export const SDK_VERSION = "0.1.0";

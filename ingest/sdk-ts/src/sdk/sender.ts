@@ -10,6 +10,7 @@
 import { nowTs } from "../contract/timestamps.js";
 import { type Config, eventsUrl } from "./config.js";
 import type { Counters } from "./counters.js";
+import type { Rejection } from "./rejection.js";
 import { backoffDelayMs, isRetryable } from "./retry.js";
 import type { Spool, SpoolBatch } from "./spool.js";
 import { buildBody, HttpTransport, type SendOutcome } from "./transport.js";
@@ -18,15 +19,6 @@ import { buildBody, HttpTransport, type SendOutcome } from "./transport.js";
 export const IDLE_WAIT_MS = 5_000;
 /** Pause after an unexpected error, so a persistent one does not spin the event loop. */
 const ERROR_PAUSE_MS = 500;
-
-/** An event the collector refused for good, with its reason code. */
-export interface Rejection {
-  eventId: string | null;
-  reason: string;
-  field: string | null;
-  detail: string | null;
-  status: number | null;
-}
 
 export class Sender {
   /** Events in the spool, published for flush and close. */

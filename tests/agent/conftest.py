@@ -1,0 +1,1 @@
+"""Fixtures of the agent tests (harness, tasks, sandbox): none shared yet."""

@@ -1,0 +1,1 @@
+"""Fixtures of the model-layer tests: ``tiny_model`` and ``registry`` from ``tests/conftest.py``."""

@@ -1,0 +1,65 @@
+"""The closing A/B test of `rtrl run` (``rtrl.ab_round``): a real `rtrl serve` with the
+experiment's split, asked over HTTP by the simulated users; every interaction is reported with
+the arm and checkpoint the gateway chose, sticky per user."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from checkpoints.store import CheckpointRegistry
+from infra.topics import TopicNames
+from models.sampling import SamplingParams
+from rtrl.ab_round import EXPERIMENT, arms, run_final_ab
+from rtrl.gateway_stage import GatewaySetup
+from rtrl.token_users import Taste
+from serving.routing import parse_arms
+from tests.support.checkpoints import register_variant
+from tests.support.gateway import api_key
+from tests.support.kafka import free_port_block
+
+
+class Recorder:
+    """Stands in for the SDK's client, which has its own tests: what the users reported."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+
+    def emit(self, kind: str, interaction_id: str, payload: dict, **fields: Any) -> None:
+        self.events[interaction_id].append((kind, fields))
+
+
+def test_the_users_are_split_by_the_gateway_and_report_its_arm(
+    tmp_path: Path, registry: CheckpointRegistry, kafka_bootstrap: str, topic_names: TopicNames
+) -> None:
+    register_variant(registry, "t-0001", "t-0000", seed=3)
+    setup = GatewaySetup(
+        str(registry.root),
+        str(tmp_path / "keys.sqlite"),
+        ["--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix],
+        free_port_block(1),
+        api_key(tmp_path / "keys.sqlite"),
+        seed=5,
+    )
+    recorder = Recorder()
+    users = 40
+    served = run_final_ab(setup, "t-0000", "t-0001", recorder, Taste(432), users,  # type: ignore[arg-type]
+                          SamplingParams(max_tokens=4), tmp_path / "gateway.log")  # fmt: skip
+
+    split = parse_arms(EXPERIMENT, arms("t-0000", "t-0001"))
+    assert sum(served.values()) == 2 * users and set(served) == {"control", "treatment"}
+    by_user: dict[str, set[str]] = defaultdict(set)
+    for interaction, events in recorder.events.items():
+        kinds = [kind for kind, _ in events]
+        assert kinds[0] == "interaction.started" and kinds[-1] == "interaction.completed"
+        fields = {repr(f) for _, f in events}
+        assert len(fields) == 1, interaction  # every event of an interaction stamped alike
+        stamp = events[0][1]
+        arm = stamp["experiment"]["arm"]
+        assert stamp["experiment"]["name"] == EXPERIMENT
+        assert stamp["checkpoint_id"] == {"control": "t-0000", "treatment": "t-0001"}[arm]
+        assert arm == split.assign(stamp["user_id"]).name  # the gateway's own assignment
+        by_user[stamp["user_id"]].add(arm)
+    assert len(recorder.events) == 2 * users
+    assert all(len(a) == 1 for a in by_user.values())  # sticky: one arm per user

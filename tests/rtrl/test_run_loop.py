@@ -1,0 +1,101 @@
+"""`rtrl run`, the README's main job, end to end: SDK -> collector -> Kafka -> stream worker ->
+warehouse -> catalog -> batches -> report -> trainer -> gate -> checkpoints -> serving. Every
+simulated interaction must come out as exactly one reward record in the warehouse's `rewards`
+mart (nothing lost on any hop), and a training round must register a checkpoint trained on the
+served one's batch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+from checkpoints.store import CheckpointRegistry
+from rtrl.editor_sim import editor_events
+from tests.rtrl.browser import page_facts, rendered_dom
+from tests.support.kafka import free_port_block
+
+pytestmark = pytest.mark.slow
+
+
+def test_rtrl_run_lands_every_interaction_once(tmp_path):
+    interactions, seed = 200, 3
+    kafka_port, http_port = free_port_block(2), free_port_block(2)  # collector, gateway
+    done = subprocess.run(
+        [sys.executable, "-m", "rtrl.cli", "run", "--data-dir", str(tmp_path),
+         "--port", str(kafka_port), "--collector-port", str(http_port),
+         "--interactions", str(interactions), "--seed", str(seed), "--window-s", "6",
+         "--rounds", "1", "--round-users", "150", "--truth-samples", "128", "--ab-users", "20",
+         "--gateway-port", str(http_port + 1)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "mean reward" in done.stdout  # the A/B report was printed
+    assert "monitors:" in done.stdout
+    assert "exp-context-window" in (tmp_path / "ab.svg").read_text()  # the forest plot
+
+    assert "training rounds" in done.stdout
+    assert "gate decisions against the truth" in done.stdout
+    assert "cycle time (s, wall)" in done.stdout  # the stages of the one full cycle
+
+    # the report page renders in a real browser, with every plot the run drew, loaded
+    dom = rendered_dom(tmp_path / "report.html", tmp_path / "chromium-profile")
+    page = page_facts(dom)
+    assert page.body.get("data-ready") == "true"
+    registry = CheckpointRegistry(tmp_path / "checkpoints")
+    first, trained = registry.list()
+    promoted = trained.status == "promoted"
+    # with a promoted checkpoint the run ends with an A/B test of it against the first
+    ab_plot = "final_ab.svg" if promoted else "ab.svg"
+    assert page.plots == {"rounds.svg": "true", ab_plot: "true", "checkpoints.svg": "true"}
+    assert len(page.tables) == 2 and "tiny-0000" in page.tables[0]
+    assert "mean reward" in page.tables[1]
+
+    expected = {e["interaction_id"] for e in editor_events(interactions, seed)}
+    with duckdb.connect(str(tmp_path / "warehouse" / "warehouse.duckdb"), read_only=True) as con:
+        rows = con.execute("select interaction_id, checkpoint_id from rewards").fetchall()
+        batches = con.execute("select count(*) from batches").fetchall()[0][0]
+        served = con.execute("select interaction_id, checkpoint_id from stg_rollouts").fetchall()
+        final_ab = con.execute(
+            "select experiment_arm, checkpoint_id, count(*) from rewards "
+            "where experiment_name = 'final-ab' group by all order by 1"
+        ).fetchall()
+    ids = [r[0] for r in rows]
+    assert len(ids) == len(set(ids)), "an interaction has more than one row in the mart"
+    # the editor's interactions, one per user served in the two rounds and two per user of the
+    # closing A/B test, each with its rollout
+    ab_interactions = 40 if promoted else 0
+    assert len(served) == len({i for i, _ in served}) == 300 + ab_interactions
+    if promoted:
+        assert [(arm, ckpt) for arm, ckpt, _ in final_ab] == [
+            ("control", "tiny-0000"),
+            ("treatment", trained.checkpoint_id),
+        ]
+        assert sum(n for *_, n in final_ab) == ab_interactions
+        assert "experiment final-ab" in done.stdout
+    else:
+        assert final_ab == []
+    assert set(ids) == expected | {i for i, _ in served}
+    assert dict(served) == {i: c for i, c in rows if i in dict(served)}
+    assert batches >= 1
+
+    assert (first.checkpoint_id, trained.parent) == ("tiny-0000", "tiny-0000")
+    assert trained.batches and trained.evals["n_train"] > 50
+    second_round = {c for _, c in served} - {"tiny-0000"}
+    assert second_round == ({trained.checkpoint_id} if trained.status == "promoted" else set())
+    # the broker the run started is stopped again
+    status = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rtrl.cli",
+            "broker",
+            "status",
+            "--data-dir",
+            str(tmp_path / "kafka"),
+        ],
+        capture_output=True,
+    )
+    assert status.returncode == 1

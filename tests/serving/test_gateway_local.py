@@ -1,0 +1,223 @@
+"""`rtrl serve` on the tiny model, called with the official openai client: chat, completions and
+streaming answer; each call's rollout is on Kafka with the ids the client saw, the decode of its
+token ids is the returned text, and its log-probabilities are a scoring pass of the checkpoint
+that served it. A stream sends each token as it is drawn. Privacy mode is served and never
+recorded; a bad key is refused."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import openai
+import pytest
+import torch
+
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import load_policy, register_base
+from infra.topics import TopicNames
+from infra.topics_apply import apply_topics
+from tests.support.gateway import Serve, api_key, rollouts
+
+ASK = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> CheckpointRegistry:
+    registry = CheckpointRegistry(tmp_path_factory.mktemp("ckpt"))
+    register_base(registry, "t-0000", tiny_model)
+    return registry
+
+
+@pytest.fixture(scope="module")
+def topic_names(kafka_bootstrap: str) -> TopicNames:
+    names = TopicNames(prefix=f"t{uuid.uuid4().hex[:10]}.")
+    apply_topics(kafka_bootstrap, names, replication=1)
+    return names
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, registry, kafka_bootstrap, topic_names):
+    """One server for the module: each test uses interaction ids of its own."""
+    tmp_path = tmp_path_factory.mktemp("serve")
+    key = api_key(tmp_path / "keys.sqlite")
+    serve = Serve(
+        [
+            "--registry",
+            str(registry.root),
+            "--db",
+            str(tmp_path / "keys.sqlite"),
+            "--bootstrap",
+            kafka_bootstrap,
+            "--topic-prefix",
+            topic_names.prefix,
+            "--max-tokens",
+            "10",
+            "--no-follow",
+        ],
+        tmp_path / "serve.log",
+    )
+    yield serve, openai.OpenAI(base_url=f"{serve.url}/v1", api_key=key, max_retries=0)
+    serve.stop()
+
+
+def _score(policy, prompt, completion, temperature, top_p) -> torch.Tensor:
+    with torch.no_grad():
+        return policy.score([list(prompt)], [list(completion)], temperature, top_p)[0]
+
+
+def test_openai_client_chat_completions_and_streams_are_rollouts(
+        served, registry, kafka_bootstrap, topic_names):  # fmt: skip
+    serve, client = served
+    seen: dict[str, dict] = {}
+
+    def headers(i: str) -> dict[str, str]:
+        return {"X-Rtrl-Interaction-Id": i}
+
+    raw = client.chat.completions.with_raw_response.create(
+        model="t-0000",
+        messages=ASK,
+        logprobs=True,
+        temperature=0.8,
+        top_p=0.9,
+        extra_headers=headers("chat-1"),
+        extra_body={"return_token_ids": True},
+    )
+    chat = raw.parse()
+    assert raw.headers["x-rtrl-interaction-id"] == "chat-1"
+    assert raw.headers["x-rtrl-checkpoint-id"] == "t-0000" and chat.model == "t-0000"
+    seen["chat-1"] = {
+        "text": chat.choices[0].message.content,
+        "logprobs": [t.logprob for t in chat.choices[0].logprobs.content],
+        "ids": chat.choices[0].model_extra["token_ids"],
+        "prompt": chat.model_extra["prompt_token_ids"],
+        "t": 0.8,
+        "p": 0.9,
+    }
+
+    done = client.completions.create(
+        model="t-0000",
+        prompt="def mean(xs):",
+        logprobs=0,
+        max_tokens=6,
+        extra_headers=headers("cmpl-1"),
+        extra_body={"return_token_ids": True},
+    )
+    seen["cmpl-1"] = {
+        "text": done.choices[0].text,
+        "logprobs": done.choices[0].logprobs.token_logprobs,
+        "ids": done.choices[0].model_extra["token_ids"],
+        "t": 1.0,
+        "p": 1.0,
+    }
+
+    stream = client.chat.completions.create(
+        model="t-0000", messages=ASK, stream=True, logprobs=True, extra_headers=headers("chat-s")
+    )
+    text, lps = "", []
+    for chunk in stream:
+        choice = chunk.choices[0]
+        text += choice.delta.content or ""
+        lps += [t.logprob for t in (choice.logprobs.content if choice.logprobs else [])]
+    seen["chat-s"] = {"text": text, "logprobs": lps, "t": 1.0, "p": 1.0}
+
+    stream = client.completions.create(
+        model="t-0000",
+        prompt="def clamp(",
+        stream=True,
+        max_tokens=5,
+        extra_headers=headers("cmpl-s"),
+    )
+    seen["cmpl-s"] = {"text": "".join(c.choices[0].text for c in stream), "t": 1.0, "p": 1.0}
+
+    got = {
+        i: r for i, r in rollouts(kafka_bootstrap, topic_names.rollouts, None).items() if i in seen
+    }
+    assert set(got) == set(seen)
+    policy = load_policy(registry, registry.get("t-0000"))
+    for interaction, shown in seen.items():
+        rollout = got[interaction]
+        assert rollout.checkpoint_id == "t-0000" and rollout.experiment is None
+        assert rollout.model == registry.get("t-0000").model.identity()
+        assert (rollout.sampling.temperature, rollout.sampling.top_p) == (shown["t"], shown["p"])
+        ids = list(rollout.completion_ids)
+        assert policy.tokenizer.decode(ids, skip_special_tokens=True) == shown["text"]
+        if "ids" in shown:  # what the client saw is what was recorded, untouched
+            assert shown["ids"] == ids
+        if "logprobs" in shown:
+            assert shown["logprobs"] == list(rollout.logprobs)
+        scored = _score(policy, rollout.prompt_ids, ids, shown["t"], shown["p"])
+        assert torch.allclose(scored, torch.tensor(rollout.logprobs), atol=1e-4), interaction
+    assert list(got["chat-1"].prompt_ids) == policy.chat_prompt(ASK) == seen["chat-1"]["prompt"]
+    assert list(got["cmpl-1"].prompt_ids) == policy.tokenizer("def mean(xs):").input_ids
+    assert got["cmpl-1"].sampling.max_tokens == 6 and got["chat-1"].sampling.max_tokens == 10
+
+
+def test_privacy_mode_is_served_not_recorded_and_keys_are_checked(served, kafka_bootstrap,
+                                                                  topic_names):  # fmt: skip
+    serve, client = served
+    before = serve.metrics()
+    private = client.chat.completions.with_raw_response.create(
+        model="m",
+        messages=ASK,
+        extra_headers={"X-Rtrl-Privacy-Mode": "true", "X-Rtrl-Interaction-Id": "private-1"},
+    )
+    assert private.parse().choices[0].finish_reason in ("stop", "length")
+    client.chat.completions.create(
+        model="m", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": "public-1"}
+    )
+    got = rollouts(kafka_bootstrap, topic_names.rollouts, None)
+    assert "public-1" in got and "private-1" not in got
+    after = serve.metrics()
+
+    def more(name: str) -> float:
+        return after.get(name, 0) - before.get(name, 0)
+
+    assert more('rtrl_gateway_rollouts_total{outcome="private"}') == 1
+    assert more('rtrl_gateway_rollouts_total{outcome="recorded"}') == 1
+
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{serve.url}/v1", api_key="rtrl_wrong", max_retries=0).models.list()
+    assert [m.id for m in client.models.list()] == ["t-0000"]
+    with pytest.raises(openai.BadRequestError, match="temperature"):
+        client.chat.completions.create(model="m", messages=ASK, temperature=0)
+
+
+def test_a_stream_sends_each_token_as_it_is_drawn(served, registry, kafka_bootstrap, topic_names):
+    """48 tokens streamed: the first chunk arrives long before the last (it is sent when the
+    first token is drawn, not when the batch is done), and what was streamed is the rollout:
+    its text the decode of the rollout's token ids, its ids and log-probabilities the same.
+    The tiny model now and then draws its end token early: such a stream is checked against
+    its rollout too, and another is asked for, to time one of at least 24 tokens."""
+    serve, client = served
+    policy = load_policy(registry, registry.get("t-0000"))
+    for attempt in range(4):
+        interaction = f"chat-live-{attempt}"
+        started = time.perf_counter()
+        stream = client.chat.completions.create(
+            model="t-0000",
+            messages=ASK,
+            stream=True,
+            logprobs=True,
+            max_tokens=48,
+            extra_headers={"X-Rtrl-Interaction-Id": interaction},
+            extra_body={"return_token_ids": True},
+        )
+        text, ids, lps, first, last = "", [], [], None, None
+        for chunk in stream:
+            choice = chunk.choices[0]
+            if choice.model_extra.get("token_ids"):
+                first = first or time.perf_counter() - started
+            last = time.perf_counter() - started
+            text += choice.delta.content or ""
+            ids += choice.model_extra.get("token_ids") or []
+            lps += [t.logprob for t in (choice.logprobs.content if choice.logprobs else [])]
+        rollout = rollouts(kafka_bootstrap, topic_names.rollouts, None)[interaction]
+        assert list(rollout.completion_ids) == ids and list(rollout.logprobs) == lps
+        assert policy.tokenizer.decode(ids, skip_special_tokens=True) == text
+        if len(ids) >= 24:
+            break
+    assert len(ids) >= 24, "the tiny model ended every stream early: nothing to time"
+    assert first is not None and last is not None
+    assert first < last / 2, f"first chunk at {first:.3f} s of {last:.3f} s ({len(ids)} tokens)"

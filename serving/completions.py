@@ -270,6 +270,7 @@ class Completions:
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(16)}"
         created, model, show = int(time.time()), target.checkpoint_id, self._shown(req)
         with_usage = req.stream_options is not None and req.stream_options.include_usage
+        null_usage = with_usage and chat  # chat's chunks say "usage": null; completions' have none
 
         async def each_step() -> AsyncIterator[Step]:
             if whole_steps is not None:  # a backend that does not stream: its answer, cut up
@@ -285,24 +286,24 @@ class Completions:
             sent, offset, head = [], 0, True
             async for step in each_step():
                 if chat and head:
-                    yield sse(chat_head(rid, created, model, show, step.prompt_ids), with_usage)
+                    yield sse(chat_head(rid, created, model, show, step.prompt_ids), null_usage)
                 head = False
                 if chat:
-                    yield sse(chat_step(step, rid, created, model, show), with_usage)
+                    yield sse(chat_step(step, rid, created, model, show), null_usage)
                 else:
                     chunk = completion_step(step, offset, rid, created, model, show)
-                    yield sse(chunk, with_usage)
+                    yield sse(chunk, null_usage)
                 sent.append(step.text)
                 offset += len(step.text)
             gen = await task
             rest = rest_of(gen.text, "".join(sent))
             if chat:
                 if head:
-                    yield sse(chat_head(rid, created, model, show, gen.prompt_ids), with_usage)
+                    yield sse(chat_head(rid, created, model, show, gen.prompt_ids), null_usage)
                 for chunk in chat_tail(gen, rest, rid, created, model):
-                    yield sse(chunk, with_usage)
+                    yield sse(chunk, null_usage)
             else:
-                yield sse(completion_tail(gen, rest, rid, created, model, with_usage), with_usage)
+                yield sse(completion_tail(gen, rest, rid, created, model, with_usage))
             if with_usage:
                 yield sse(usage_chunk(gen, rid, created, model, chat))
             yield DONE

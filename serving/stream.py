@@ -3,8 +3,9 @@ to stream chunks.
 
 A stream is a head (chat: the assistant's role), one chunk per :class:`Step`, and a tail with
 the finish reason (null on every chunk before), then, when ``stream_options.include_usage`` asks,
-a chunk with the usage and no choices (every other chunk then has ``"usage": null``); without
-it a completion's tail carries the usage. A step is one token with the text it adds
+a chunk with the usage and no choices (every other chunk of a chat then has ``"usage": null``,
+as OpenAI's schema of a chat chunk has it; a completion chunk's schema has no null usage);
+without it a completion's tail carries the usage. A step is one token with the text it adds
 (or, when an upstream gave no text per token, all tokens at once). The local backend makes a
 step of each token as the batch draws it (:class:`Increments` decides the text it may show
 yet); an upstream's answer, asked whole, is cut into steps after (:func:`steps_of`). Either
@@ -136,10 +137,10 @@ def _partial_stop(text: str, stops: Sequence[str]) -> int:
 # --- chunks --------------------------------------------------------------------------------
 # Built as the JSON objects of OpenAI's chunk schemas (``protocol.ChatCompletionChunk`` and
 # ``CompletionResponse`` describe them), as whole answers are (``generation``).
-def sse(chunk: dict[str, Any], with_usage: bool = False) -> bytes:
-    """One server-sent event; ``with_usage``: the stream ends with a usage chunk, and every
-    other chunk says ``"usage": null``."""
-    if with_usage:
+def sse(chunk: dict[str, Any], null_usage: bool = False) -> bytes:
+    """One server-sent event; ``null_usage``: the chunk says ``"usage": null`` (a chat stream
+    that ends with a usage chunk)."""
+    if null_usage:
         chunk.setdefault("usage", None)
     return b"data: " + orjson.dumps(chunk) + b"\n\n"
 

@@ -23,6 +23,7 @@ from serving import completions
 from serving.api import create_app
 from serving.fast_path import MAX_BODY_BYTES, CompletionsFastPath
 from serving.local import LocalBackend
+from serving.metrics import GatewayMetrics
 from serving.protocol import ChatCompletionResponse, CompletionResponse
 from serving.recorder import RolloutRecorder
 from tests import trainer_fixtures
@@ -190,7 +191,8 @@ def test_rollouts_are_built_together_after_the_answers_and_at_shutdown(
     kept = Kept()
     # one hand-over every 2 s: longer than three answers take
     recorder = RolloutRecorder("127.0.0.1:1", "rollouts", hand_over_s=2.0, producer=kept)  # type: ignore[arg-type]
-    app = create_app(backend, recorder, keys)
+    metrics = GatewayMetrics()
+    app = create_app(backend, recorder, keys, metrics=metrics)
     real_rollout_of = completions.rollout_of
 
     def failing_for_i1(gen, interaction, *args):  # noqa: ANN001, ANN202
@@ -219,9 +221,9 @@ def test_rollouts_are_built_together_after_the_answers_and_at_shutdown(
         await shut_down(app)  # well before the next 2 s are up
         assert [r.interaction_id for r in kept.rollouts][3:] == ["i-4"]
 
-    metrics = app.app.state.metrics if isinstance(app, CompletionsFastPath) else app.state.metrics  # type: ignore[union-attr]
     asyncio.run(go())
-    assert metrics.rollouts.labels("failed")._value.get() == 1
-    assert metrics.rollouts.labels("recorded")._value.get() == 4
+    counted = metrics.registry.get_sample_value
+    assert counted("rtrl_gateway_rollouts_total", {"outcome": "failed"}) == 1
+    assert counted("rtrl_gateway_rollouts_total", {"outcome": "recorded"}) == 4
     recorder.close(1)
     keys.close()

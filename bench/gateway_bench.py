@@ -149,7 +149,7 @@ async def load(url: str, key: str, requests: int, concurrency: int, max_tokens: 
                latencies: list[float], client: str = "lean") -> float:  # fmt: skip
     """Send ``requests`` completions from ``concurrency`` clients; returns the seconds taken
     and appends each request's latency."""
-    body = orjson.dumps({"model": "m", "prompt": "def mean(xs):", "max_tokens": max_tokens})
+    body = orjson.dumps({"model": "default", "prompt": "def mean(xs):", "max_tokens": max_tokens})
     post, close = CLIENTS[client](url, key, concurrency)
     try:
 

@@ -23,12 +23,13 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from models.sampling import SamplingParams, sampling_log_probs
+from models.sampling import LOGPROB_FLOOR, SamplingParams, sampling_log_probs
 
 SCORE_CHUNK = 1024  # positions per vocabulary projection (1024 x 49k floats = 200 MB)
 STOP = "stop"
 LENGTH = "length"
-OnToken = Callable[[int, int, float], None]  # (row, token id, log-probability), as drawn
+TopTokens = tuple[tuple[int, float], ...]  # likeliest (token id, log-probability), in order
+OnToken = Callable[[int, int, float, TopTokens], None]  # (row, token id, its lp, top), as drawn
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>")
 
 
@@ -38,6 +39,7 @@ class Completion:
     logprobs: tuple[float, ...]  # of each token, under the sampling distribution
     finish_reason: str  # "stop" (an end token or a stop string) or "length"
     text: str  # decoded, special tokens dropped, cut before a stop string
+    top: tuple[TopTokens, ...] = ()  # per token, when asked: its distribution's likeliest
 
 
 class TokenScorer(nn.Module):
@@ -183,26 +185,30 @@ class CausalLMPolicy:
 
     @torch.no_grad()
     def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
-               generator: torch.Generator, on_token: OnToken | None = None
-               ) -> list[Completion]:  # fmt: skip
+               generator: torch.Generator, on_token: OnToken | None = None,
+               top_n: int = 0) -> list[Completion]:  # fmt: skip
         """One completion per prompt, all decoded together; ``generator`` (on this policy's
         device) makes it reproducible.
 
-        ``on_token(row, token_id, logprob)`` is called on this thread for every token as it is
-        drawn (a row that has finished draws no more), before the next step is decoded, so that
-        a server can stream a completion while the batch is still sampling. It only observes:
-        the completions are the same with it or without it."""
+        ``on_token(row, token_id, logprob, top)`` is called on this thread for every token as it
+        is drawn (a row that has finished draws no more), before the next step is decoded, so
+        that a server can stream a completion while the batch is still sampling. It only
+        observes: the completions are the same with it or without it.
+
+        ``top_n`` > 0: each token also comes with the ``top_n`` likeliest tokens of the
+        distribution it was drawn from (after temperature and top-p: the one its log-probability
+        is of), leaving out tokens that distribution cannot draw (outside the nucleus)."""
         for i, prompt in enumerate(prompts):
             self.check_tokens(prompt, f"prompt {i}")
         was_training = self.model.training
         self.model.eval()
         try:
-            return self._sample(prompts, params, generator, on_token)
+            return self._sample(prompts, params, generator, on_token, top_n)
         finally:
             self.model.train(was_training)
 
     def _sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
-                generator: torch.Generator, on_token: OnToken | None
+                generator: torch.Generator, on_token: OnToken | None, top_n: int
                 ) -> list[Completion]:  # fmt: skip
         device, batch = self.device, len(prompts)
         width = max(map(len, prompts))
@@ -221,6 +227,7 @@ class CausalLMPolicy:
         )
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logprobs: list[list[float]] = [[] for _ in range(batch)]
+        tops: list[list[TopTokens]] = [[] for _ in range(batch)]
         finish: list[str | None] = [None] * batch
         ends = torch.tensor(sorted(self.end_ids), device=device)
         last = positions[:, -1:]
@@ -229,13 +236,16 @@ class CausalLMPolicy:
             drawn = torch.multinomial(log_dist.exp(), 1, generator=generator)  # [B, 1]
             drawn_lp = log_dist.gather(-1, drawn).squeeze(-1).tolist()
             is_end = torch.isin(drawn.squeeze(-1), ends).tolist()
+            top = _likeliest(log_dist, top_n) if top_n else [()] * batch
             for i, token in enumerate(drawn.squeeze(-1).tolist()):
                 if finish[i] is not None:
                     continue
                 tokens[i].append(token)
                 logprobs[i].append(drawn_lp[i])
+                if top_n:
+                    tops[i].append(top[i])
                 if on_token is not None:
-                    on_token(i, token, drawn_lp[i])
+                    on_token(i, token, drawn_lp[i], top[i])
                 if is_end[i] or (params.stop and self._hits_stop(tokens[i], params.stop)):
                     finish[i] = STOP
             if all(f is not None for f in finish):
@@ -250,8 +260,8 @@ class CausalLMPolicy:
                 use_cache=True,
             )
         return [
-            Completion(tuple(t), tuple(lp), f or LENGTH, self._text(t, params.stop))
-            for t, lp, f in zip(tokens, logprobs, finish, strict=True)
+            Completion(tuple(t), tuple(lp), f or LENGTH, self._text(t, params.stop), tuple(k))
+            for t, lp, f, k in zip(tokens, logprobs, finish, tops, strict=True)
         ]
 
     def _hits_stop(self, tokens: list[int], stop: Sequence[str]) -> bool:
@@ -288,6 +298,19 @@ class CausalLMPolicy:
             per_token_p,
         )
         return list(flat.split(list(batch.lengths)))
+
+
+def _likeliest(log_dist: torch.Tensor, n: int) -> list[TopTokens]:
+    """Per row of ``log_dist [B, V]``, its ``n`` likeliest tokens that it can draw.
+
+    >>> _likeliest(torch.log(torch.tensor([[0.2, 0.0, 0.8]])).clamp_min(LOGPROB_FLOOR), 3)
+    [((2, -0.2231435328722), (0, -1.6094379425048828))]
+    """
+    values, ids = log_dist.topk(min(n, log_dist.shape[-1]), dim=-1)
+    return [
+        tuple((t, lp) for t, lp in zip(row_ids, row_lps, strict=True) if lp > LOGPROB_FLOOR)
+        for row_ids, row_lps in zip(ids.tolist(), values.tolist(), strict=True)
+    ]
 
 
 def _per_row(value: Sequence[float] | float, n: int) -> list[float]:

@@ -21,15 +21,10 @@ from fastapi.responses import PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ingest.collector.keys import KeyStore
+from serving.answers import ApiError, error_response, invalid_request
 from serving.assignment import Assignment
-from serving.completions import (
-    ApiError,
-    Backend,
-    Completions,
-    GatewayConfig,
-    error_response,
-    invalid_request,
-)
+from serving.backend import Backend
+from serving.completions import Completions, GatewayConfig
 from serving.fast_path import MAX_BODY_BYTES, CompletionsFastPath, tenant_of
 from serving.metrics import GatewayMetrics
 from serving.protocol import (
@@ -62,7 +57,8 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
         try:
             yield
         finally:
-            completions.record_put_aside()
+            if recorder is not None:
+                recorder.hand_over()  # what was put aside is built now, not lost
             await backend.close()
 
     app = FastAPI(
@@ -79,12 +75,11 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> Response:
-        return error_response(exc.status, exc.message, exc.kind, exc.code)
+        return exc.response()
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> Response:
-        error = invalid_request(exc.errors())
-        return error_response(error.status, error.message, error.kind)
+        return invalid_request(exc.errors()).response()
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
@@ -97,7 +92,7 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
         return tenant_of(keys, request.headers.get("authorization"))
 
     errors: dict[int | str, dict[str, Any]] = {
-        code: {"model": ErrorResponse} for code in (400, 401, 413, 502)
+        code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 502)
     }
 
     @app.post(
@@ -122,10 +117,15 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
                                _: str = Depends(tenant)) -> Response:  # fmt: skip
         return await completions.serve(request.headers, "completions", req)
 
-    @app.get("/v1/models", response_model=ModelList, summary="The checkpoints served")
+    @app.get(
+        "/v1/models",
+        response_model=ModelList,
+        summary="The names a request may give as its model: the checkpoints served, then the "
+        "names of the followed checkpoint",
+    )
     async def models(_: str = Depends(tenant)) -> ModelList:
         now = int(time.time())
-        return ModelList(data=[ModelCard(id=m, created=now) for m in backend.models()])
+        return ModelList(data=[ModelCard(id=m, created=now) for m in completions.models()])
 
     @app.post(
         "/v1/load_lora_adapter",

@@ -24,7 +24,7 @@ from models.rollout import Experiment
 from serving.routing import CURRENT, Split, canary
 
 if TYPE_CHECKING:
-    from serving.completions import Backend
+    from serving.backend import Backend
 
 log = logging.getLogger(__name__)
 

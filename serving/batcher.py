@@ -8,9 +8,11 @@ next requests queue up, so batches grow with the load without a lone request wai
 company. Each job carries the checkpoint it was admitted with: a switch of checkpoint never
 changes the policy of a request already queued.
 
-A job may carry ``on_token(token_id, logprob)``: it is called on the batcher's thread with each
-of its tokens as the batch draws them (a streamed request forwards them to its event loop); a
-batch with no such job samples exactly as before.
+A job may carry ``on_token(token_id, logprob, top)``: it is called on the batcher's thread with
+each of its tokens as the batch draws them (a streamed request forwards them to its event loop);
+a batch with no such job samples exactly as before. A job may ask for each token's ``top_n``
+likeliest alternatives: its batch is sampled with the most any of its jobs asks for (what a job
+shows is cut to its own number when the answer is written).
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from models.policy import CausalLMPolicy, Completion, OnToken
+from models.policy import CausalLMPolicy, Completion, OnToken, TopTokens
 from models.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
-JobToken = Callable[[int, float], None]  # (token id, log-probability) of one job's completion
+JobToken = Callable[[int, float, TopTokens], None]  # (token id, log-probability, likeliest)
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class Job:
     prompt: tuple[int, ...]
     params: SamplingParams
     on_token: JobToken | None = field(default=None, compare=False)
+    top_n: int = field(default=0, compare=False)
     future: Future[Completion] = field(default_factory=Future, compare=False)
 
 
@@ -77,8 +80,9 @@ class Batcher:
         self._thread.start()
 
     def submit(self, policy: CausalLMPolicy, prompt: Sequence[int], params: SamplingParams,
-               on_token: JobToken | None = None) -> Future[Completion]:  # fmt: skip
-        job = Job(policy, tuple(prompt), params, on_token)
+               on_token: JobToken | None = None,
+               top_n: int = 0) -> Future[Completion]:  # fmt: skip
+        job = Job(policy, tuple(prompt), params, on_token, top_n)
         self._queue.put(job)
         return job.future
 
@@ -125,6 +129,7 @@ class Batcher:
                         live[0].params,
                         self._generator(policy.device),
                         _rows_on_token(live),
+                        max(j.top_n for j in live),
                     )
                 except Exception as exc:  # a bad batch fails its requests, not the server
                     log.exception("sampling a batch of %d failed", len(live))
@@ -143,8 +148,8 @@ def _rows_on_token(jobs: Sequence[Job]) -> OnToken | None:
 
     >>> from types import SimpleNamespace as J
     >>> seen = []
-    >>> call = _rows_on_token([J(on_token=None), J(on_token=lambda t, lp: seen.append((t, lp)))])
-    >>> call(0, 5, -0.1), call(1, 7, -0.2), seen
+    >>> call = _rows_on_token([J(on_token=None), J(on_token=lambda t, lp, k: seen.append((t, lp)))])
+    >>> call(0, 5, -0.1, ()), call(1, 7, -0.2, ()), seen
     (None, None, [(7, -0.2)])
     >>> _rows_on_token([J(on_token=None)]) is None
     True
@@ -153,9 +158,9 @@ def _rows_on_token(jobs: Sequence[Job]) -> OnToken | None:
     if not any(sinks):
         return None
 
-    def on_token(row: int, token_id: int, logprob: float) -> None:
+    def on_token(row: int, token_id: int, logprob: float, top: TopTokens) -> None:
         sink = sinks[row]
         if sink is not None:
-            sink(token_id, logprob)
+            sink(token_id, logprob, top)
 
     return on_token

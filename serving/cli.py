@@ -114,6 +114,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(counted and logged)",
     )
     s.add_argument(
+        "--served-model-name",
+        nargs="+",
+        default=["default"],
+        metavar="NAME",
+        help="names a request may give as its model for the checkpoint this gateway serves, "
+        "besides the checkpoint ids of /v1/models; any other is a 404 (default: default)",
+    )
+    s.add_argument(
         "--hide-logprobs",
         action="store_true",
         help="never show log-probabilities to callers, as some hosted APIs do (they "
@@ -180,7 +188,9 @@ def _serve(args: argparse.Namespace) -> int:
             follow=not args.no_follow,
             seed=args.seed,
             gateway=GatewayConfig(
-                default_max_tokens=args.max_tokens, hide_logprobs=args.hide_logprobs
+                default_max_tokens=args.max_tokens,
+                hide_logprobs=args.hide_logprobs,
+                model_names=tuple(args.served_model_name),
             ),
         )
         return run(config)

@@ -6,12 +6,14 @@ experiment's sticky assignment by ``X-Rtrl-User-Id``) → the checkpoint that wi
 now → the backend → the rollout (never for ``X-Rtrl-Privacy-Mode: true``; refused with a counted
 reason when the answer lacks ids or log-probabilities) → the answer, whole or as server-sent
 events, with the interaction id, checkpoint and experiment in ``X-Rtrl-*`` headers for the
-editor plugin to stamp on its telemetry. Recording never fails a completion (``recorder``), nor
-delays it: a whole answer's rollout is put aside once the answer is sent, and what was put aside
-is built and handed to the recorder ``RECORD_AFTER_S`` later, all at once. A backend answers a
-batch of requests together, and the gateway's one event loop then writes those answers one
-after the other: a rollout built between two of them would delay every answer behind it
-(``bench/RESULTS.md``, gateway). The rollout's ``created_at`` is when it was built.
+editor plugin to stamp on its telemetry. Recording never fails a completion, nor delays it: a
+whole answer's rollout is put aside with the recorder once the answer is sent, and built on the
+recorder's thread (``recorder``: the one layer that batches rollouts).
+
+A request may name as its ``model`` any name of ``/v1/models`` (the checkpoints served, and the
+names the gateway serves the followed checkpoint under, ``GatewayConfig.model_names``), or none;
+any other name is a 404 ``model_not_found``, as OpenAI answers it. The name does not choose the
+checkpoint (the arm does), except an adapter's loaded by ``/v1/load_lora_adapter``.
 
 A stream (``stream: true``) starts once the backend has given its first token (a local backend
 gives each as it is drawn) or its whole answer (an upstream), so that a request the backend
@@ -25,19 +27,20 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 from pydantic import ValidationError
 from starlette.responses import Response, StreamingResponse
 
-from checkpoints.record import CheckpointInfo
-from ingest.contract import now_ts, uuid7
-from models.rollout import Experiment
+from ingest.contract import uuid7
+from models.rollout import Experiment, Rollout
 from models.sampling import SamplingParams
+from serving.answers import After, ApiError, JsonAnswer
 from serving.assignment import Assignment
+from serving.backend import Backend, OnStep
 from serving.generation import (
     Generation,
     Shown,
@@ -59,10 +62,10 @@ from serving.stream import (
     rest_of,
     sse,
     steps_of,
+    usage_chunk,
 )
 from serving.upstream import UpstreamError
 
-RECORD_AFTER_S = 0.005  # how long finished completions wait to be recorded, together
 PARAMS_KEPT = 4096  # sets of sampling parameters kept validated
 STOPS_KEPT_CHARS = 256  # a set whose stop strings are longer in all is validated every time
 
@@ -73,107 +76,18 @@ EXPERIMENT = "X-Rtrl-Experiment"
 USER = "x-rtrl-user-id"
 PRIVACY = "x-rtrl-privacy-mode"
 
-OnStep = Callable[[Step], None]
 Request = ChatCompletionRequest | CompletionRequest
-
-
-class Backend(Protocol):
-    """``target`` binds a request to a loaded checkpoint (an object with its ``checkpoint_id``);
-    ``chat``/``complete`` may pass each token to ``on_step`` as it is drawn (or never)."""
-
-    kind: str
-    switches: int
-
-    def target(self, checkpoint: str, model: str = "") -> Any: ...
-    def models(self) -> list[str]: ...
-    def take_up(self, info: CheckpointInfo) -> bool: ...
-    def pin(self, info: CheckpointInfo) -> None: ...
-    def unpin(self, checkpoint_id: str) -> None: ...
-    @property
-    def current_id(self) -> str: ...
-    async def chat(
-        self,
-        target: Any,
-        request: ChatCompletionRequest,
-        raw: dict[str, Any],
-        params: SamplingParams,
-        on_step: OnStep | None = None,
-    ) -> Generation: ...
-    async def complete(
-        self,
-        target: Any,
-        request: CompletionRequest,
-        raw: dict[str, Any],
-        params: SamplingParams,
-        on_step: OnStep | None = None,
-    ) -> Generation: ...
-    def ready(self) -> bool: ...
-    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
 class GatewayConfig:
     default_max_tokens: int = 256
     hide_logprobs: bool = False  # never show log-probabilities to callers
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, kind: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.kind, self.code = status, message, kind, code
-
-
-class JsonAnswer(Response):
-    """A JSON response with its headers laid out once, here: Starlette's ``Response`` works out
-    the media type, charset and length anew on every answer."""
-
-    media_type = "application/json"
-
-    def __init__(self, body: bytes, status: int = 200,
-                 headers: Mapping[str, str] | None = None) -> None:  # fmt: skip
-        self.status_code, self.body, self.background = status, body, None
-        self.raw_headers = [
-            (b"content-length", b"%d" % len(body)),
-            (b"content-type", b"application/json"),
-            *(
-                (k.lower().encode("latin-1"), v.encode("latin-1"))
-                for k, v in (headers or {}).items()
-            ),
-        ]
-
-
-def error_response(status: int, message: str, kind: str, code: str | None = None) -> Response:
-    """An error in OpenAI's shape."""
-    body = {"error": {"message": message, "type": kind, "code": code, "param": None}}
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JsonAnswer(orjson.dumps(body), status, headers)
-
-
-def invalid_request(errors: Sequence[Mapping[str, Any]]) -> ApiError:
-    """The first of pydantic's validation errors as a 400, named by its place in the body.
-
-    >>> invalid_request([{"loc": ("body", "max_tokens"), "msg": "too big"}]).message
-    'max_tokens: too big'
-    """
-    first = errors[0] if errors else {"loc": (), "msg": "invalid"}
-    where = ".".join(str(p) for p in first["loc"] if p != "body")
-    return ApiError(400, f"{where}: {first['msg']}", "invalid_request_error")
+    model_names: tuple[str, ...] = ("default",)  # names of the followed checkpoint, too
 
 
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("true", "1", "yes")
-
-
-class _After:
-    """A response's background, which Starlette awaits once the answer is sent: ``call(gen)``
-    on the event loop (Starlette's ``BackgroundTask`` would send a sync call to a thread pool,
-    and inspects what it is given on every request)."""
-
-    def __init__(self, call: Callable[[Generation], None], gen: Generation) -> None:
-        self._call, self._gen = call, gen
-
-    async def __call__(self) -> None:
-        self._call(self._gen)
 
 
 class Completions:
@@ -188,8 +102,10 @@ class Completions:
         self._pending: set[asyncio.Task[Generation]] = set()  # streams' generations
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}  # bound once, then reused
         self._params: dict[tuple[Any, ...], SamplingParams] = {}
-        self._put_aside: list[tuple[Generation, str, bool, SamplingParams, Experiment | None]] = []
-        self._recording: asyncio.TimerHandle | None = None
+
+    def _counted(self, outcome: str) -> None:
+        """What became of a rollout, counted (the recorder tells it, from its thread)."""
+        self._child(self.metrics.rollouts, outcome).inc()
 
     async def serve(self, headers: Mapping[str, str], endpoint: str, req: Request) -> Response:
         """The answer to ``req`` (``headers``: the request's, looked up in lower case); an
@@ -207,10 +123,14 @@ class Completions:
             def done(gen: Generation) -> None:
                 if self.recorder is None:
                     return
-                self._put_aside.append((gen, interaction, private, params, experiment))
-                if self._recording is None:
-                    loop = asyncio.get_running_loop()
-                    self._recording = loop.call_later(RECORD_AFTER_S, self.record_put_aside)
+                if private:
+                    self._counted("private")
+                    return
+                self.recorder.later(
+                    lambda created_at: self._rollout(gen, interaction, params, experiment,
+                                                     created_at),
+                    self._counted,
+                )  # fmt: skip
 
             try:
                 if req.stream:
@@ -218,7 +138,7 @@ class Completions:
                 else:
                     gen = await self._generate(req, target, raw, params)
                     response = self._whole(req, gen, answer)
-                    response.background = _After(done, gen)  # type: ignore[assignment]
+                    response.background = After(done, gen)  # type: ignore[assignment]
             except UpstreamError as exc:
                 status = exc.status
                 return JsonAnswer(exc.body, exc.status)
@@ -230,6 +150,11 @@ class Completions:
         finally:
             self._child(self.metrics.latency, endpoint).observe(time.perf_counter() - started)
             self._child(self.metrics.requests, endpoint, str(status)).inc()
+
+    def models(self) -> list[str]:
+        """The names a request may give as its model, as ``/v1/models`` lists them."""
+        served = self.backend.models()
+        return [*served, *(n for n in self.config.model_names if n not in served)]
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """``metric.labels(*labels)``, looked up once (``labels`` takes a lock and checks its
@@ -248,6 +173,15 @@ class Completions:
         if not 1 <= len(interaction) <= 128:
             raise ApiError(
                 400, "X-Rtrl-Interaction-Id: 1 to 128 characters", "invalid_request_error"
+            )
+        if model and model not in self.config.model_names and model not in self.backend.models():
+            raise ApiError(
+                404,
+                f"The model `{model}` does not exist; this gateway serves "
+                f"{', '.join(self.models())}",
+                "invalid_request_error",
+                "model_not_found",
+                "model",
             )
         experiment, target = self.assignment.admit(headers.get(USER) or interaction, model)
         return interaction, _truthy(headers.get(PRIVACY)), experiment, target
@@ -277,37 +211,17 @@ class Completions:
             self._params[key] = params  # bounded: unusual stop strings are not kept
         return params
 
-    def record_put_aside(self) -> None:
-        """Record every completion put aside so far (the app calls it once more on shutdown)."""
-        if self._recording is not None:
-            self._recording.cancel()
-            self._recording = None
-        put_aside, self._put_aside = self._put_aside, []
-        if put_aside:
-            created_at = now_ts()
-            for completion in put_aside:
-                try:
-                    self._record(*completion, created_at)
-                except Exception:  # one rollout's failure must not lose the others
-                    self._child(self.metrics.rollouts, "failed").inc()
-                    log.exception("the rollout of %s could not be recorded", completion[1])
-
-    def _record(self, gen: Generation, interaction: str, private: bool,
-                params: SamplingParams, experiment: Experiment | None,
-                created_at: str) -> None:  # fmt: skip
-        if self.recorder is None:
-            return
-        outcomes = self.metrics.rollouts
-        if private:
-            self._child(outcomes, "private").inc()
-            return
+    def _rollout(self, gen: Generation, interaction: str, params: SamplingParams,
+                 experiment: Experiment | None, created_at: str) -> Rollout | None:  # fmt: skip
+        """The completion's rollout, built on the recorder's thread; None when the answer
+        lacks what a rollout needs (the reason counted and logged)."""
         rollout = rollout_of(gen, interaction, params, experiment, created_at)
         if isinstance(rollout, str):
-            self._child(outcomes, "refused").inc()
+            self._counted("refused")
             self._child(self.metrics.refused, rollout).inc()
             log.info("rollout of %s refused: %s", interaction, rollout)
-            return
-        self._child(outcomes, "recorded" if self.recorder.record(rollout) else "dropped").inc()
+            return None
+        return rollout
 
     async def _generate(self, req: Request, target: Any, raw: dict[str, Any],
                         params: SamplingParams,
@@ -320,9 +234,12 @@ class Completions:
             raise ApiError(400, str(exc), "invalid_request_error") from None
 
     def _shown(self, req: Request) -> Shown:
-        chat = isinstance(req, ChatCompletionRequest)
-        wants_logprobs = req.logprobs if chat else req.logprobs is not None
-        return Shown(bool(wants_logprobs) and not self.config.hide_logprobs, req.return_token_ids)
+        if isinstance(req, ChatCompletionRequest):
+            wants, top = req.logprobs, req.top_logprobs or 0
+        else:
+            wants, top = req.logprobs is not None, req.logprobs or 0
+        shown = wants and not self.config.hide_logprobs
+        return Shown(shown, req.return_token_ids, top if shown else 0)
 
     def _whole(self, req: Request, gen: Generation, headers: dict[str, str]) -> Response:
         chat = isinstance(req, ChatCompletionRequest)
@@ -352,6 +269,8 @@ class Completions:
         chat = isinstance(req, ChatCompletionRequest)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(16)}"
         created, model, show = int(time.time()), target.checkpoint_id, self._shown(req)
+        with_usage = req.stream_options is not None and req.stream_options.include_usage
+        null_usage = with_usage and chat  # chat's chunks say "usage": null; completions' have none
 
         async def each_step() -> AsyncIterator[Step]:
             if whole_steps is not None:  # a backend that does not stream: its answer, cut up
@@ -367,23 +286,26 @@ class Completions:
             sent, offset, head = [], 0, True
             async for step in each_step():
                 if chat and head:
-                    yield sse(chat_head(rid, created, model, show, step.prompt_ids))
+                    yield sse(chat_head(rid, created, model, show, step.prompt_ids), null_usage)
                 head = False
                 if chat:
-                    yield sse(chat_step(step, rid, created, model, show))
+                    yield sse(chat_step(step, rid, created, model, show), null_usage)
                 else:
-                    yield sse(completion_step(step, offset, rid, created, model, show))
+                    chunk = completion_step(step, offset, rid, created, model, show)
+                    yield sse(chunk, null_usage)
                 sent.append(step.text)
                 offset += len(step.text)
             gen = await task
             rest = rest_of(gen.text, "".join(sent))
             if chat:
                 if head:
-                    yield sse(chat_head(rid, created, model, show, gen.prompt_ids))
+                    yield sse(chat_head(rid, created, model, show, gen.prompt_ids), null_usage)
                 for chunk in chat_tail(gen, rest, rid, created, model):
-                    yield sse(chunk)
+                    yield sse(chunk, null_usage)
             else:
-                yield sse(completion_tail(gen, rest, rid, created, model))
+                yield sse(completion_tail(gen, rest, rid, created, model, with_usage))
+            if with_usage:
+                yield sse(usage_chunk(gen, rid, created, model, chat))
             yield DONE
 
         return StreamingResponse(

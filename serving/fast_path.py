@@ -20,12 +20,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ingest.collector.keys import KeyStore
-from serving.completions import (
-    ApiError,
-    Completions,
-    error_response,
-    invalid_request,
-)
+from serving.answers import ApiError, error_response, invalid_request
+from serving.completions import Completions
 from serving.protocol import ChatCompletionRequest, CompletionRequest
 
 log = logging.getLogger(__name__)
@@ -88,7 +84,7 @@ class CompletionsFastPath:
             request = _parse(model, await read_body(receive))
             response = await self.completions.serve(headers, endpoint, request)
         except ApiError as exc:
-            response = error_response(exc.status, exc.message, exc.kind, exc.code)
+            response = exc.response()
         except Exception:  # what FastAPI's error middleware would answer (a stream's own
             # failure, once started, goes to uvicorn, which closes the connection)
             log.exception("%s %s failed", scope["method"], scope["path"])

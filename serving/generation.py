@@ -17,7 +17,8 @@ from typing import Any
 
 from models.rollout import Experiment, ModelIdentity, Rollout, RolloutError
 from models.sampling import SamplingParams
-from serving.protocol import Usage
+
+Alternatives = tuple[tuple[str, float], ...]  # a position's likeliest tokens, most likely first
 
 
 @dataclass(frozen=True)
@@ -30,14 +31,17 @@ class Generation:
     text: str
     finish_reason: str
     pieces: tuple[str, ...] | None = None  # text of each token; joined, exactly ``text``
+    # per token, the likeliest tokens of the distribution it was drawn from (when asked for)
+    top_logprobs: tuple[Alternatives, ...] | None = None
 
 
 @dataclass(frozen=True)
 class Shown:
-    """What the client asked to see besides the text."""
+    """What the client asked to see besides the text: ``top`` alternatives per token."""
 
     logprobs: bool
     token_ids: bool
+    top: int = 0
 
 
 # --- rollouts ------------------------------------------------------------------------------
@@ -87,8 +91,9 @@ def rollout_of(
 
 
 # --- responses -----------------------------------------------------------------------------
-def usage(gen: Generation) -> Usage:
-    return Usage(**_usage(gen))
+def usage_of(gen: Generation) -> dict[str, int]:
+    """The answer's ``usage``."""
+    return _usage(gen)
 
 
 def text_offsets(pieces: Sequence[str], start: int = 0) -> list[int]:
@@ -110,10 +115,48 @@ def _usage(gen: Generation) -> dict[str, int]:
     }
 
 
+def token_entries(pieces: Sequence[str], logprobs: Sequence[float],
+                  tops: Sequence[Alternatives] | None, n: int) -> list[dict[str, Any]]:  # fmt: skip
+    """A chat answer's ``logprobs.content``: each token with its ``n`` likeliest alternatives.
+
+    >>> token_entries(["a"], [-0.1], [(("a", -0.1), ("b", -2.5))], 1)[0]["top_logprobs"]
+    [{'token': 'a', 'logprob': -0.1, 'bytes': [97]}]
+    """
+    return [
+        {
+            "token": piece,
+            "logprob": lp,
+            "bytes": list(piece.encode()),
+            "top_logprobs": [
+                {"token": t, "logprob": a, "bytes": list(t.encode())}
+                for t, a in (tops[i][:n] if n and tops is not None else ())
+            ],
+        }
+        for i, (piece, lp) in enumerate(zip(pieces, logprobs, strict=True))
+    ]
+
+
+def completion_logprobs(pieces: Sequence[str], logprobs: Sequence[float],
+                        tops: Sequence[Alternatives] | None, n: int,
+                        start: int = 0) -> dict[str, Any]:  # fmt: skip
+    """A (legacy) completion's ``logprobs``; ``start``: where the first piece is in the text.
+
+    >>> body = completion_logprobs(["a", "b"], [-0.1, -0.2], [(("a", -0.1),), (("b", -0.2),)], 5)
+    >>> body["top_logprobs"], body["text_offset"]
+    ([{'a': -0.1}, {'b': -0.2}], [0, 1])
+    """
+    body: dict[str, Any] = {"tokens": list(pieces), "token_logprobs": list(logprobs)}
+    if n and tops is not None:
+        body["top_logprobs"] = [dict(alts[:n]) for alts in tops]
+    body["text_offset"] = text_offsets(pieces, start)
+    return body
+
+
 # A whole answer is built as the JSON object that ``ChatCompletionResponse`` and
-# ``CompletionResponse`` describe (dumped without its None fields), not as those models: on a
-# gateway in front of a fast backend, building and dumping the models was a tenth of its own
-# CPU per request. The tests check that each object is what its model would dump.
+# ``CompletionResponse`` describe (OpenAI's required keys always there, null when empty; vLLM's
+# extensions only when asked), not as those models: on a gateway in front of a fast backend,
+# building and dumping the models was a tenth of its own CPU per request. The tests check each
+# object against OpenAI's published schema (``tests/serving``).
 def chat_response(
     gen: Generation, request_id: str, created: int, model: str, shown: Shown
 ) -> dict[str, Any]:
@@ -126,16 +169,15 @@ def chat_response(
     """
     choice: dict[str, Any] = {
         "index": 0,
-        "message": {"role": "assistant", "content": gen.text},
+        "message": {"role": "assistant", "content": gen.text, "refusal": None},
+        "logprobs": None,
         "finish_reason": gen.finish_reason,
     }
     if shown.logprobs and gen.logprobs is not None:
         pieces = gen.pieces or tuple("" for _ in gen.logprobs)
         choice["logprobs"] = {
-            "content": [
-                {"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []}
-                for piece, lp in zip(pieces, gen.logprobs, strict=True)
-            ]
+            "content": token_entries(pieces, gen.logprobs, gen.top_logprobs, shown.top),
+            "refusal": None,
         }
     if shown.token_ids and gen.token_ids is not None:
         choice["token_ids"] = list(gen.token_ids)
@@ -156,14 +198,15 @@ def completion_response(
     gen: Generation, request_id: str, created: int, model: str, shown: Shown
 ) -> dict[str, Any]:
     """The body of a whole (legacy) completion."""
-    choice: dict[str, Any] = {"index": 0, "text": gen.text, "finish_reason": gen.finish_reason}
+    choice: dict[str, Any] = {
+        "index": 0,
+        "text": gen.text,
+        "logprobs": None,
+        "finish_reason": gen.finish_reason,
+    }
     if shown.logprobs and gen.logprobs is not None:
-        pieces = list(gen.pieces or tuple("" for _ in gen.logprobs))
-        choice["logprobs"] = {
-            "tokens": pieces,
-            "token_logprobs": list(gen.logprobs),
-            "text_offset": text_offsets(pieces),
-        }
+        pieces = gen.pieces or tuple("" for _ in gen.logprobs)
+        choice["logprobs"] = completion_logprobs(pieces, gen.logprobs, gen.top_logprobs, shown.top)
     if shown.token_ids and gen.prompt_ids:
         choice["prompt_token_ids"] = list(gen.prompt_ids)
     if shown.token_ids and gen.token_ids:

@@ -31,21 +31,17 @@ from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy
 from models.loading import load_base
-from models.policy import CausalLMPolicy, Completion
+from models.policy import CausalLMPolicy, Completion, TopTokens
 from models.rollout import ModelIdentity
 from models.sampling import SamplingParams
 from serving.batcher import Batcher, JobToken
 from serving.follower import moves_forward
-from serving.generation import Generation, text_pieces
+from serving.generation import Alternatives, Generation, text_pieces
 from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.routing import CURRENT
 from serving.stream import Increments, Step
 
 log = logging.getLogger(__name__)
-
-
-class UnknownModel(LookupError):
-    """A request named a model this backend does not serve."""
 
 
 @dataclass(frozen=True)
@@ -153,7 +149,7 @@ class LocalBackend:
         prompt = served.policy.chat_prompt(
             [{"role": m.role, "content": m.text()} for m in request.messages]
         )
-        return await self._sample(served, prompt, params, on_step)
+        return await self._sample(served, prompt, params, on_step, request.top_logprobs or 0)
 
     async def complete(self, served: Served, request: CompletionRequest, raw: dict[str, Any],
                        params: SamplingParams,
@@ -162,23 +158,29 @@ class LocalBackend:
             prompt = list(served.policy.tokenizer(request.prompt).input_ids)
         else:
             prompt = list(request.prompt)
-        return await self._sample(served, prompt, params, on_step)
+        return await self._sample(served, prompt, params, on_step, request.logprobs or 0)
 
     async def _sample(self, served: Served, prompt: list[int], params: SamplingParams,
-                      on_step: Callable[[Step], None] | None) -> Generation:  # fmt: skip
+                      on_step: Callable[[Step], None] | None,
+                      top_n: int = 0) -> Generation:  # fmt: skip
         """The completion; with ``on_step``, each token is also passed to it (on this event
-        loop) as a :class:`Step` as soon as it is drawn."""
+        loop) as a :class:`Step` as soon as it is drawn. ``top_n``: each token's likeliest
+        alternatives, from the distribution it was drawn from."""
         served.policy.check_tokens(prompt, "the prompt")
         tokenizer = served.policy.tokenizer
 
         def decode(ids: Sequence[int]) -> str:
             return str(tokenizer.decode(list(ids), skip_special_tokens=True))
 
+        def named(top: TopTokens) -> Alternatives:
+            return tuple((decode((t,)), lp) for t, lp in top[:top_n])
+
         on_token = None
         if on_step is not None:
-            on_token = _to_loop(on_step, Increments(decode, params.stop), tuple(prompt))
+            on_token = _to_loop(on_step, Increments(decode, params.stop), tuple(prompt),
+                                named if top_n else None)  # fmt: skip
         done: Completion = await asyncio.wrap_future(
-            self.batcher.submit(served.policy, prompt, params, on_token)
+            self.batcher.submit(served.policy, prompt, params, on_token, top_n)
         )
         pieces = text_pieces(decode, done.token_ids, done.text)
         return Generation(
@@ -190,6 +192,7 @@ class LocalBackend:
             done.text,
             done.finish_reason,
             pieces,
+            tuple(map(named, done.top)) if top_n else None,
         )
 
     def ready(self) -> bool:
@@ -199,21 +202,23 @@ class LocalBackend:
         await asyncio.to_thread(self.batcher.close)
 
 
-def _to_loop(on_step: Callable[[Step], None], increments: Increments,
-             prompt: tuple[int, ...]) -> JobToken:  # fmt: skip
+def _to_loop(on_step: Callable[[Step], None], increments: Increments, prompt: tuple[int, ...],
+             named: Callable[[TopTokens], Alternatives] | None = None) -> JobToken:  # fmt: skip
     """A job's ``on_token`` for the batcher's thread that hands each token to the running event
     loop, where it becomes a step (the first carries the prompt's ids) for ``on_step``. The
     steps arrive before the job's result does: both are queued on the loop in drawing order."""
     loop = asyncio.get_running_loop()
     first = [prompt]
 
-    def step(token_id: int, logprob: float) -> None:  # on the event loop
+    def step(token_id: int, logprob: float, top: TopTokens) -> None:  # on the event loop
         piece = increments.push(token_id)
-        on_step(Step(piece, (token_id,), (logprob,), (piece,), first.pop() if first else None))
+        prompt_ids = first.pop() if first else None
+        tops = (named(top),) if named is not None else None
+        on_step(Step(piece, (token_id,), (logprob,), (piece,), prompt_ids, tops))
 
-    def on_token(token_id: int, logprob: float) -> None:  # on the batcher's thread
+    def on_token(token_id: int, logprob: float, top: TopTokens) -> None:  # batcher's thread
         try:
-            loop.call_soon_threadsafe(step, token_id, logprob)
+            loop.call_soon_threadsafe(step, token_id, logprob, top)
         except RuntimeError:  # the loop is closed (shutting down): nobody is left to stream to
             pass
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class ChatMessage(BaseModel):
@@ -27,6 +27,12 @@ class ChatMessage(BaseModel):
         return self.content or ""
 
 
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = False  # a last chunk with the usage (and no choices)
+
+
 class _Sampling(BaseModel):
     """What both endpoints take to sample; ``n`` and ``temperature=0`` are refused because the
     recorded log-probabilities are those of one draw from the sampling distribution."""
@@ -40,6 +46,7 @@ class _Sampling(BaseModel):
     stop: str | list[str] | None = None
     n: int = Field(1, ge=1, le=1)
     stream: bool = False
+    stream_options: StreamOptions | None = None
     user: str | None = None
     return_token_ids: bool = False  # vLLM's extension: token ids in the answer
 
@@ -59,8 +66,14 @@ class _Sampling(BaseModel):
 class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
     logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0, le=0)  # only the sampled token's
+    top_logprobs: int | None = Field(None, ge=0, le=20)  # alternatives per token, as OpenAI's
     max_completion_tokens: int | None = Field(None, ge=1, le=32768)
+
+    @model_validator(mode="after")
+    def _top_needs_logprobs(self) -> ChatCompletionRequest:
+        if self.top_logprobs and not self.logprobs:
+            raise ValueError("top_logprobs needs logprobs: true")
+        return self
 
     def token_budget(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
@@ -68,7 +81,7 @@ class ChatCompletionRequest(_Sampling):
 
 class CompletionRequest(_Sampling):
     prompt: str | list[int] = Field(min_length=1)  # text, or token ids (passed untouched)
-    logprobs: int | None = Field(None, ge=0, le=0)  # OpenAI: how many alternatives; 0 = sampled
+    logprobs: int | None = Field(None, ge=0, le=5)  # alternatives per token (0: the sampled)
     echo: Literal[False] = False
 
     def token_budget(self) -> int | None:
@@ -87,6 +100,7 @@ class TokenLogprob(TopLogprob):
 
 class ChatLogprobs(BaseModel):
     content: list[TokenLogprob] | None = None
+    refusal: list[TokenLogprob] | None = None
 
 
 class CompletionLogprobs(BaseModel):
@@ -105,6 +119,7 @@ class Usage(BaseModel):
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
+    refusal: str | None = None
 
 
 class ChatChoice(BaseModel):
@@ -143,7 +158,8 @@ class ChatCompletionChunk(BaseModel):
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
     created: int
     model: str
-    choices: list[ChatChunkChoice]
+    choices: list[ChatChunkChoice]  # none in the usage chunk
+    usage: Usage | None = None  # in the last chunk, with ``stream_options.include_usage``
     prompt_token_ids: list[int] | None = None
 
 

@@ -1,7 +1,13 @@
 """The way from a served completion to the ``rollouts`` topic, which never holds up a request.
 
-:meth:`RolloutRecorder.record` appends the rollout to a queue and returns at once. A thread of
-the recorder hands what has queued to the producer every ``HAND_OVER_S``, as one burst: a
+:meth:`RolloutRecorder.record` appends the rollout to a queue and returns at once;
+:meth:`RolloutRecorder.later` does less still: it puts aside how to build the rollout, and the
+build happens on the recorder's thread, so that the event loop spends nothing on a rollout
+between two answers (a backend answers a batch of requests together, and the loop then writes
+those answers one after the other: a rollout built between two of them would delay every
+answer behind it; ``bench/RESULTS.md``, gateway). Every ``HAND_OVER_S`` that thread builds what
+was put aside, all with one ``created_at``, and hands what has queued to the producer, as one
+burst: a
 produce that finds the producer idle wakes librdkafka's threads, which then send a request to
 the broker and report its delivery, and on a gateway answering one request at a time that cost
 more CPU than the rest of recording together (``bench/RESULTS.md``, gateway). In a burst only
@@ -27,11 +33,13 @@ import logging
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from typing import Literal
 
 from confluent_kafka import KafkaError, Message, Producer
 
 from infra.settings import reliable_producer
+from ingest.contract import now_ts
 from models.rollout import Rollout
 
 log = logging.getLogger(__name__)
@@ -39,12 +47,17 @@ LOG_EVERY_S = 10.0
 HAND_OVER_S = 0.2  # the longest a rollout waits in the gateway before its producer has it
 SPOOL_FULL = "spool_full"
 SHUTDOWN = "unsent_at_shutdown"
+Build = Callable[[str], Rollout | None]  # created_at -> the rollout, or None: there is none
+Counted = Callable[[str], None]  # told "recorded", "dropped" or "failed" for each build
 
 
 class RolloutRecorder:
     def __init__(self, bootstrap: str, topic: str, spool_max: int = 100_000,
                  when_full: Literal["drop", "wait"] = "drop",
-                 hand_over_s: float = HAND_OVER_S) -> None:  # fmt: skip
+                 hand_over_s: float = HAND_OVER_S,
+                 producer: Producer | None = None) -> None:  # fmt: skip
+        """``producer``: Kafka's, by default made from ``bootstrap`` with the platform's
+        settings."""
         if spool_max < 1:
             raise ValueError("spool_max: at least 1")
         self.topic = topic
@@ -54,7 +67,8 @@ class RolloutRecorder:
         overrides: dict[str, object] = {"queue.buffering.max.messages": spool_max}
         if when_full == "drop":
             overrides["message.timeout.ms"] = 0  # wait for Kafka as long as it takes
-        self._producer = Producer(reliable_producer(bootstrap, **overrides))
+        self._producer = producer or Producer(reliable_producer(bootstrap, **overrides))
+        self._aside: deque[tuple[Build, Counted]] = deque()  # to build at the next hand-over
         self._queued: deque[Rollout] = deque()  # recorded, not yet handed to the producer
         self._unacked = 0  # handed to the producer, delivery not yet reported
         self._handing = threading.Lock()  # one hand-over at a time: the order is kept
@@ -78,6 +92,20 @@ class RolloutRecorder:
         self._queued.append(rollout)
         return True
 
+    def later(self, build: Build, counted: Counted) -> None:
+        """Put a rollout aside, to be built (``build(created_at)``) and spooled on the
+        recorder's thread at the next hand-over; what became of it is told to ``counted``."""
+        self._aside.append((build, counted))
+
+    def put_aside(self) -> int:
+        """Rollouts put aside and not yet built."""
+        return len(self._aside)
+
+    def hand_over(self) -> None:
+        """Build what was put aside and hand everything queued to the producer now (the
+        gateway's shutdown calls it; the recorder's thread does it every ``hand_over_s``)."""
+        self._hand_over()
+
     def spooled(self) -> int:
         """Rollouts recorded and not yet acknowledged by Kafka (counted here: the producer's
         own queue length also counts the error events it has not yet reported)."""
@@ -86,7 +114,7 @@ class RolloutRecorder:
     def flush(self, timeout_s: float) -> int:
         """Wait up to ``timeout_s`` for every spooled rollout; returns how many are left."""
         deadline = time.monotonic() + timeout_s
-        while self._queued and time.monotonic() < deadline:
+        while (self._queued or self._aside) and time.monotonic() < deadline:
             if not self._hand_over():
                 self._producer.poll(0.05)  # the producer is full: deliveries make room
         self._producer.flush(max(0.0, deadline - time.monotonic()))
@@ -107,8 +135,10 @@ class RolloutRecorder:
             return sum(self.dropped.values())
 
     def _hand_over(self) -> bool:
-        """Produce every queued rollout, in order; False when the producer had no room left."""
+        """Build what was put aside, then produce every queued rollout, in order; False when the
+        producer had no room left."""
         with self._handing:
+            self._build_aside()
             while self._queued:
                 rollout = self._queued[0]
                 try:
@@ -124,6 +154,30 @@ class RolloutRecorder:
                     self._unacked += 1
                 self._queued.popleft()
             return True
+
+    def _build_aside(self) -> None:
+        """Build and spool every rollout put aside so far, all at one ``created_at``; a build
+        that fails is counted and logged, and the others are still recorded."""
+        n = len(self._aside)
+        if not n:
+            return
+        created_at = now_ts()
+        for _ in range(n):
+            build, counted = self._aside.popleft()
+            try:
+                rollout = build(created_at)
+            except Exception:  # one rollout's failure must not lose the others
+                counted("failed")
+                log.exception("a rollout could not be built")
+                continue
+            if rollout is None:
+                continue
+            if self.spooled() >= self.spool_max:  # never waits here: this thread makes room
+                self._drop(SPOOL_FULL, 1)
+                counted("dropped")
+                continue
+            self._queued.append(rollout)
+            counted("recorded")
 
     def _run(self) -> None:
         while not self._stop.wait(self._hand_over_s):

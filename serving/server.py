@@ -22,7 +22,8 @@ from infra.topics import TopicNames
 from ingest.collector.keys import KeyStore
 from serving.api import create_app
 from serving.assignment import Assignment
-from serving.completions import Backend, GatewayConfig
+from serving.backend import Backend
+from serving.completions import GatewayConfig
 from serving.follower import CheckpointFollower
 from serving.metrics import GatewayMetrics
 from serving.recorder import RolloutRecorder

@@ -2,7 +2,10 @@
 to stream chunks.
 
 A stream is a head (chat: the assistant's role), one chunk per :class:`Step`, and a tail with
-the finish reason (and, for completions, the usage). A step is one token with the text it adds
+the finish reason (null on every chunk before), then, when ``stream_options.include_usage`` asks,
+a chunk with the usage and no choices (every other chunk of a chat then has ``"usage": null``,
+as OpenAI's schema of a chat chunk has it; a completion chunk's schema has no null usage);
+without it a completion's tail carries the usage. A step is one token with the text it adds
 (or, when an upstream gave no text per token, all tokens at once). The local backend makes a
 step of each token as the batch draws it (:class:`Increments` decides the text it may show
 yet); an upstream's answer, asked whole, is cut into steps after (:func:`steps_of`). Either
@@ -14,19 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
-from pydantic import BaseModel
+import orjson
 
-from serving.generation import Generation, Shown, text_offsets, usage
-from serving.protocol import (
-    ChatChunkChoice,
-    ChatCompletionChunk,
-    ChatDelta,
-    ChatLogprobs,
-    CompletionChoice,
-    CompletionLogprobs,
-    CompletionResponse,
-    TokenLogprob,
+from serving.generation import (
+    Alternatives,
+    Generation,
+    Shown,
+    completion_logprobs,
+    token_entries,
+    usage_of,
 )
 
 DONE = b"data: [DONE]\n\n"
@@ -39,6 +40,7 @@ class Step:
     logprobs: tuple[float, ...] | None
     pieces: tuple[str, ...]  # each token's text, for its log-probability entry
     prompt_ids: tuple[int, ...] | None = None  # on a completion's first step
+    top_logprobs: tuple[Alternatives, ...] | None = None  # each token's, when asked for
 
 
 def steps_of(gen: Generation) -> list[Step]:
@@ -51,7 +53,7 @@ def steps_of(gen: Generation) -> list[Step]:
     >>> steps_of(Generation("c", None, (1,), (5, 6), None, "ab", "stop"))[0].token_ids
     (5, 6)
     """
-    ids = gen.token_ids or ()
+    ids, tops = gen.token_ids or (), gen.top_logprobs
     if gen.pieces is not None and len(gen.pieces) == len(ids):
         steps = [
             Step(
@@ -59,11 +61,13 @@ def steps_of(gen: Generation) -> list[Step]:
                 (ids[i],),
                 None if gen.logprobs is None else gen.logprobs[i : i + 1],
                 (piece,),
+                None,
+                None if tops is None else tops[i : i + 1],
             )
             for i, piece in enumerate(gen.pieces)
         ]
     else:
-        steps = [Step(gen.text, ids, gen.logprobs, tuple("" for _ in ids))]
+        steps = [Step(gen.text, ids, gen.logprobs, tuple("" for _ in ids), None, tops)]
     if steps:
         steps[0] = replace(steps[0], prompt_ids=gen.prompt_ids)
     return steps
@@ -131,94 +135,87 @@ def _partial_stop(text: str, stops: Sequence[str]) -> int:
 
 
 # --- chunks --------------------------------------------------------------------------------
-def sse(chunk: BaseModel) -> bytes:
-    return b"data: " + chunk.model_dump_json(exclude_none=True).encode() + b"\n\n"
+# Built as the JSON objects of OpenAI's chunk schemas (``protocol.ChatCompletionChunk`` and
+# ``CompletionResponse`` describe them), as whole answers are (``generation``).
+def sse(chunk: dict[str, Any], null_usage: bool = False) -> bytes:
+    """One server-sent event; ``null_usage``: the chunk says ``"usage": null`` (a chat stream
+    that ends with a usage chunk)."""
+    if null_usage:
+        chunk.setdefault("usage", None)
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+def _chunk(kind: str, request_id: str, created: int, model: str,
+           choices: list[dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    return {"id": request_id, "object": kind, "created": created, "model": model,
+            "choices": choices}  # fmt: skip
+
+
+def _chat_chunk(request_id: str, created: int, model: str, delta: dict[str, Any],
+                logprobs: dict[str, Any] | None = None,
+                finish_reason: str | None = None) -> dict[str, Any]:  # fmt: skip
+    choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
+    return _chunk("chat.completion.chunk", request_id, created, model, [choice])
 
 
 def chat_head(request_id: str, created: int, model: str, shown: Shown,
-              prompt_ids: tuple[int, ...] | None) -> ChatCompletionChunk:  # fmt: skip
+              prompt_ids: tuple[int, ...] | None) -> dict[str, Any]:  # fmt: skip
     """The first chunk: the assistant's role (and the prompt's ids when asked)."""
-    return ChatCompletionChunk(
-        id=request_id,
-        created=created,
-        model=model,
-        choices=[ChatChunkChoice(delta=ChatDelta(role="assistant", content=""))],
-        prompt_token_ids=list(prompt_ids) if shown.token_ids and prompt_ids else None,
-    )
+    chunk = _chat_chunk(request_id, created, model, {"role": "assistant", "content": ""})
+    if shown.token_ids and prompt_ids:
+        chunk["prompt_token_ids"] = list(prompt_ids)
+    return chunk
 
 
 def chat_step(step: Step, request_id: str, created: int, model: str,
-              shown: Shown) -> ChatCompletionChunk:  # fmt: skip
+              shown: Shown) -> dict[str, Any]:  # fmt: skip
     logprobs = None
     if shown.logprobs and step.logprobs is not None:
-        logprobs = ChatLogprobs(
-            content=[
-                TokenLogprob(token=piece, logprob=lp, bytes=list(piece.encode()))
-                for piece, lp in zip(step.pieces, step.logprobs, strict=True)
-            ]
-        )
-    return ChatCompletionChunk(
-        id=request_id,
-        created=created,
-        model=model,
-        choices=[
-            ChatChunkChoice(
-                delta=ChatDelta(content=step.text),
-                logprobs=logprobs,
-                token_ids=list(step.token_ids) if shown.token_ids else None,
-            )
-        ],
-    )
+        content = token_entries(step.pieces, step.logprobs, step.top_logprobs, shown.top)
+        logprobs = {"content": content, "refusal": None}
+    chunk = _chat_chunk(request_id, created, model, {"content": step.text}, logprobs)
+    if shown.token_ids:
+        chunk["choices"][0]["token_ids"] = list(step.token_ids)
+    return chunk
 
 
 def chat_tail(gen: Generation, rest: str, request_id: str, created: int,
-              model: str) -> Iterator[ChatCompletionChunk]:  # fmt: skip
+              model: str) -> Iterator[dict[str, Any]]:  # fmt: skip
     """What the steps held back (if anything), then the finish reason."""
     if rest:
         yield chat_step(Step(rest, (), None, ()), request_id, created, model, Shown(False, False))
-    yield ChatCompletionChunk(
-        id=request_id,
-        created=created,
-        model=model,
-        choices=[ChatChunkChoice(delta=ChatDelta(), finish_reason=gen.finish_reason)],
-    )
+    yield _chat_chunk(request_id, created, model, {}, None, gen.finish_reason)
 
 
 def completion_step(step: Step, offset: int, request_id: str, created: int, model: str,
-                    shown: Shown) -> CompletionResponse:  # fmt: skip
+                    shown: Shown) -> dict[str, Any]:  # fmt: skip
     """A streamed completion's chunk; ``offset``: where the step's text starts in the text."""
-    logprobs = None
+    choice: dict[str, Any] = {"index": 0, "text": step.text, "logprobs": None,
+                              "finish_reason": None}  # fmt: skip
     if shown.logprobs and step.logprobs is not None:
-        logprobs = CompletionLogprobs(
-            tokens=list(step.pieces),
-            token_logprobs=list(step.logprobs),
-            top_logprobs=None,
-            text_offset=text_offsets(step.pieces, offset),
+        choice["logprobs"] = completion_logprobs(
+            step.pieces, step.logprobs, step.top_logprobs, shown.top, offset
         )
-    prompt = step.prompt_ids if shown.token_ids and step.prompt_ids else None
-    return CompletionResponse(
-        id=request_id,
-        created=created,
-        model=model,
-        choices=[
-            CompletionChoice(
-                text=step.text,
-                finish_reason=None,
-                logprobs=logprobs,
-                prompt_token_ids=list(prompt) if prompt else None,
-                token_ids=list(step.token_ids) if shown.token_ids else None,
-            )
-        ],
-    )
+    if shown.token_ids and step.prompt_ids:
+        choice["prompt_token_ids"] = list(step.prompt_ids)
+    if shown.token_ids:
+        choice["token_ids"] = list(step.token_ids)
+    return _chunk("text_completion", request_id, created, model, [choice])
 
 
-def completion_tail(gen: Generation, rest: str, request_id: str, created: int,
-                    model: str) -> CompletionResponse:  # fmt: skip
-    """The last chunk: what the steps held back, the finish reason and the usage."""
-    return CompletionResponse(
-        id=request_id,
-        created=created,
-        model=model,
-        usage=usage(gen),
-        choices=[CompletionChoice(text=rest, finish_reason=gen.finish_reason)],
-    )
+def completion_tail(gen: Generation, rest: str, request_id: str, created: int, model: str,
+                    with_usage: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The last chunk: what the steps held back and the finish reason, and the usage unless
+    a usage chunk follows."""
+    choice = {"index": 0, "text": rest, "logprobs": None, "finish_reason": gen.finish_reason}
+    chunk = _chunk("text_completion", request_id, created, model, [choice])
+    if not with_usage:
+        chunk["usage"] = usage_of(gen)
+    return chunk
+
+
+def usage_chunk(gen: Generation, request_id: str, created: int, model: str,
+                chat: bool) -> dict[str, Any]:  # fmt: skip
+    """``stream_options.include_usage``'s last chunk: no choices, the whole stream's usage."""
+    kind = "chat.completion.chunk" if chat else "text_completion"
+    return {**_chunk(kind, request_id, created, model, []), "usage": usage_of(gen)}

@@ -39,7 +39,7 @@ from checkpoints.store import CheckpointRegistry
 from infra.http_client import HttpError, HttpPool
 from models.rollout import ModelIdentity
 from serving.follower import moves_forward
-from serving.generation import Generation
+from serving.generation import Alternatives, Generation
 from serving.routing import CURRENT
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,29 @@ def _ids(value: Any) -> tuple[int, ...] | None:
     return None
 
 
+def _alternatives(entries: Any) -> Alternatives | None:
+    """A token's ``top_logprobs`` as the upstream gave them: chat's ``[{token, logprob}]`` or a
+    completion's ``{token: logprob}``, likeliest first.
+
+    >>> _alternatives([{"token": "a", "logprob": -0.1}]), _alternatives({"b": -2.0, "a": -0.5})
+    ((('a', -0.1),), (('a', -0.5), ('b', -2.0)))
+    """
+    if isinstance(entries, dict):
+        pairs = [(str(t), float(lp)) for t, lp in entries.items()]
+    elif isinstance(entries, list):
+        pairs = [(str(e.get("token", "")), float(e["logprob"])) for e in entries]
+    else:
+        return None
+    return tuple(sorted(pairs, key=lambda p: -p[1]))
+
+
+def _all_alternatives(per_token: list[Any]) -> tuple[Alternatives, ...] | None:
+    tops = [_alternatives(entries) for entries in per_token]
+    if not tops or any(t is None for t in tops):
+        return None
+    return tuple(t for t in tops if t is not None)
+
+
 def parse_chat(
     body: dict[str, Any], checkpoint_id: str = "", model: ModelIdentity | None = None
 ) -> Generation:
@@ -93,10 +116,11 @@ def parse_chat(
     choice = body["choices"][0]
     text = (choice.get("message") or {}).get("content") or ""
     content = (choice.get("logprobs") or {}).get("content")
-    logprobs = pieces = None
+    logprobs = pieces = tops = None
     if isinstance(content, list) and content:
         logprobs = tuple(float(c["logprob"]) for c in content)
         pieces = tuple(str(c.get("token", "")) for c in content)
+        tops = _all_alternatives([c.get("top_logprobs") for c in content])
     prompt = _ids(body.get("prompt_token_ids")) or _ids(choice.get("prompt_token_ids"))
     return Generation(
         checkpoint_id,
@@ -107,6 +131,7 @@ def parse_chat(
         text,
         str(choice.get("finish_reason") or "stop"),
         pieces if pieces is not None and "".join(pieces) == text else None,
+        tops,
     )
 
 
@@ -125,9 +150,12 @@ def parse_completion(
     text = choice.get("text") or ""
     lp = choice.get("logprobs") or {}
     values = lp.get("token_logprobs")
-    logprobs = pieces = None
+    logprobs = pieces = tops = None
     if isinstance(values, list) and values and all(isinstance(v, (int, float)) for v in values):
         logprobs = tuple(float(v) for v in values)
+        listed = lp.get("top_logprobs")
+        if isinstance(listed, list) and len(listed) == len(values):
+            tops = _all_alternatives(listed)
         tokens = lp.get("tokens")
         if isinstance(tokens, list) and "".join(map(str, tokens)) == text:
             pieces = tuple(map(str, tokens))
@@ -140,19 +168,20 @@ def parse_completion(
         text,
         str(choice.get("finish_reason") or "stop"),
         pieces,
+        tops,
     )
 
 
 def upstream_body(raw: dict[str, Any], model: str, chat: bool) -> dict[str, Any]:
     """The client's request as sent upstream: its own fields, our model name, not streamed,
-    log-probabilities and token ids asked for.
+    log-probabilities (and the alternatives the client asked for) and token ids asked for.
 
     >>> upstream_body({"model": "x", "stream": True, "messages": []}, "m", chat=True)
     {'model': 'm', 'stream': False, 'messages': [], 'logprobs': True, 'return_token_ids': True}
     """
     body = {**raw, "model": model, "stream": False}
     body.pop("stream_options", None)
-    body["logprobs"] = True if chat else 0
+    body["logprobs"] = True if chat else raw.get("logprobs") or 0
     body["return_token_ids"] = True
     return body
 

@@ -286,7 +286,7 @@ def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path:
             timeout=60,
             headers={"Authorization": f"Bearer {key}"},
             json={
-                "model": "tiny-secure",
+                "model": "default",
                 "max_tokens": 4,
                 "messages": [{"role": "user", "content": "hi"}],
             },

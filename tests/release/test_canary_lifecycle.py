@@ -67,7 +67,7 @@ def serve_users(client: openai.OpenAI, users: list[str],
     for user in users:
         interaction = f"{round_tag}-{user}"
         raw = client.chat.completions.with_raw_response.create(
-            model="m",
+            model="default",
             messages=ASK,
             extra_headers={"X-Rtrl-User-Id": user, "X-Rtrl-Interaction-Id": interaction},
         )

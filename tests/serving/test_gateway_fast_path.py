@@ -2,7 +2,8 @@
 the same bad requests, whole answers that are exactly what the response models describe, streams
 that end, and every other route (models, probes, OpenAPI) still FastAPI's. Both apps share one
 local backend on the tiny model, called in-process over ASGI. And what is answered is recorded
-after the answers, together, and at the latest when the app shuts down."""
+after the answers, together, and at the latest when the app shuts down; a rollout that fails to
+build is counted, and the others are still recorded."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ from serving import completions
 from serving.api import create_app
 from serving.fast_path import MAX_BODY_BYTES, CompletionsFastPath
 from serving.local import LocalBackend
+from serving.metrics import GatewayMetrics
 from serving.protocol import ChatCompletionResponse, CompletionResponse
+from serving.recorder import RolloutRecorder
 
 CHAT = {"messages": [{"role": "user", "content": "mean(xs)?"}], "max_tokens": 4}
 TEXT = {"prompt": "def mean(xs):", "max_tokens": 4}
@@ -30,7 +33,9 @@ BAD = [
     ("/v1/chat/completions", {**CHAT, "max_tokens": 0}),
     ("/v1/chat/completions", {"max_tokens": 4}),
     ("/v1/chat/completions", {**CHAT, "n": 2}),
-    ("/v1/chat/completions", {**CHAT, "top_logprobs": 3}),
+    ("/v1/chat/completions", {**CHAT, "top_logprobs": 3}),  # without logprobs: true
+    ("/v1/chat/completions", {**CHAT, "logprobs": True, "top_logprobs": 21}),
+    ("/v1/completions", {**TEXT, "logprobs": 6}),
     ("/v1/completions", {**TEXT, "echo": True}),
     ("/v1/completions", {**TEXT, "temperature": -1}),
     ("/v1/completions", {"prompt": ""}),
@@ -113,9 +118,9 @@ def test_whole_answers_are_what_their_models_describe_on_both_paths(apps, path, 
         assert answer.headers["x-rtrl-interaction-id"] == "int-1"
         assert answer.headers["x-rtrl-checkpoint-id"] == "t-0000"
         data = answer.json()
-        assert model.model_validate(data).model_dump(exclude_none=True) == data
+        assert model.model_validate(data).model_dump(exclude_unset=True) == data
         choice = data["choices"][0]
-        assert ("logprobs" in choice) == ("logprobs" in body)
+        assert (choice["logprobs"] is not None) == ("logprobs" in body)
         if "logprobs" in body:
             n = data["usage"]["completion_tokens"]
             shown = choice["logprobs"]
@@ -136,7 +141,8 @@ def test_streams_end_and_other_routes_stay_fastapis(apps) -> None:
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
             return await client.get(path, headers={"Authorization": f"Bearer {key}"})
 
-    assert [m["id"] for m in asyncio.run(get("/v1/models")).json()["data"]] == ["t-0000"]
+    models = [m["id"] for m in asyncio.run(get("/v1/models")).json()["data"]]
+    assert models == ["t-0000", "default"]
     assert asyncio.run(get("/readyz")).json()["status"] == "ready"
     spec = asyncio.run(get("/openapi.json")).json()
     for path in ("/v1/chat/completions", "/v1/completions"):
@@ -145,15 +151,21 @@ def test_streams_end_and_other_routes_stay_fastapis(apps) -> None:
 
 
 class Kept:
-    """Stands in for the recorder, keeping what it is given (what becomes of it on Kafka is
-    ``test_gateway_outage``'s and ``test_gateway_local``'s)."""
+    """Stands in for Kafka's producer behind a real recorder, keeping what it is given (what
+    becomes of it on Kafka is ``test_gateway_outage``'s and ``test_gateway_local``'s)."""
 
     def __init__(self) -> None:
         self.rollouts: list[Rollout] = []
 
-    def record(self, rollout: Rollout) -> bool:
-        self.rollouts.append(rollout)
-        return True
+    def produce(self, topic: str, value: bytes, key: bytes, on_delivery) -> None:  # noqa: ANN001
+        self.rollouts.append(Rollout.from_json(value))
+        on_delivery(None, None)
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        return 0
 
 
 async def shut_down(app) -> None:
@@ -173,10 +185,20 @@ async def shut_down(app) -> None:
 def test_rollouts_are_built_together_after_the_answers_and_at_shutdown(
     tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(completions, "RECORD_AFTER_S", 2.0)  # longer than three answers take
     backend, keys, key = local_backend(tmp_path, tiny_model)
     kept = Kept()
-    app = create_app(backend, kept, keys)  # type: ignore[arg-type]
+    # one hand-over every 2 s: longer than three answers take
+    recorder = RolloutRecorder("127.0.0.1:1", "rollouts", hand_over_s=2.0, producer=kept)  # type: ignore[arg-type]
+    metrics = GatewayMetrics()
+    app = create_app(backend, recorder, keys, metrics=metrics)
+    real_rollout_of = completions.rollout_of
+
+    def failing_for_i1(gen, interaction, *args):  # noqa: ANN001, ANN202
+        if interaction == "i-1":
+            raise RuntimeError("a rollout that cannot be built")
+        return real_rollout_of(gen, interaction, *args)
+
+    monkeypatch.setattr(completions, "rollout_of", failing_for_i1)
 
     async def go() -> None:
         transport = httpx.ASGITransport(app=app)
@@ -187,15 +209,19 @@ def test_rollouts_are_built_together_after_the_answers_and_at_shutdown(
                 answer = await client.post("/v1/completions", json=TEXT, headers=headers)
                 assert answer.status_code == 200
 
-            await asyncio.gather(*(one(i) for i in range(3)))
-            assert kept.rollouts == []  # answered, put aside
+            await asyncio.gather(*(one(i) for i in range(4)))
+            assert kept.rollouts == [] and recorder.put_aside() == 4  # answered, put aside
             await asyncio.sleep(2.5)
-            assert sorted(r.interaction_id for r in kept.rollouts) == ["i-0", "i-1", "i-2"]
+            assert sorted(r.interaction_id for r in kept.rollouts) == ["i-0", "i-2", "i-3"]
             assert len({r.created_at for r in kept.rollouts}) == 1  # built together
-            await one(3)
+            await one(4)
             assert len(kept.rollouts) == 3
         await shut_down(app)  # well before the next 2 s are up
-        assert [r.interaction_id for r in kept.rollouts][3:] == ["i-3"]
+        assert [r.interaction_id for r in kept.rollouts][3:] == ["i-4"]
 
     asyncio.run(go())
+    counted = metrics.registry.get_sample_value
+    assert counted("rtrl_gateway_rollouts_total", {"outcome": "failed"}) == 1
+    assert counted("rtrl_gateway_rollouts_total", {"outcome": "recorded"}) == 4
+    recorder.close(1)
     keys.close()

@@ -159,13 +159,13 @@ def test_privacy_mode_is_served_not_recorded_and_keys_are_checked(served, kafka_
     serve, client = served
     before = serve.metrics()
     private = client.chat.completions.with_raw_response.create(
-        model="m",
+        model="default",
         messages=ASK,
         extra_headers={"X-Rtrl-Privacy-Mode": "true", "X-Rtrl-Interaction-Id": "private-1"},
     )
     assert private.parse().choices[0].finish_reason in ("stop", "length")
     client.chat.completions.create(
-        model="m", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": "public-1"}
+        model="default", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": "public-1"}
     )
     got = rollouts(kafka_bootstrap, topic_names.rollouts, None)
     assert "public-1" in got and "private-1" not in got
@@ -181,7 +181,7 @@ def test_privacy_mode_is_served_not_recorded_and_keys_are_checked(served, kafka_
         openai.OpenAI(base_url=f"{serve.url}/v1", api_key="rtrl_wrong", max_retries=0).models.list()
     assert [m.id for m in client.models.list()] == ["t-0000"]
     with pytest.raises(openai.BadRequestError, match="temperature"):
-        client.chat.completions.create(model="m", messages=ASK, temperature=0)
+        client.chat.completions.create(model="default", messages=ASK, temperature=0)
 
 
 def test_a_stream_sends_each_token_as_it_is_drawn(served, registry, kafka_bootstrap, topic_names):

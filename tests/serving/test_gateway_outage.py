@@ -65,7 +65,9 @@ def test_kafka_down_completions_served_rollouts_spooled_then_delivered(
 
         def ask(interaction: str) -> None:
             done = client.completions.create(
-                model="m", prompt="def mean(", extra_headers={"X-Rtrl-Interaction-Id": interaction}
+                model="default",
+                prompt="def mean(",
+                extra_headers={"X-Rtrl-Interaction-Id": interaction},
             )
             assert done.choices[0].finish_reason in ("stop", "length")
 

@@ -67,7 +67,7 @@ def test_a_checkpoint_announced_under_load_mixes_no_request(tmp_path, registry, 
 
     async def ask(i: str) -> tuple[str, str, float]:
         raw = await client.chat.completions.with_raw_response.create(
-            model="m", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": i}
+            model="default", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": i}
         )
         raw.parse()
         return i, raw.headers["x-rtrl-checkpoint-id"], time.monotonic()
@@ -133,7 +133,7 @@ def test_a_split_is_even_sticky_and_stamped(tmp_path, registry, kafka_bootstrap,
             for k in range(2):
                 interaction = f"{user}-{k}"
                 raw = client.chat.completions.with_raw_response.create(
-                    model="m",
+                    model="default",
                     messages=ASK,
                     extra_headers={"X-Rtrl-User-Id": user, "X-Rtrl-Interaction-Id": interaction},
                 )

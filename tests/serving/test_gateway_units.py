@@ -64,7 +64,7 @@ def test_a_streamed_batch_draws_what_an_unstreamed_one_does_and_passes_every_tok
                     policy,
                     prompts[n],
                     params,
-                    (lambda t, lp, n=n: seen[n].append((t, lp)))
+                    (lambda t, lp, top, n=n: seen[n].append((t, lp)))
                     if streamed and n in seen
                     else None,
                 )

@@ -51,7 +51,7 @@ def test_upstream_mode_records_loads_adapters_and_refuses_what_lacks_logprobs(
                         "--upstream",
                         upstreams[-1].url,
                         "--upstream-model",
-                        "base",
+                        "default",
                         "--adapter-dir",
                         str(tmp_path / f"adapters-{n}"),
                         *(["--no-follow"] if n else []),
@@ -68,7 +68,7 @@ def test_upstream_mode_records_loads_adapters_and_refuses_what_lacks_logprobs(
 
         def chat(i: str, **kw):
             raw = client.chat.completions.with_raw_response.create(
-                model="m",
+                model="default",
                 messages=ASK,
                 logprobs=True,
                 extra_headers={"X-Rtrl-Interaction-Id": i},
@@ -78,13 +78,16 @@ def test_upstream_mode_records_loads_adapters_and_refuses_what_lacks_logprobs(
 
         served = {"u-chat": chat("u-chat")}
         text = client.completions.create(
-            model="m",
+            model="default",
             prompt="def reverse(",
             max_tokens=5,
             extra_headers={"X-Rtrl-Interaction-Id": "u-cmpl"},
         )
         stream = client.chat.completions.create(
-            model="m", messages=ASK, stream=True, extra_headers={"X-Rtrl-Interaction-Id": "u-s"}
+            model="default",
+            messages=ASK,
+            stream=True,
+            extra_headers={"X-Rtrl-Interaction-Id": "u-s"},
         )
         streamed = "".join(c.choices[0].delta.content or "" for c in stream)
 
@@ -112,7 +115,7 @@ def test_upstream_mode_records_loads_adapters_and_refuses_what_lacks_logprobs(
 
         hidden = openai.OpenAI(base_url=f"{hidden_front.url}/v1", api_key=key, max_retries=0)
         answer = hidden.chat.completions.create(
-            model="m", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": "u-hidden"}
+            model="default", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": "u-hidden"}
         )
         assert answer.choices[0].message.content is not None
         hidden_counts = hidden_front.metrics()

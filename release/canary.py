@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from release.canary_names import experiment_of
 from rewards.monitors import BAD_DIRECTION, MonitorThresholds
-from stats.sequential import AnytimeBound, Difference, anytime_bound
+from stats.sequential import Difference, anytime_bound
 from warehouse.ab import RatioSums
 
 REWARD = "mean_reward"
@@ -263,11 +263,6 @@ def non_inferiority(parent: RatioSums, canary: RatioSums, config: CanaryConfig) 
     d = _difference(parent, canary)
     lower = anytime_bound(d, config.alpha, config.tuning_users, "lower", -config.margin)
     upper = anytime_bound(d, config.alpha, config.tuning_users, "upper", -config.margin)
-    return _reward_comparison(parent, canary, d, lower, upper, config)
-
-
-def _reward_comparison(parent: RatioSums, canary: RatioSums, d: Difference, lower: AnytimeBound,
-                       upper: AnytimeBound, config: CanaryConfig) -> Comparison:  # fmt: skip
     return Comparison(REWARD, parent.estimate(), canary.estimate(), d.estimate, lower.low,
                       upper.high, lower.p_value, f"canary - parent <= -{config.margin:g}",
                       config.alpha, d.units, lower.informative, lower.why, False)  # fmt: skip

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""How often the canary's verdict is wrong, measured on simulated live A/B data beside its
-nominal error rates: rollbacks of a candidate that is no different (nominal ``alpha``), sample-
-ratio-mismatch alarms on fair splits (nominal 0.001), and how often a truly worse or better
-candidate gets the right verdict (power). Users of 1 to 4 interactions, reward +1 accepted / -1
-not, ``--users`` users split ``--percent`` % to the canary.
+"""How often the canary's verdict and the A/B report's alarms are wrong, on simulated traffic
+where the truth is known, beside their nominal error rates.
+
+Canary worlds (``release.canary_study``: users arriving over 20 looks, the last past the
+deadline; default rules: 10 %, margin 0.1, alpha 0.05, 100 users per arm): the false rollout of
+a canary worse by exactly the margin (nominal alpha, across all looks), the thin canaries that
+must never roll out, the false rollbacks on no signal, and the power worlds. A/B worlds: any
+false alarm among five null metrics with and without Holm, and over 20 refreshes with
+fixed-sample and anytime-valid intervals.
 
 Figures to stdout and ``bench/out/canary.json``.
 """
@@ -11,7 +15,6 @@ Figures to stdout and ``bench/out/canary.json``.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from pathlib import Path
 
@@ -20,62 +23,98 @@ from _common import format_table, machine, reexec_in_venv, write_results  # noqa
 
 reexec_in_venv(__file__)
 
-from release.canary import CanaryConfig, UserSums, arm_of, judge, sample_ratio  # noqa: E402
-from rewards.monitors import MonitorThresholds  # noqa: E402
+import numpy as np  # noqa: E402
+
+from release.canary import CanaryConfig  # noqa: E402
+from release.canary_study import Study, World  # noqa: E402
+from stats.multiple import holm  # noqa: E402
+from warehouse.ab import RatioSums, relative_change, sequential_change  # noqa: E402
 
 
-def users(rng: random.Random, n: int, accept: float, invalid: float) -> list[UserSums]:
+def canary_rows(trials: int) -> list[list[str]]:
+    base = CanaryConfig()
+    wide = CanaryConfig(percent=20)
+    thin = CanaryConfig(percent=0.25)
+    worlds = [  # (what, world, config, verdict counted, nominal)
+        ("rollout, canary worse by the margin (-0.10)", World(delta=-0.1), base, "rollout",
+         f"<= {base.alpha}"),
+        ("rollout, ~5 canary users, bimodal, worse", World(percent=0.25, interactions=50,
+         bimodal=(0.7, 0.2, -1.0), looks=5), thin, "rollout", "0"),
+        ("rollout, ~200 canary users, none scored", World(censored=(0.05, 1.0), looks=5), base,
+         "rollout", "0"),
+        ("rollback, no signal, 6,000 users at 20 %", World(users=6000, percent=20), wide,
+         "rollback", f"<= {wide.alpha + wide.guardrail_alpha:.2f} + undecided"),
+        ("rollback, no signal, 2,000 users at 10 %", World(), base, "rollback",
+         f"<= {base.alpha + base.guardrail_alpha:.2f} + undecided"),
+        ("rollout, canary better by 0.05 (power)", World(delta=0.05), base, "rollout", "-"),
+        ("rollback, canary worse by 0.30 (power)", World(delta=-0.3), base, "rollback", "-"),
+        ("rollback, invalid calls 0.10 -> 0.20 (power)", World(invalid=(0.1, 0.2)), base,
+         "rollback", "-"),
+    ]  # fmt: skip
+    rows = []
+    for seed, (what, world, config, verdict, nominal) in enumerate(worlds):
+        study = Study(world, config, trials=trials, seed=100 + seed).run()
+        rate = study.rate(verdict)
+        early = sum(o.verdict == "rollback" and not o.reasons[0].startswith("deadline")
+                    for o in study.outcomes) / trials  # fmt: skip
+        note = f"before deadline {early:.3f}" if verdict == "rollback" else ""
+        rows.append([what, nominal, f"{rate:.3f} +- {study.noise(rate) / 3:.3f}", note])
+    return rows
+
+
+def _sums(x: np.ndarray, y: np.ndarray) -> RatioSums:
+    return RatioSums(len(x), float(x.sum()), float(y.sum()), float((x * x).sum()),
+                     float((y * y).sum()), float((x * y).sum()))  # fmt: skip
+
+
+def _p(rng_arms: tuple, upto: int, sequential: bool) -> list[float | None]:
+    (xt, yts), (xc, ycs) = rng_arms
     out = []
-    for _ in range(n):
-        k = rng.randint(1, 4)
-        accepted = sum(rng.random() < accept for _ in range(k))
-        bad = sum(rng.random() < invalid for _ in range(k))
-        out.append(UserSums(k, k, float(2 * accepted - k), {"invalid_tool_call_rate": bad}))
+    for yt, yc in zip(yts, ycs, strict=True):
+        st, sc = _sums(xt[:upto], yt[:upto]), _sums(xc[:upto], yc[:upto])
+        args = (st.estimate(), st.variance(), sc.estimate(), sc.variance())
+        ch = sequential_change(*args, st.n + sc.n) if sequential else relative_change(*args)
+        out.append(ch.p_value)
     return out
 
 
-def rate(trials: int, seed: int, config: CanaryConfig, total: int, accept: float,
-         invalid: float, verdict: str) -> float:  # fmt: skip
-    rng = random.Random(seed)
-    hits = 0
+def ab_rows(trials: int) -> list[list[str]]:
+    rng = np.random.default_rng(31)
+    rates = (0.3, 0.1, 0.5, 0.2, 0.7)
+
+    def arm(users: int) -> tuple:
+        x = 1 + rng.poisson(2.0, size=users)
+        return x.astype(float), [rng.binomial(x, p).astype(float) for p in rates]
+
+    counts = dict.fromkeys(("raw", "holm", "fixed", "anytime"), 0)
     for _ in range(trials):
-        n_canary = sum(rng.random() < config.percent / 100 for _ in range(total))
-        parent = arm_of(users(rng, total - n_canary, 0.5, 0.1))
-        canary = arm_of(users(rng, n_canary, accept, invalid))
-        hits += judge(parent, canary, config, MonitorThresholds(), 1).verdict == verdict
-    return hits / trials
+        arms = (arm(2000), arm(2000))
+        p = _p(arms, 400, False)
+        counts["raw"] += min(q for q in p if q is not None) < 0.05
+        counts["holm"] += min(q for q in holm(p) if q is not None) < 0.05
+        looks = range(100, 2001, 100)
+        counts["fixed"] += any((_p(arms, n, False)[0] or 1) < 0.05 for n in looks)
+        counts["anytime"] += any((_p(arms, n, True)[0] or 1) < 0.05 for n in looks)
+    names = {
+        "raw": "A/B: any false alarm of 5 null metrics, unadjusted",
+        "holm": "A/B: any false alarm of 5 null metrics, Holm",
+        "fixed": "A/B: any significant of 20 refreshes, fixed 95 % CI",
+        "anytime": "A/B: any significant of 20 refreshes, --sequential",
+    }
+    return [[names[k], "0.05", f"{v / trials:.3f} +- {np.sqrt(0.05 * 0.95 / trials):.3f}", ""]
+            for k, v in counts.items()]  # fmt: skip
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--trials", type=int, default=1000)
-    parser.add_argument("--users", type=int, default=2000)
-    parser.add_argument("--percent", type=float, default=20)
+    parser.add_argument("--trials", type=int, default=400)
     args = parser.parse_args()
-    config = CanaryConfig(percent=args.percent, min_interactions=500)
-    t, n = args.trials, args.users
-    rng = random.Random(9)
-    srm = sum(
-        sample_ratio(n - (c := sum(rng.random() < args.percent / 100 for _ in range(n))), c,
-                     args.percent, config.srm_alpha).mismatch
-        for _ in range(t)
-    ) / t  # fmt: skip
-    rows = [
-        ["rollback, candidate no different", f"{config.alpha:.3f}",
-         f"{rate(t, 1, config, n, 0.5, 0.1, 'rollback'):.3f}"],
-        ["SRM alarm, fair split", f"{config.srm_alpha:.3f}", f"{srm:.4f}"],
-        ["rollback, acceptance 0.50 -> 0.44 (power)", "-",
-         f"{rate(t, 2, config, n, 0.44, 0.1, 'rollback'):.3f}"],
-        ["rollback, invalid calls 0.10 -> 0.20 (power)", "-",
-         f"{rate(t, 3, config, n, 0.5, 0.2, 'rollback'):.3f}"],
-        ["rollout, acceptance 0.50 -> 0.55", "-",
-         f"{rate(t, 4, config, n, 0.55, 0.1, 'rollout'):.3f}"],
-    ]  # fmt: skip
-    print(f"{t} trials of {n} users, {args.percent:g} % on the canary")
-    print(format_table(["verdict", "nominal", "measured"], rows))
-    write_results("canary", {"machine": machine(), "rows": rows, "trials": t, "users": n})
+    rows = canary_rows(args.trials) + ab_rows(args.trials)
+    print(f"{args.trials} trials per world; +- is one Monte-Carlo standard error")
+    print(format_table(["world", "nominal", "measured", ""], rows))
+    write_results("canary", {"machine": machine(), "rows": rows, "trials": args.trials})
     return 0
 
 

@@ -1,40 +1,55 @@
 """The canary's verdict: full rollout, rollback, or wait, from the live A/B of a candidate
 against its parent. Pure: the figures come in as per-user sums (``release.canary_io`` reads them
-from the warehouse's ``rewards`` mart).
+from the warehouse's ``rewards`` mart, and says when a look is due).
 
 A candidate that passed the offline gate serves ``percent`` of users as the arm ``canary`` of the
 experiment ``canary-<id>``; the rest stay on the arm ``parent``. Users, not interactions, are the
-unit of randomisation, so every rate is a ratio of per-user sums with its delta-method variance
-(``warehouse.ab.RatioSums``). The rules, each with its error rate:
+unit: a user's interactions are dependent, and one very active user must not count as many. The
+rules, each with its error rate, hold at every look at once (anytime-valid confidence sequences,
+``stats.sequential``), so a look may be taken whenever new data lands:
 
-* **Sample-ratio mismatch** (Pearson chi-square of users per arm against the configured shares,
-  p < ``srm_alpha``, 0.001 by default as is usual): the split is broken, nothing measured on it
-  can be trusted, so the canary is rolled back.
-* **Live alarms**, tested at every look: a monitored rate that moved in its bad direction
-  (``rewards.monitors.BAD_DIRECTION``), significantly (one-sided z at ``alpha / looks``, so that
-  ``looks`` looks together keep the false-alarm rate at most ``alpha``) and past the monitors'
-  thresholds, rolls back at once.
-* **Reward**, judged once, when the canary arm holds ``min_interactions``: rolled back when its
-  mean reward is significantly below the parent's less ``max_loss`` (one-sided, ``alpha``); rolled
-  out otherwise. The offline gate already asked for evidence of a gain; the canary asks only
-  that live traffic shows no harm, so on data with no signal it rolls back about ``alpha`` of
-  candidates (``tests/release/test_canary.py`` measures it).
+* **Sample-ratio mismatch** (Pearson chi-square of users per arm against the configured share,
+  p < ``srm_alpha``, 0.001 as is usual): the split is broken, nothing measured on it can be
+  trusted, so the canary is rolled back.
+* **Guardrails**, watched at every look: each rate of ``guardrails`` (invalid tool calls,
+  clarifying questions, censored share -- the "make it unscorable" hack -- and the edit rate)
+  whose one-sided lower bound of the move in its bad direction (``rewards.monitors.BAD_DIRECTION``)
+  is above 0, at ``guardrail_alpha`` split evenly over the guardrails, and whose move is past the
+  monitors' thresholds, rolls back at once. On a canary no different from its parent, any
+  guardrail fires at any look with probability at most ``guardrail_alpha``.
+* **Reward, non-inferiority with a margin**: the live reward is each user's mean reward over
+  their scored interactions, averaged over users. No verdict on it, and so no rollout, before
+  each arm has ``min_users`` users with a scored interaction. Rolled out once the lower bound of
+  ``canary - parent`` is above ``-margin``; rolled back once its upper bound is below it (the
+  canary is worse by more than the margin). A canary worse by exactly the margin is rolled out,
+  at any look, with probability at most ``alpha``.
+* **Deadline**: a canary still undecided when its ``deadline_hours`` are up is rolled back,
+  with the reason: too few users with scored interactions, or not shown within the margin.
+  Rollout needs evidence; a thin canary never passes by default.
+
+Where a variance is undefined (one user) or not positive, the comparison is "uninformative"
+(STYLE.md #15): a guardrail that cannot be tested does not alarm, and a reward that cannot be
+tested never counts as no harm.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from checkpoints.canary_names import experiment_of
 from rewards.monitors import BAD_DIRECTION, MonitorThresholds
+from stats.sequential import Difference, anytime_bound
 from warehouse.ab import RatioSums
 
 REWARD = "mean_reward"
+CENSORED = "censored_share"
 Verdict = Literal["wait", "rollout", "rollback"]
+# keys of a canary registered before the rules above; such a canary is judged by them
+_LEGACY_KEYS = ("min_interactions", "looks", "max_loss")
 
 
 class CanaryConfig(BaseModel):
@@ -42,11 +57,35 @@ class CanaryConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     percent: float = Field(10.0, gt=0, lt=100)  # share of users on the candidate
-    min_interactions: int = Field(200, ge=1)  # in the canary arm before the reward verdict
-    alpha: float = Field(0.05, gt=0, lt=0.5)  # one-sided error rate of a rollback on no signal
-    looks: int = Field(5, ge=1)  # most verdicts asked of one canary; the last one decides
+    min_users: int = Field(100, ge=2)  # users with a scored interaction, each arm, before a verdict
+    margin: float = Field(0.1, ge=0)  # a live reward loss up to this is no harm (per-user mean)
+    alpha: float = Field(0.05, gt=0, lt=0.5)  # rollout of a canary worse by the margin, any look
+    guardrail_alpha: float = Field(0.05, gt=0, lt=0.5)  # any guardrail alarm on no change
+    guardrails: tuple[str, ...] = (
+        "censored_share",
+        "clarifying_rate",
+        "edit_rate",
+        "invalid_tool_call_rate",
+    )
+    tuning_users: int = Field(2000, ge=2)  # N*: users where the bounds are tightest
     srm_alpha: float = Field(0.001, gt=0, lt=0.5)
-    max_loss: float = Field(0.0, ge=0)  # a reward loss smaller than this is no harm
+    deadline_hours: float = Field(72.0, gt=0)  # undecided by then: rolled back
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_legacy(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k not in _LEGACY_KEYS}
+        return data
+
+    @field_validator("guardrails")
+    @classmethod
+    def _known(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = sorted(set(value) - set(BAD_DIRECTION))
+        if unknown:
+            raise ValueError(f"guardrails {unknown} have no bad direction; known: "
+                             f"{sorted(BAD_DIRECTION)}")  # fmt: skip
+        return value
 
 
 def canary_stage(candidate: str, config: CanaryConfig) -> dict:
@@ -64,11 +103,18 @@ def canary_stage(candidate: str, config: CanaryConfig) -> dict:
 
 @dataclass(frozen=True)
 class Arm:
-    """One arm's per-user sums: users, interactions, and per metric a ratio of sums."""
+    """One arm's per-user sums: users (all, and those with a scored interaction),
+    interactions (all, and scored), and per metric a ratio of per-user sums."""
 
     users: int
+    scored_users: int
     interactions: int
-    metrics: dict[str, RatioSums]  # REWARD and the monitored rates
+    scored: int
+    metrics: dict[str, RatioSums]  # REWARD (x = 1 per scored user) and the monitored rates
+
+    def seen(self) -> list[int]:
+        """What a look saw of this arm: a new look is due only when this changes."""
+        return [self.users, self.scored_users, self.interactions, self.scored]
 
 
 @dataclass(frozen=True)
@@ -95,28 +141,43 @@ def _ratio(pairs: list[tuple[float, float]]) -> RatioSums:
 
 
 def arm_of(users: list[UserSums]) -> Arm:
-    """An arm's figures from its users' sums: reward over scored interactions, each rate over
-    all interactions (as the monitors count them).
+    """An arm's figures: the reward as the mean over scored users of each one's mean reward
+    (x = 1 per user, so the delta-method variance is that of a mean of independent users);
+    each rate as all its users' flagged interactions over all their interactions, the censored
+    share among them (interactions not scored).
 
-    >>> arm = arm_of([UserSums(2, 2, 1.0, {"edit_rate": 1}), UserSums(1, 1, 0.0, {"edit_rate": 1})])
-    >>> arm.users, arm.interactions, arm.metrics["mean_reward"].estimate()
-    (2, 3, 0.3333333333333333)
+    >>> arm = arm_of([UserSums(2, 2, 1.0, {"edit_rate": 1}), UserSums(2, 1, 0.0, {})])
+    >>> arm.users, arm.scored_users, arm.metrics["mean_reward"].estimate()
+    (2, 2, 0.25)
+    >>> arm.metrics["censored_share"].estimate(), arm.metrics["edit_rate"].estimate()
+    (0.25, 0.25)
     """
-    metrics = {REWARD: _ratio([(u.scored, u.reward) for u in users])}
-    for metric in {m for u in users for m in u.flagged}:
-        metrics[metric] = _ratio([(u.interactions, u.flagged.get(metric, 0)) for u in users])
-    return Arm(len(users), sum(u.interactions for u in users), metrics)
+    metrics = {REWARD: _ratio([(1.0, u.reward / u.scored) for u in users if u.scored > 0])}
+    flags = [{**u.flagged, CENSORED: u.interactions - u.scored} for u in users]
+    for metric in {m for f in flags for m in f}:
+        metrics[metric] = _ratio([(u.interactions, f.get(metric, 0))
+                                  for u, f in zip(users, flags, strict=True)])  # fmt: skip
+    return Arm(len(users), sum(u.scored > 0 for u in users), sum(u.interactions for u in users),
+               sum(u.scored for u in users), metrics)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Comparison:
+    """The canary's figure against the parent's, with anytime-valid bounds of the difference
+    (``canary - parent``; one-sided bounds leave the other side None)."""
+
     metric: str
     parent: float | None
     canary: float | None
-    difference: float | None  # canary - parent
-    ci_low: float | None  # two-sided 1 - 2 alpha interval of the difference
-    ci_high: float | None
-    p_value: float | None  # one-sided, in the metric's bad direction (reward: down)
+    difference: float | None
+    low: float | None
+    high: float | None
+    p_value: float | None  # anytime-valid, of ``null``
+    null: str  # the hypothesis the p-value is of
+    alpha: float
+    users: int  # both arms, those the figure rests on
+    informative: bool
+    why: str | None
     alarm: bool
 
 
@@ -136,13 +197,15 @@ class CanaryVerdict:
     srm: Srm
     comparisons: tuple[Comparison, ...]
     look: int
+    seen: dict[str, list[int]]  # arm -> Arm.seen(): a new look is due when this changes
+    new_data: bool = True  # False: nothing landed since the last look, none was taken
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def _norm_sf(z: float) -> float:
-    return 0.5 * math.erfc(z / math.sqrt(2))
+def seen_of(parent: Arm, canary: Arm) -> dict[str, list[int]]:
+    return {"parent": parent.seen(), "canary": canary.seen()}
 
 
 def sample_ratio(parent_users: int, canary_users: int, percent: float, alpha: float) -> Srm:
@@ -165,48 +228,52 @@ def sample_ratio(parent_users: int, canary_users: int, percent: float, alpha: fl
     return Srm((parent_users, canary_users), share, chi2, p_value, p_value < alpha)
 
 
-def compare_metric(metric: str, parent: RatioSums, canary: RatioSums, alpha: float,
-                   shift: float = 0.0) -> Comparison:  # fmt: skip
-    """The canary's rate against the parent's: difference, interval and the one-sided p-value
-    of a move in the bad direction by more than ``shift``.
-
-    >>> p = RatioSums(n=400, sx=400, sy=40, sxx=400, syy=40, sxy=40)   # 10 %, 1 per user
-    >>> c = RatioSums(n=400, sx=400, sy=80, sxx=400, syy=80, sxy=80)   # 20 %
-    >>> f'{compare_metric("invalid_tool_call_rate", p, c, 0.05).p_value:.1e}'
-    '3.2e-05'
-    """
+def _difference(parent: RatioSums, canary: RatioSums) -> Difference:
     r_p, r_c = parent.estimate(), canary.estimate()
     v_p, v_c = parent.variance(), canary.variance()
     if r_p is None or r_c is None or v_p is None or v_c is None:
-        return Comparison(metric, r_p, r_c, None, None, None, None, False)
-    diff = r_c - r_p
-    se = math.sqrt(v_p + v_c)
-    z_half = _z(1 - alpha)
-    sign = 1.0 if BAD_DIRECTION.get(metric, "down") == "up" else -1.0
-    if se > 0:
-        p_value = _norm_sf((sign * diff - shift) / se)
-    else:
-        p_value = 0.0 if sign * diff > shift else 1.0
-    return Comparison(metric, r_p, r_c, diff, diff - z_half * se, diff + z_half * se, p_value,
-                      False)  # fmt: skip
+        return Difference(None, None, parent.n + canary.n)
+    return Difference(r_c - r_p, v_p + v_c, parent.n + canary.n)
 
 
-def _z(q: float) -> float:
-    """The standard normal quantile (bisection on erfc: exact enough, no scipy)."""
-    lo, hi = -10.0, 10.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if 1 - _norm_sf(mid) < q:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+def guardrail(metric: str, parent: RatioSums, canary: RatioSums, alpha: float,
+              tuning_users: int) -> Comparison:  # fmt: skip
+    """A rate's move in its bad direction, one-sided and anytime-valid: ``alarm`` is left to
+    the caller (it also asks for a material move), ``p_value`` is that of "no worse".
+
+    >>> p = RatioSums(n=400, sx=400, sy=40, sxx=400, syy=40, sxy=40)   # 10 %, 1 per user
+    >>> c = RatioSums(n=400, sx=400, sy=80, sxx=400, syy=80, sxy=80)   # 20 %
+    >>> g = guardrail("invalid_tool_call_rate", p, c, 0.05, 2000)
+    >>> round(g.low, 3), g.high, g.p_value < 0.01
+    (0.029, None, True)
+    """
+    d = _difference(parent, canary)
+    sign = 1.0 if BAD_DIRECTION[metric] == "up" else -1.0
+    bad = Difference(None if d.estimate is None else sign * d.estimate, d.variance, d.units)
+    b = anytime_bound(bad, alpha, tuning_users, "lower", 0.0)
+    low, high = (b.low, None) if sign > 0 else (None, None if b.low is None else -b.low)
+    return Comparison(metric, parent.estimate(), canary.estimate(), d.estimate, low, high,
+                      b.p_value, f"no worse ({BAD_DIRECTION[metric]} is worse)", alpha, d.units,
+                      b.informative, b.why, False)  # fmt: skip
+
+
+def non_inferiority(parent: RatioSums, canary: RatioSums, config: CanaryConfig) -> Comparison:
+    """The live reward: anytime-valid one-sided bounds of ``canary - parent`` at ``alpha``
+    each; ``p_value`` is that of "worse by the margin or more" (small: shown non-inferior)."""
+    d = _difference(parent, canary)
+    lower = anytime_bound(d, config.alpha, config.tuning_users, "lower", -config.margin)
+    upper = anytime_bound(d, config.alpha, config.tuning_users, "upper", -config.margin)
+    return Comparison(REWARD, parent.estimate(), canary.estimate(), d.estimate, lower.low,
+                      upper.high, lower.p_value, f"canary - parent <= -{config.margin:g}",
+                      config.alpha, d.units, lower.informative, lower.why, False)  # fmt: skip
 
 
 def judge(parent: Arm, canary: Arm, config: CanaryConfig, thresholds: MonitorThresholds,
-          look: int) -> CanaryVerdict:  # fmt: skip
-    """The verdict at ``look`` (1-based; at ``config.looks`` a verdict is forced)."""
+          look: int, expired: bool = False) -> CanaryVerdict:  # fmt: skip
+    """The verdict at ``look`` (1-based); ``expired``: the canary's deadline has passed, so an
+    undecided canary is rolled back."""
     srm = sample_ratio(parent.users, canary.users, config.percent, config.srm_alpha)
+    seen = seen_of(parent, canary)
     reasons: list[str] = []
     if srm.mismatch:
         reasons.append(
@@ -214,42 +281,50 @@ def judge(parent: Arm, canary: Arm, config: CanaryConfig, thresholds: MonitorThr
             f"{100 - config.percent:g} / {config.percent:g} split (chi-square {srm.chi2:.1f}, "
             f"p {srm.p_value:.2g}): the split is broken, the A/B cannot be trusted"
         )
-    live_alpha = config.alpha / config.looks
+    watched = [m for m in config.guardrails if m in parent.metrics and m in canary.metrics]
+    guard_alpha = config.guardrail_alpha / max(len(watched), 1)
     comparisons = []
-    for metric in sorted(BAD_DIRECTION):
-        if metric not in parent.metrics or metric not in canary.metrics:
-            continue
-        c = compare_metric(metric, parent.metrics[metric], canary.metrics[metric], live_alpha)
+    for metric in watched:
+        c = guardrail(metric, parent.metrics[metric], canary.metrics[metric], guard_alpha,
+                      config.tuning_users)  # fmt: skip
         limit = getattr(thresholds, metric)
         enough = min(parent.interactions, canary.interactions) >= thresholds.min_samples
-        if enough and c.p_value is not None and c.p_value < live_alpha and c.parent is not None:
+        bound = c.low if c.low is not None else (None if c.high is None else -c.high)
+        if enough and bound is not None and bound > 0 and c.parent is not None:
             moved = abs(c.difference or 0.0)
             relative = math.inf if c.parent == 0 else moved / c.parent
             if moved >= limit.absolute and relative >= limit.relative:
                 c = Comparison(**{**asdict(c), "alarm": True})
                 reasons.append(
-                    f"live alarm: {metric} {c.parent:.3f} -> {c.canary:.3f} (one-sided p "
-                    f"{c.p_value:.2g} < {live_alpha:.3g})"
+                    f"guardrail: {metric} {c.parent:.3f} -> {c.canary:.3f} (anytime-valid "
+                    f"p {c.p_value:.2g} < {guard_alpha:.3g} for 'no worse')"
                 )
         comparisons.append(c)
-    reward = compare_metric(
-        REWARD, parent.metrics[REWARD], canary.metrics[REWARD], config.alpha, config.max_loss
-    )
+    reward = non_inferiority(parent.metrics[REWARD], canary.metrics[REWARD], config)
+    everything = (reward, *comparisons)
     if reasons:
-        return CanaryVerdict("rollback", tuple(reasons), srm, (reward, *comparisons), look)
-    if canary.interactions < config.min_interactions:
-        if look < config.looks:
-            why = f"{canary.interactions} of {config.min_interactions} canary interactions"
-            return CanaryVerdict("wait", (why,), srm, (reward, *comparisons), look)
-        reasons.append(
-            f"the canary served {canary.interactions} interactions in {look} looks, fewer "
-            f"than the {config.min_interactions} needed"
-        )
-    elif reward.p_value is not None and reward.p_value < config.alpha:
+        return CanaryVerdict("rollback", tuple(reasons), srm, everything, look, seen)
+    thin = min(parent.scored_users, canary.scored_users) < config.min_users
+    why = None
+    if thin:
+        why = (f"{parent.scored_users} parent and {canary.scored_users} canary users with a "
+               f"scored interaction; {config.min_users} needed in each arm")  # fmt: skip
+    elif not reward.informative:
+        why = f"the live reward cannot be compared: {reward.why}"
+    elif reward.high is not None and reward.high < -config.margin:
         reward = Comparison(**{**asdict(reward), "alarm": True})
         reasons.append(
             f"live reward worse: {reward.parent:.4f} -> {reward.canary:.4f} (difference "
-            f"{reward.difference:+.4f}, one-sided p {reward.p_value:.2g} < {config.alpha:g})"
+            f"{reward.difference:+.4f}, upper bound {reward.high:+.4f} below the margin "
+            f"-{config.margin:g})"
         )
-    verdict: Verdict = "rollback" if reasons else "rollout"
-    return CanaryVerdict(verdict, tuple(reasons), srm, (reward, *comparisons), look)
+        return CanaryVerdict("rollback", tuple(reasons), srm, (reward, *comparisons), look, seen)
+    elif reward.low is not None and reward.low > -config.margin:
+        return CanaryVerdict("rollout", (), srm, everything, look, seen)
+    else:
+        why = (f"live reward {reward.difference:+.4f} not yet shown within the margin "
+               f"-{config.margin:g} (bounds {reward.low:+.4f}, {reward.high:+.4f})")  # fmt: skip
+    if expired:
+        return CanaryVerdict("rollback", (f"deadline of {config.deadline_hours:g} h passed: "
+                                          f"{why}",), srm, everything, look, seen)  # fmt: skip
+    return CanaryVerdict("wait", (why,), srm, everything, look, seen)

@@ -1,5 +1,10 @@
 """A canary's look at its live A/B: read the arms from the warehouse, judge, record.
 
+A look is taken when new data has landed: the arms' counts of users and of (scored)
+interactions differ from those the last recorded look saw. Polling with nothing new records
+nothing, so ``rtrl canary decide --watch`` can poll often; the one exception is a canary past
+its deadline, which is judged (and so ended) on whatever there is.
+
 The figures come through the warehouse's published interface, its DuckDB catalog: every
 reward record of the experiment ``canary-<id>`` in the ``rewards`` mart (latest revision of each
 interaction), summed per user. Privacy-mode interactions carry no user id; they cannot be put
@@ -18,6 +23,8 @@ followed checkpoint, and rejecting the canary ends its arm on every gateway at o
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -32,6 +39,7 @@ from release.canary import (
     UserSums,
     arm_of,
     judge,
+    seen_of,
 )
 from rewards.monitors import MonitorThresholds
 
@@ -42,7 +50,7 @@ _FLAGS = {
     "invalid_tool_call_rate": "n_invalid_tool_calls >= 1",
     "edit_rate": "n_edits >= 1",
     "clarifying_rate": "n_clarifying >= 1",
-}
+}  # the censored share is the interactions not scored (release.canary.arm_of)
 
 
 def live_arms(catalog: Path, experiment: str) -> dict[str, Arm]:
@@ -69,9 +77,18 @@ def live_canaries(registry: CheckpointRegistry) -> list[CheckpointInfo]:
     return [info for info in registry.list() if info.status == CANARY]
 
 
+def expired(info: CheckpointInfo, config: CanaryConfig, now: datetime) -> bool:
+    """Whether the canary's deadline, counted from its registration, has passed."""
+    started = datetime.fromisoformat(info.created_at.replace("Z", "+00:00"))
+    return now >= started + timedelta(hours=config.deadline_hours)
+
+
 def look(registry: CheckpointRegistry, catalog: Path, candidate: str,
-         thresholds: MonitorThresholds | None = None) -> CanaryVerdict:  # fmt: skip
-    """One look at ``candidate``'s canary: judge it and record the verdict (and the outcome)."""
+         thresholds: MonitorThresholds | None = None,
+         now: datetime | None = None) -> CanaryVerdict:  # fmt: skip
+    """One look at ``candidate``'s canary: judge it and record the verdict (and the outcome).
+    With nothing new since the last recorded look (and the deadline not passed), nothing is
+    recorded: the verdict returned has ``new_data`` False."""
     info = registry.get(candidate)
     if info.status != CANARY:
         raise ValueError(f"{candidate} is {info.status}, not a live canary")
@@ -83,13 +100,16 @@ def look(registry: CheckpointRegistry, catalog: Path, candidate: str,
         log.warning(
             "%s: arms %s are not the canary's and are ignored", stage["experiment"], unknown
         )
-    verdict = judge(
-        arms[PARENT_ARM],
-        arms[CANARY_ARM],
-        config,
-        thresholds or MonitorThresholds(),
-        int(stage["looks"]) + 1,
-    )
+    parent, canary = arms[PARENT_ARM], arms[CANARY_ARM]
+    past = expired(info, config, now or datetime.now(UTC))
+    last = stage["verdicts"][-1] if stage["verdicts"] else None
+    if not past and last is not None and last.get("seen") == seen_of(parent, canary):
+        verdict = judge(parent, canary, config, thresholds or MonitorThresholds(),
+                        int(stage["looks"]), expired=False)  # fmt: skip
+        why = f"no new data since look {stage['looks']}: no look taken"
+        return replace(verdict, reasons=(why, *verdict.reasons), new_data=False)
+    verdict = judge(parent, canary, config, thresholds or MonitorThresholds(),
+                    int(stage["looks"]) + 1, expired=past)  # fmt: skip
     stage["looks"] = verdict.look
     stage["verdicts"] = [*stage["verdicts"], verdict.to_json()]
     if verdict.verdict == "wait":

@@ -17,12 +17,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "canary",
         help="judge live canaries on their A/B: roll out, roll back, or wait",
         description="A candidate that passed the gate with `rtrl train --canary PERCENT` "
-        "serves that share of users as experiment canary-ID (arms parent and canary). Each "
-        "look reads the experiment's reward records from the warehouse catalog: a sample "
-        "ratio mismatch or a monitored rate significantly worse (one-sided, alpha over the "
-        "looks) rolls it back at once; once the canary arm has enough interactions, a "
-        "live reward significantly below the parent's rolls it back, anything else rolls it "
-        "out. Every look is recorded on the checkpoint.",
+        "serves that share of users as experiment canary-ID (arms parent and canary). A look "
+        "reads the experiment's reward records from the warehouse catalog, and is taken only "
+        "when new data has landed since the last one. Every bound is anytime-valid (a "
+        "confidence sequence over users), so looking often keeps the error rates: a sample "
+        "ratio mismatch (p < 0.001) or a guardrail significantly worse (invalid tool calls, "
+        "clarifying questions, censored share, edit rate) rolls it back at once; once each arm "
+        "has enough users with scored interactions, it is rolled out when its live reward is "
+        "shown no worse than the parent's by more than the margin, and rolled back when shown "
+        "worse by more than it. Undecided at its deadline, it is rolled back. Every look is "
+        "recorded on the checkpoint.",
     )
     csub = c.add_subparsers(dest="canary_command", metavar="ACTION", required=True)
     d = csub.add_parser("decide", help="one look at every live canary (or --candidate)")
@@ -45,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_bootstrap_arg(d)
     add_topic_prefix_arg(d)
-    add_watch_args(d, "look at every live canary", 30.0)
+    add_watch_args(d, "poll every live canary (a look is taken only when new data landed)", 30.0)
     d.set_defaults(func=_decide)
 
 
@@ -60,7 +64,7 @@ def _decide(args: argparse.Namespace) -> int:
 
         def step() -> bool:
             _look_all(args)
-            return False  # a look spends one of the canary's looks: never again at once
+            return False  # polled again after the interval; no new data, no look
 
         stop = threading.Event()
         with stop_signals_call(lambda _signum, _frame: stop.set()):
@@ -90,7 +94,7 @@ def _look_all(args: argparse.Namespace) -> int:
             log.error("%s", exc.args[0] if exc.args else exc)
             return -1
         verdicts.append({"checkpoint_id": name, **verdict.to_json()})
-        if not args.json:
+        if not args.json and (verdict.new_data or not args.watch):
             print(_render(name, verdict), end="")
     if args.json:
         print(orjson.dumps(verdicts, option=orjson.OPT_INDENT_2).decode())
@@ -106,20 +110,31 @@ def _look_all(args: argparse.Namespace) -> int:
 
 def _render(name: str, verdict) -> str:  # noqa: ANN001  (a CanaryVerdict)
     srm = verdict.srm
+    head = verdict.verdict.upper() if verdict.new_data else "NO NEW DATA"
     lines = [
-        f"{name}: {verdict.verdict.upper()} at look {verdict.look}; users parent/canary "
+        f"{name}: {head} at look {verdict.look}; users parent/canary "
         f"{srm.observed[0]}/{srm.observed[1]} (SRM chi-square {srm.chi2:.2f}, p {srm.p_value:.3g})",
-        f"  {'metric':<24} {'parent':>9} {'canary':>9} {'diff':>9}  {'interval':<22} "
-        f"{'p (bad way)':>11}",
+        f"  {'metric':<24} {'parent':>9} {'canary':>9} {'diff':>9}  {'anytime bounds':<22} "
+        f"{'p':>9}  null",
     ]
     for c in verdict.comparisons:
-        if c.difference is None:
-            lines.append(f"  {c.metric:<24} {'-':>9} {'-':>9} {'-':>9}")
+        if not c.informative or c.difference is None:
+            lines.append(f"  {c.metric:<24} {_num(c.parent):>9} {_num(c.canary):>9} "
+                         f"{'-':>9}  uninformative: {c.why}")  # fmt: skip
             continue
+        bounds = f"[{_signed(c.low)}, {_signed(c.high)}]"
         lines.append(
             f"  {c.metric:<24} {c.parent:>9.4f} {c.canary:>9.4f} {c.difference:>+9.4f}  "
-            f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]{'':<3} {c.p_value:>11.3g}"
+            f"{bounds:<22} {c.p_value:>9.3g}  {c.null} (alpha {c.alpha:.3g})"
             f"{'  ALARM' if c.alarm else ''}"
         )
     lines += [f"  {reason}" for reason in verdict.reasons]
     return "\n".join(lines) + "\n"
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def _signed(v: float | None) -> str:
+    return "open" if v is None else f"{v:+.4f}"

@@ -146,6 +146,7 @@ FLOORS = {
     "release": 4,
     "trainer": 5,
     "rtrl": 6,
+    "stats": 1,
 }
 SIDEWAYS = {
     ("serving", "ingest"): "the gateway takes the collector's API keys and key store settings",

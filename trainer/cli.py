@@ -144,10 +144,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "back (default: promote at once)",
     )
     t.add_argument(
-        "--canary-interactions",
+        "--canary-users",
         type=positive_int,
-        default=200,
-        help="canary interactions before its live reward is judged (default 200)",
+        default=100,
+        help="users with a scored interaction, in each arm, before the canary's live reward "
+        "is judged (default 100; at least 2)",
+    )
+    t.add_argument(
+        "--canary-margin",
+        type=float,
+        default=0.1,
+        help="the canary is rolled out when its live reward (per-user mean) is shown no more "
+        "than this below the parent's (default 0.1)",
     )
     add_watch_args(t, "train whenever the served checkpoint has a new batch", 30.0)
     add_publish(t)  # the batches are read from the batches topic of the same cluster
@@ -200,7 +208,9 @@ def _train(args: argparse.Namespace) -> int:
             thresholds=args.thresholds,
             canary=None
             if args.canary is None
-            else CanaryConfig(percent=args.canary, min_interactions=args.canary_interactions),
+            else CanaryConfig(
+                percent=args.canary, min_users=args.canary_users, margin=args.canary_margin
+            ),
             publish=args.publish,
         )
     except ValueError as exc:  # an option out of range (pydantic's errors are ValueErrors)

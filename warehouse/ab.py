@@ -22,6 +22,14 @@ Each change also has a two-sided p-value for "no change", from the same normal a
 ``p = 2 (1 - Phi(|D| / se))`` with ``se`` the interval's half-width over z, so ``p < 0.05``
 exactly when the 95 % interval excludes 0.
 
+Read once, that p-value and interval are right; a mart refreshed and read repeatedly is not read
+once. For that reader each change also has an anytime-valid 95 % interval and p-value
+(``sequential_change``: the normal-mixture confidence sequence of :mod:`stats.sequential` over
+the users of both arms, tightest at ``SEQUENTIAL_TUNING_USERS``), which keep their 5 % however
+often the report is refreshed and looked at. Across the metrics and arms of one report the
+p-values are adjusted by Holm (:mod:`stats.multiple`), so that the chance of any false alarm
+among them, not of each, is 5 %.
+
 The sample-ratio-mismatch (SRM) check asks whether the users split between the arms as the
 experiment was configured to split them: Pearson's chi-square of the observed users per arm
 against the expected shares, with ``arms - 1`` degrees of freedom. A mismatch means the
@@ -41,9 +49,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from stats.sequential import Difference, anytime_bound
+
 Z95 = 1.959963984540054
 SRM_ALPHA = 0.001  # the usual threshold of the sample-ratio-mismatch check
 _ROUNDING = 1e-12  # differences this small are floating-point rounding, not data
+SEQUENTIAL_ALPHA = 0.05
+SEQUENTIAL_TUNING_USERS = 5_000  # N*: the users (both arms) where the sequence is tightest
 
 
 @dataclass(frozen=True)
@@ -116,13 +128,40 @@ def relative_change(t: float | None, var_t: float | None, c: float | None,
     if t is None or c is None or c == 0:
         return Change(c, t, None, None, None)
     rel = (t - c) / abs(c)
-    if var_t is None or var_c is None:
+    se = _relative_se(t, var_t, c, var_c)
+    if se is None:
         return Change(c, t, rel, None, None)
-    se = math.sqrt(var_t / c**2 + t * t * var_c / c**4)
     if se <= _ROUNDING * max(1.0, abs(rel)):  # no spread beyond rounding: nothing varies
         no_change = abs(rel) <= _ROUNDING
         return Change(c, t, rel, rel, rel, 1.0 if no_change else 0.0)
     return Change(c, t, rel, rel - z * se, rel + z * se, normal_two_sided_p(rel / se))
+
+
+def _relative_se(t: float, var_t: float | None, c: float, var_c: float | None) -> float | None:
+    if var_t is None or var_c is None:
+        return None
+    return math.sqrt(var_t / c**2 + t * t * var_c / c**4)
+
+
+def sequential_change(t: float | None, var_t: float | None, c: float | None,
+                      var_c: float | None, users: int, alpha: float = SEQUENTIAL_ALPHA,
+                      tuning_users: int = SEQUENTIAL_TUNING_USERS) -> Change:  # fmt: skip
+    """The relative change with an anytime-valid interval and p-value over ``users`` (both
+    arms): valid at every refresh of the mart at once. Undefined (None) where the fixed-sample
+    one is, and where the spread is rounding.
+
+    >>> ch = sequential_change(0.55, 0.0001, 0.5, 0.0001, 5000)
+    >>> round(ch.ci_low, 4), round(ch.ci_high, 4), ch.p_value < 0.05
+    (0.0098, 0.1902, True)
+    """
+    if t is None or c is None or c == 0:
+        return Change(c, t, None, None, None)
+    rel = (t - c) / abs(c)
+    se = _relative_se(t, var_t, c, var_c)
+    if se is None or se <= _ROUNDING * max(1.0, abs(rel)):
+        return Change(c, t, rel, None, None)
+    b = anytime_bound(Difference(rel, se * se, users), alpha, tuning_users, "two")
+    return Change(c, t, rel, b.low, b.high, b.p_value)
 
 
 def median_with_variance(values: Sequence[float], counts: Sequence[int],

@@ -7,7 +7,8 @@ dashboard reading the marts and ``rtrl report ab`` reading them show the very sa
 
 ``ab_report`` compares every arm of an experiment with every other arm taken as the control
 (a report names its control; the mart cannot know which one a reader means, and an experiment
-has few arms). ``ab_srm`` checks each experiment's split against its configured shares where
+has few arms). The family a Holm adjustment runs over is one report's: every arm and metric
+against one control. ``ab_srm`` checks each experiment's split against its configured shares where
 the data records them: a canary's experiment is named, with its share, by the checkpoint
 announcement of its candidate (the ``checkpoints`` mart), so its arms ``canary`` and
 ``parent`` are tested against that share. Events and rollouts carry an experiment's name and
@@ -24,7 +25,14 @@ from collections.abc import Callable
 
 import duckdb
 
-from warehouse.ab import Change, RatioSums, median_with_variance, relative_change
+from stats.multiple import holm
+from warehouse.ab import (
+    Change,
+    RatioSums,
+    median_with_variance,
+    relative_change,
+    sequential_change,
+)
 from warehouse.ab import sample_ratio_mismatch as srm_check
 
 # the arms of a canary's experiment, as the gateway names them (release/canary.py)
@@ -49,13 +57,22 @@ def fill_ab_report(con: duckdb.DuckDBPyConnection) -> None:
         medians = {arm: median_with_variance(*h) if (h := _histogram(con, experiment, arm))
                    else (None, None) for arm in arms}  # fmt: skip
         for control in sorted(arms):
+            family: list[tuple[tuple, Change, Change]] = []  # (keys and counts, fixed, seq)
             for arm in sorted(a for a in arms if a != control):
                 t, c = arms[arm], arms[control]
+                users = int(t["n_users"]) + int(c["n_users"])
                 for order, metric in enumerate(METRICS):
-                    ch = _compare(metric, t, c, medians[arm], medians[control])
-                    rows.append((experiment, arm, control, metric, order, int(t["n_users"]),
-                                 int(t["n_interactions"]), ch.control, ch.treatment,
-                                 ch.relative, ch.ci_low, ch.ci_high, ch.p_value))  # fmt: skip
+                    ch, seq = _compare(metric, t, c, medians[arm], medians[control], users)
+                    keys = (experiment, arm, control, metric, order, int(t["n_users"]),
+                            int(t["n_interactions"]))  # fmt: skip
+                    family.append((keys, ch, seq))
+            p_holm = holm([ch.p_value for _, ch, _ in family])
+            seq_holm = holm([seq.p_value for _, _, seq in family])
+            for (keys, ch, seq), adjusted, seq_adjusted in zip(family, p_holm, seq_holm,
+                                                               strict=True):  # fmt: skip
+                rows.append((*keys, ch.control, ch.treatment, ch.relative, ch.ci_low,
+                             ch.ci_high, ch.p_value, adjusted, seq.ci_low, seq.ci_high,
+                             seq.p_value, seq_adjusted))  # fmt: skip
     if rows:
         con.executemany(f"INSERT INTO ab_report VALUES ({', '.join('?' * len(rows[0]))})", rows)
 
@@ -118,9 +135,13 @@ def _sums(arm: dict, prefix: str) -> RatioSums:
 
 def _compare(metric: str, treatment: dict, control: dict,
              median_t: tuple[float | None, float | None],
-             median_c: tuple[float | None, float | None]) -> Change:  # fmt: skip
+             median_c: tuple[float | None, float | None],
+             users: int) -> tuple[Change, Change]:  # fmt: skip
+    """The fixed-sample change and the anytime-valid one, over ``users`` of both arms."""
     prefix = METRICS[metric][1]
     if prefix is None:
-        return relative_change(*median_t, *median_c)
-    st, sc = _sums(treatment, prefix), _sums(control, prefix)
-    return relative_change(st.estimate(), st.variance(), sc.estimate(), sc.variance())
+        args = (*median_t, *median_c)
+    else:
+        st, sc = _sums(treatment, prefix), _sums(control, prefix)
+        args = (st.estimate(), st.variance(), sc.estimate(), sc.variance())
+    return relative_change(*args), sequential_change(*args, users)

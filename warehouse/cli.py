@@ -126,9 +126,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ab",
         help="A/B experiment: per-arm metrics, relative change, 95% CI, p-value, SRM check",
         description="Kept edits, dissatisfied follow-ups, latency (mean, p50) "
-        "and mean reward per arm; each treatment against the control arm, with its 95% CI and "
-        "two-sided p-value; and the sample-ratio-mismatch check of the users per arm (chi-square, "
-        "alarm at p < 0.001). The numbers are those of the ab_report and ab_srm marts.",
+        "and mean reward per arm; each treatment against the control arm, with its 95% CI, "
+        "two-sided p-value and that p-value adjusted by Holm across every arm and metric of the "
+        "report (compare it with 0.05 for a 5 % chance of any false alarm); and the "
+        "sample-ratio-mismatch check of the users per arm (chi-square, alarm at p < 0.001). "
+        "With --sequential, anytime-valid intervals and p-values instead, for a mart refreshed "
+        "and read repeatedly. The numbers are those of the ab_report and ab_srm marts.",
     )
     _add_root(ab)
     ab.add_argument("--experiment", required=True, help="experiment name")
@@ -138,6 +141,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="the configured split, e.g. parent=90,canary=10, for the SRM check (default: equal "
         "shares, as the ab_srm mart assumes: the data records no weights)",
+    )
+    ab.add_argument(
+        "--sequential",
+        action="store_true",
+        help="show the anytime-valid 95%% intervals and p-values (a confidence sequence over "
+        "users, N* 5,000): they hold however often the report is refreshed and read",
     )
     ab.add_argument(
         "--format",
@@ -337,7 +346,7 @@ def _report_ab(args: argparse.Namespace) -> int:
     except (LookupError, ValueError) as exc:
         print(f"rtrl report ab: {exc}", file=sys.stderr)
         return 1
-    print(render(report, args.format, srm), end="")
+    print(render(report, args.format, srm, sequential=args.sequential), end="")
     if args.plot is not None and report:
         from warehouse.report_plot import plot_ab
 

@@ -8,6 +8,11 @@ Metrics (definitions in ``sql/11_interaction_outcomes.sql`` and ``sql/31_ab_arms
 * latency_mean_ms and latency_p50_ms: the last in-window ``interaction.completed`` latency;
 * mean_reward: mean reward of scored interactions.
 
+Each p-value is shown beside its Holm adjustment across every arm and metric of the report
+(the family whose any-false-alarm rate is kept at the level). ``sequential`` shows the
+anytime-valid intervals and p-values instead of the fixed-sample ones: a mart refreshed and
+read repeatedly is looked at many times, and a fixed-sample 95 % interval is right only once.
+
 The report reads the ``ab_report`` and ``ab_srm`` marts (computed at catalog build by
 :mod:`warehouse.ab_mart`, statistics in :mod:`warehouse.ab`), so it prints what dashboards show.
 Only the SRM check against configured ``weights`` is computed here, from the mart's counts: the
@@ -46,6 +51,11 @@ class ReportRow:
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
+    p_holm: float | None  # p_value adjusted by Holm across the report's arms and metrics
+    seq_ci_low: float | None  # anytime-valid 95 % interval (stats.sequential)
+    seq_ci_high: float | None
+    seq_p_value: float | None
+    seq_p_holm: float | None
 
 
 _COLUMNS = ", ".join(ReportRow.__dataclass_fields__)
@@ -119,9 +129,11 @@ def parse_weights(text: str) -> dict[str, float]:
     return out
 
 
-def render(rows: list[ReportRow], fmt: str, srm: SampleRatio | None = None) -> str:
-    """The report as ``table`` (SRM check first), ``json`` (``{"rows": [...], "srm": ...}``) or
-    ``csv`` (the rows only: the SRM check is not a row of them)."""
+def render(rows: list[ReportRow], fmt: str, srm: SampleRatio | None = None,
+           sequential: bool = False) -> str:  # fmt: skip
+    """The report as ``table`` (SRM check first; ``sequential``: the anytime-valid figures),
+    ``json`` (``{"rows": [...], "srm": ...}``) or ``csv`` (the rows only: the SRM check is not
+    a row of them); json and csv carry both kinds of figures."""
     if fmt == "json":
         body = {"rows": [asdict(r) for r in rows], "srm": None if srm is None else asdict(srm)}
         return json.dumps(body, indent=2) + "\n"
@@ -132,7 +144,7 @@ def render(rows: list[ReportRow], fmt: str, srm: SampleRatio | None = None) -> s
         writer.writerows(asdict(r) for r in rows)
         return out.getvalue()
     if fmt == "table":
-        return _srm_lines(srm) + _table(rows)
+        return _srm_lines(srm) + _table(rows, sequential)
     raise ValueError(f"unknown format {fmt!r}")
 
 
@@ -161,10 +173,17 @@ def _srm_lines(srm: SampleRatio | None) -> str:
             f"p {_p(srm.p_value)} (alarm below {srm.alpha:g}): {verdict}\n\n")  # fmt: skip
 
 
-def _table(rows: list[ReportRow]) -> str:
+def _table(rows: list[ReportRow], sequential: bool = False) -> str:
     if not rows:
         return "no treatment arm to compare\n"
-    lines = []
+    kind = "anytime 95 % CS" if sequential else "95 % CI"
+    lines = [
+        f"p (Holm): adjusted across the {len(rows)} comparisons below (arms x metrics); "
+        "compare with 0.05 for a 5 % chance of any false alarm"
+        + ("; anytime-valid: they hold at every refresh (N* 5,000 users)" if sequential
+           else "; fixed-sample: right for one look, use --sequential for repeated looks"),
+        "",
+    ]  # fmt: skip
     for arm in dict.fromkeys(r.arm for r in rows):
         first = next(r for r in rows if r.arm == arm)
         lines.append(
@@ -172,13 +191,18 @@ def _table(rows: list[ReportRow]) -> str:
             f"({first.n_users} users, {first.n_interactions} interactions in {arm})"
         )
         header = (f"{'metric':38} {first.control_arm:>12} {arm:>12} {'change':>10}  "
-                  f"{'95 % CI':32} {'p':>7}")  # fmt: skip
+                  f"{kind:32} {'p':>7} {'p (Holm)':>8}")  # fmt: skip
         lines += [header, "-" * len(header)]
         for r in (r for r in rows if r.arm == arm):
-            ci = "-" if r.ci_low is None else f"[{_pct(r.ci_low)}, {_pct(r.ci_high)}]"
+            low, high, p, adjusted = (
+                (r.seq_ci_low, r.seq_ci_high, r.seq_p_value, r.seq_p_holm)
+                if sequential
+                else (r.ci_low, r.ci_high, r.p_value, r.p_holm)
+            )
+            ci = "-" if low is None else f"[{_pct(low)}, {_pct(high)}]"
             lines.append(
                 f"{METRICS[r.metric][0]:38} {_num(r.control):>12} {_num(r.value):>12} "
-                f"{_pct(r.relative_change):>10}  {ci:32} {_p(r.p_value):>7}"
+                f"{_pct(r.relative_change):>10}  {ci:32} {_p(p):>7} {_p(adjusted):>8}"
             )
         lines.append("")
     return "\n".join(lines)

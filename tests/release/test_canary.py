@@ -1,12 +1,10 @@
 """The canary's verdict on simulated live A/B data: a worse candidate is rolled back, one that
-is not worse is rolled out, a skewed split and a live alarm roll back, and on data with no
-signal the rollbacks happen at the stated error rate."""
+is not worse is rolled out, a skewed split and a guardrail roll back, a thin canary waits and
+is rolled back at its deadline. Error rates over many looks: tests/release/."""
 
 from __future__ import annotations
 
 import random
-
-import pytest
 
 from release.canary import CanaryConfig, UserSums, arm_of, judge, sample_ratio
 from rewards.monitors import MonitorThresholds
@@ -39,7 +37,7 @@ def verdict(rng: random.Random, config: CanaryConfig, total: int, canary_accept:
     return judge(parent, canary, config, THRESHOLDS, look)
 
 
-CONFIG = CanaryConfig(percent=20, min_interactions=500)
+CONFIG = CanaryConfig(percent=20, min_users=100, margin=0.1)
 
 
 def test_a_worse_canary_is_rolled_back():
@@ -47,7 +45,7 @@ def test_a_worse_canary_is_rolled_back():
     assert result.verdict == "rollback"
     assert any(r.startswith("live reward worse") for r in result.reasons)
     reward = result.comparisons[0]
-    assert reward.alarm and reward.ci_high < 0 < reward.parent - reward.canary
+    assert reward.alarm and reward.high < -CONFIG.margin < 0 < reward.parent - reward.canary
 
 
 def test_a_canary_that_is_not_worse_is_rolled_out():
@@ -56,18 +54,35 @@ def test_a_canary_that_is_not_worse_is_rolled_out():
         assert (result.verdict, result.reasons) == ("rollout", ())
 
 
-def test_too_few_interactions_waits_then_the_last_look_decides():
-    small = CanaryConfig(percent=20, min_interactions=5000, looks=3)
+def test_too_few_users_waits_then_the_deadline_rolls_back():
+    small = CanaryConfig(percent=20, min_users=500)
     assert verdict(random.Random(4), small, 1000, 0.5, look=1).verdict == "wait"
-    last = verdict(random.Random(4), small, 1000, 0.5, look=3)
-    assert last.verdict == "rollback" and "fewer than the 5000 needed" in last.reasons[0]
+    last = judge_expired(random.Random(4), small, 1000, 0.5)
+    assert last.verdict == "rollback" and last.reasons[0].startswith("deadline of 72 h passed")
+    assert "500 needed in each arm" in last.reasons[0]
 
 
-def test_a_live_alarm_rolls_back_at_once_even_before_enough_interactions():
-    config = CanaryConfig(percent=20, min_interactions=100_000)
+def judge_expired(rng: random.Random, config: CanaryConfig, total: int, accept: float):  # noqa: ANN201
+    n_parent, n_canary = split_users(rng, total, config.percent)
+    parent, canary = (
+        arm_of(users(rng, n_parent, 0.5, 0.1)),
+        arm_of(users(rng, n_canary, accept, 0.1)),
+    )
+    return judge(parent, canary, config, THRESHOLDS, 9, expired=True)
+
+
+def test_legacy_config_of_a_live_canary_is_judged_by_the_current_rules():
+    old = {"percent": 30.0, "min_interactions": 30, "alpha": 0.05, "looks": 5,
+           "srm_alpha": 0.001, "max_loss": 0.0}  # fmt: skip
+    config = CanaryConfig.model_validate(old)
+    assert (config.percent, config.min_users, config.margin) == (30.0, 100, 0.1)
+
+
+def test_a_guardrail_rolls_back_at_once_even_before_enough_users():
+    config = CanaryConfig(percent=20, min_users=100_000)
     result = verdict(random.Random(5), config, 4000, canary_accept=0.6, canary_invalid=0.25)
     assert result.verdict == "rollback"
-    assert [r.split(":")[0] for r in result.reasons] == ["live alarm"]
+    assert [r.split(":")[0] for r in result.reasons] == ["guardrail"]
     # fewer broken tool calls is good news, never an alarm
     better = verdict(random.Random(5), config, 4000, canary_accept=0.5, canary_invalid=0.03)
     assert better.verdict == "wait"
@@ -91,15 +106,3 @@ def test_srm_false_alarm_rate_on_fair_splits():
         sample_ratio(*split_users(rng, 2000, 20), 20, 0.001).mismatch for _ in range(trials)
     )
     assert alarms / trials <= 0.004  # nominal 0.001
-
-
-@pytest.mark.parametrize("alpha", [0.05, 0.1])
-def test_rollbacks_on_no_signal_happen_at_the_stated_rate(alpha):
-    """Canary and parent serve the same users' taste: every rollback is a false one."""
-    rng = random.Random(8)
-    config = CanaryConfig(percent=30, min_interactions=300, alpha=alpha)
-    trials = 400
-    rolled_back = sum(verdict(rng, config, 800, 0.5).verdict == "rollback" for _ in range(trials))
-    rate = rolled_back / trials
-    # binomial sd at 400 trials is about 0.011 (alpha 0.05) and 0.015 (0.1): 3 sd either side
-    assert alpha - 0.045 <= rate <= alpha + 0.045, rate

@@ -31,6 +31,7 @@ from warehouse.store import Store
 REPO = Path(__file__).resolve().parents[2]
 ASK: list = [{"role": "user", "content": "Write `slugify(s)` in Python."}]
 PERCENT = 30
+PER_USER = 10  # interactions of each served user
 
 
 def events_of(interaction: str, user: str, checkpoint: str, experiment: str | None,
@@ -105,8 +106,10 @@ def decide(registry, catalog: str, bootstrap: str, prefix: str) -> list[dict]:  
 
 def run_canary(tmp: Path, registry, client, bootstrap: str, prefix: str, candidate: str,  # noqa: ANN001
                canary_accept: float, seed: int) -> list[dict]:  # fmt: skip
-    """Announce ``candidate`` as a canary, serve 160 users, land their rewards, decide."""
-    config = CanaryConfig(percent=PERCENT, min_interactions=30)
+    """Announce ``candidate`` as a canary, serve 160 users, land the rewards of their
+    ``PER_USER`` interactions each (the first served through the gateway, which says the
+    user's arm; users, not interactions, are the canary's unit), decide."""
+    config = CanaryConfig(percent=PERCENT, min_users=20, margin=0.3, tuning_users=160)
     info = register_variant(registry, candidate, "t-0000", seed=seed, status=CANARY,
                             evals={"canary": canary_stage(candidate, config)})  # fmt: skip
     publish_checkpoint(bootstrap, TopicNames(prefix).checkpoints, info)
@@ -123,8 +126,10 @@ def run_canary(tmp: Path, registry, client, bootstrap: str, prefix: str, candida
     records = []
     for n, (interaction, user, checkpoint, exp) in enumerate(served):
         accept = canary_accept if user in canary_users else 0.6
-        events = events_of(interaction, user, checkpoint, exp, rng.random() < accept, n)
-        records.append(compute_record(events, RewardConfig()).to_json_dict())
+        for k in range(PER_USER):
+            events = events_of(f"{interaction}-{k}", user, checkpoint, exp,
+                               rng.random() < accept, n * PER_USER + k)  # fmt: skip
+            records.append(compute_record(events, RewardConfig()).to_json_dict())
     store = Store(str(tmp / f"warehouse-{candidate}"))
     land(store, "rewards", records)
     return decide(registry, build_catalog(store), bootstrap, prefix)

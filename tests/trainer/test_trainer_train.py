@@ -120,11 +120,11 @@ def test_a_passing_candidate_with_canary_serves_first_and_lists_its_decision(
     )
     # a margin of -10 passes any finite bound: the canary is what is tested here
     code = _train(tmp_path, kafka_bootstrap, topic_names.prefix, "--canary", "20",
-                  "--min-gain", "-10", "--canary-interactions", "50")  # fmt: skip
+                  "--min-gain", "-10", "--canary-users", "50")  # fmt: skip
     candidate = registry.get("t-0001")
     assert (code, candidate.status, registry.current().checkpoint_id) == (0, "canary", "t-0000")
     assert candidate.evals["canary"]["experiment"] == "canary-t-0001"
-    assert candidate.evals["canary"]["config"]["min_interactions"] == 50
+    assert candidate.evals["canary"]["config"]["min_users"] == 50
     assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints)["t-0001"] == candidate
     # while the canary is live nothing else trains: its verdict says which checkpoint is next
     _offer_batch(

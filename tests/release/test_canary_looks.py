@@ -13,14 +13,11 @@ from release.canary import CanaryConfig, canary_stage
 from release.canary_io import look
 from rewards.config import RewardConfig
 from rewards.function import compute_record
-from tests import trainer_fixtures
-from tests.test_canary_lifecycle import events_of
-from tests.trainer_fixtures import register_variant
-from tests.warehouse_fixtures import land
+from tests.support.checkpoints import register_variant
+from tests.support.events import events_of
+from tests.support.warehouse import land
 from warehouse.catalog import build_catalog
 from warehouse.store import Store
-
-tiny_model, registry = trainer_fixtures.tiny_model, trainer_fixtures.registry  # the fixtures
 
 
 def _land(store: Store, users: range, tag: str, seed: int) -> str:

@@ -93,8 +93,8 @@ def test_holm_and_anytime_p_values_together_keep_the_family_across_refreshes():
 def test_the_mart_and_the_report_state_the_correction_and_the_sequence(tmp_path, capsys):
     """The ``ab_report`` mart holds Holm's adjustment of its report's p-values, and the
     anytime-valid interval around the fixed-sample one; the table says which it shows."""
-    from tests.test_warehouse_ab import fixture_events, fixture_records
-    from tests.warehouse_fixtures import land
+    from tests.support.warehouse import land
+    from tests.warehouse.support import fixture_events, fixture_records
     from warehouse.__main__ import main
     from warehouse.catalog import build_catalog
     from warehouse.report import ab_report

@@ -179,7 +179,7 @@ def test_privacy_mode_is_served_not_recorded_and_keys_are_checked(served, kafka_
 
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"{serve.url}/v1", api_key="rtrl_wrong", max_retries=0).models.list()
-    assert [m.id for m in client.models.list()] == ["t-0000"]
+    assert [m.id for m in client.models.list()] == ["t-0000", "default"]
     with pytest.raises(openai.BadRequestError, match="temperature"):
         client.chat.completions.create(model="default", messages=ASK, temperature=0)
 

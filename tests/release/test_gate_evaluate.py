@@ -143,10 +143,13 @@ def test_a_rounds_decision_is_reproduced_from_its_evidence(registry, tmp_path, c
     users = [f"u{k % 15}" for k in range(frame.height)]
     frame.with_columns(pl.Series("user_id", users)).write_parquet(batch)
     learner = LearnerConfig(lr=5e-3, epochs=1, minibatch=32, micro_batch=32)
-    options = dict(learner=learner, gate=GateConfig(min_gain=-100, max_kl=100, min_users=2,
-                                                    eval_prompts=0), alarms=[])  # fmt: skip
-    first = train_round(registry, "t-0000", [("b", [batch])], "t-0001", **options)
-    second = train_round(registry, "t-0000", [("b", [batch])], "t-0002", **options)
+    gate = GateConfig(min_gain=-100, max_kl=100, min_users=2, eval_prompts=0)
+    first, second = (
+        train_round(
+            registry, "t-0000", [("b", [batch])], candidate, learner=learner, gate=gate, alarms=[]
+        )  # fmt: skip
+        for candidate in ("t-0001", "t-0002")
+    )
     assert first is not None and second is not None
     for result, attempt in ((first, 1), (second, 2)):
         info = result.candidate

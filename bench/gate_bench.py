@@ -2,8 +2,9 @@
 """What the gate costs, measured in the same run beside its cheapest peer:
 
 * the decision on a round of ``--interactions`` held-out interactions (default 10k, 48 tokens
-  each): the bootstrap lower bound (``release.offpolicy.snis_with_bound``, 2,000 resamples)
-  against the point estimate alone (no resampling), which is what the gate used before;
+  each, from 1,000 users): the user-level bootstrap lower bound
+  (``release.offpolicy_bound.estimate_gain``, 2,000 resamples) against the point estimate alone
+  (no resampling);
 * the canary's verdict (``release.canary.judge``: SRM, a one-sided test per monitored rate and
   of the reward, from per-user sums) on ``--interactions`` users against the difference of the
   two arms' means alone;
@@ -39,20 +40,21 @@ from models.catalog import fetch, models_dir  # noqa: E402
 from models.sampling import SamplingParams  # noqa: E402
 from release.canary import CanaryConfig, UserSums, arm_of, judge  # noqa: E402
 from release.candidate_evals import compare_behaviour, eval_prompts  # noqa: E402
-from release.offpolicy import snis_with_bound  # noqa: E402
+from release.offpolicy_bound import estimate_gain  # noqa: E402
 from rewards.monitors import MonitorThresholds  # noqa: E402
 from rtrl.token_reader import SimulatedBehaviour  # noqa: E402
 
 
 def bench_decision(n: int, tokens: int) -> list:
     rng = np.random.default_rng(0)
-    ratios = list(rng.normal(0, 0.1, size=(n, tokens)))
-    rewards = list(rng.binomial(1, 0.4, size=n).astype(float))
+    log_w = rng.normal(0, 0.1, size=(n, tokens)).sum(1)
+    rewards = rng.binomial(1, 0.4, size=n).astype(float)
+    users = rng.integers(0, 1000, size=n)
     started = time.perf_counter()
-    snis_with_bound(ratios, rewards, resamples=2000)
+    estimate_gain(users, rewards, log_w, resamples=2000)
     bound = time.perf_counter() - started
     started = time.perf_counter()
-    snis_with_bound(ratios, rewards, resamples=0)
+    estimate_gain(users, rewards, log_w, resamples=0)
     point = time.perf_counter() - started
     return [
         "decision",

@@ -244,6 +244,8 @@ class CheckpointInfo:
             "ess": gate.get("ess"),
             "kl": gate.get("kl"),
             "n": gate.get("n"),
+            "users": gate.get("users"),
+            "attempt": gate.get("attempt"),
             "method": gate.get("method"),
             "monitor_alarms": list(self.evals.get("alarms", [])),
             "candidate_eval_alarms": evals_alarms,

@@ -3,7 +3,9 @@
 A batch (``warehouse.batches``) is one Parquet file of scored reward records of one checkpoint,
 each row with the rollout the serving side published for its interaction (``rollout_json``, null
 when none was sunk). An example needs both: rows without a rollout, or whose rollout came from
-another checkpoint than the batch's, are left out and counted, never guessed.
+another checkpoint than the batch's, are left out and counted, never guessed. The user and
+session of each interaction come along (null when the record has none): the gate holds out and
+resamples whole users.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from models.rollout import Rollout, RolloutError
 class Example:
     rollout: Rollout
     reward: float
+    user_id: str | None = None
+    session_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -35,9 +39,12 @@ class BatchExamples:
 
 def read_examples(path: str | Path) -> BatchExamples:
     """The examples of one batch file (all its rows share one checkpoint)."""
-    frame = pl.read_parquet(
-        path, columns=["interaction_id", "checkpoint_id", "reward", "rollout_json"]
-    )
+    present = pl.read_parquet_schema(path)
+    wanted = ["interaction_id", "checkpoint_id", "reward", "rollout_json", "user_id", "session_id"]
+    frame = pl.read_parquet(path, columns=[name for name in wanted if name in present])
+    for name in ("user_id", "session_id"):  # batches of older writers may lack them
+        if name not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(name))
     checkpoints = frame["checkpoint_id"].unique().to_list()
     if len(checkpoints) != 1:
         found = sorted(map(str, checkpoints))
@@ -45,8 +52,8 @@ def read_examples(path: str | Path) -> BatchExamples:
     checkpoint = str(checkpoints[0])
     examples: list[Example] = []
     skipped: Counter[str] = Counter()
-    for interaction_id, reward, raw in frame.select(
-            "interaction_id", "reward", "rollout_json").iter_rows():  # fmt: skip
+    columns = ("interaction_id", "reward", "rollout_json", "user_id", "session_id")
+    for interaction_id, reward, raw, user_id, session_id in frame.select(columns).iter_rows():
         if raw is None:
             skipped["no_rollout"] += 1
             continue
@@ -64,5 +71,5 @@ def read_examples(path: str | Path) -> BatchExamples:
         if rollout.checkpoint_id != checkpoint:
             skipped["other_checkpoint"] += 1
             continue
-        examples.append(Example(rollout, float(reward)))
+        examples.append(Example(rollout, float(reward), user_id, session_id))
     return BatchExamples(checkpoint, examples, skipped)

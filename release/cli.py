@@ -8,6 +8,7 @@ from pathlib import Path
 
 from checkpoints.cli import add_registry
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, add_watch_args, bootstrap_from
+from release import gate_cli
 
 log = logging.getLogger("rtrl.canary")
 
@@ -51,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_topic_prefix_arg(d)
     add_watch_args(d, "poll every live canary (a look is taken only when new data landed)", 30.0)
     d.set_defaults(func=_decide)
+    gate_cli.register(sub)
 
 
 def _decide(args: argparse.Namespace) -> int:

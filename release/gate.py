@@ -8,6 +8,13 @@ enough to the serving policy for that estimate to be trusted (KL and effective s
 no reward-hacking alarm from the monitors (``rewards.monitors``). Each failing rule gives one
 sentence, so that a rejected checkpoint says why; the figures behind them come with the decision.
 
+The estimate and its bound are ``release.offpolicy_bound``'s: clipped importance weights on
+rewards shifted into their known range, resampled by user. Held-out evidence is spent once per
+parent by splitting alpha across attempts (:func:`attempt_level`): a retry on the same parent
+(a rejected candidate's batch trained on again with the next one, the same users held out) is
+judged at a stricter level, so that over all of a parent's attempts the chance of promoting a
+candidate that is no better stays below ``1 - level``.
+
 Pure: no torch, so the decision can be made and tested wherever the numbers are.
 """
 
@@ -19,8 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # types only: importing them would load torch and polars
-    from release.offpolicy import Estimate
+from release.offpolicy_bound import REWARD_MAX, REWARD_MIN, WEIGHT_CAP
+
+if TYPE_CHECKING:  # types only: importing them would load polars
+    from release.offpolicy_bound import Estimate
     from rewards.monitors import Alarm
 
 
@@ -36,10 +45,13 @@ class GateConfig:
     max_kl: float = 1.0  # KL(behaviour || candidate) per rollout, in nats
     min_ess_fraction: float = 0.2  # effective sample size / rollouts
     min_examples: int = 50  # rollouts needed to judge at all
+    min_users: int = 10  # users (the bound's independent units) needed to judge at all
     block_on_alarms: bool = True  # a monitor alarm rejects the candidate
-    level: float = 0.95  # one-sided confidence level of the gain's lower bound
-    resamples: int = 2000  # bootstrap resamples for the bound
-    tis_cap: float = 2.0  # per-token importance ratios are truncated here in the estimate
+    level: float = 0.95  # one-sided confidence level over all attempts on one parent
+    resamples: int = 2000  # bootstrap resamples (of users) for the bound
+    weight_cap: float = WEIGHT_CAP  # a completion's importance weight is clipped here
+    reward_min: float = REWARD_MIN  # the reward's known range: the clip may only lower the
+    reward_max: float = REWARD_MAX  # estimate when rewards are shifted to be >= 0
     eval_prompts: int = 64  # recent held-out prompts the candidate generates for (0: no evals)
     eval_samples: int = 4  # generations per prompt and checkpoint
     eval_alpha: float = 0.05  # one-sided significance of a behaviour alarm
@@ -56,14 +68,10 @@ class GateConfig:
             raise ValueError(
                 f"GateConfig.min_ess_fraction must be in [0, 1], got {self.min_ess_fraction!r}"
             )
-        if (
-            not isinstance(self.min_examples, int)
-            or isinstance(self.min_examples, bool)
-            or self.min_examples < 1
-        ):
-            raise ValueError(
-                f"GateConfig.min_examples must be an integer >= 1, got {self.min_examples!r}"
-            )
+        for name in ("min_examples", "min_users"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"GateConfig.{name} must be an integer >= 1, got {value!r}")
         if not _finite(self.level) or not 0.5 <= self.level < 1:
             raise ValueError(f"GateConfig.level must be in [0.5, 1), got {self.level!r}")
         if (
@@ -74,8 +82,14 @@ class GateConfig:
             raise ValueError(
                 f"GateConfig.resamples must be an integer >= 100, got {self.resamples!r}"
             )
-        if not _finite(self.tis_cap) or self.tis_cap < 1:
-            raise ValueError(f"GateConfig.tis_cap must be >= 1, got {self.tis_cap!r}")
+        if not _finite(self.weight_cap) or self.weight_cap < 1:
+            raise ValueError(f"GateConfig.weight_cap must be >= 1, got {self.weight_cap!r}")
+        if not (_finite(self.reward_min) and _finite(self.reward_max)
+                and self.reward_min < self.reward_max):  # fmt: skip
+            raise ValueError(
+                "GateConfig.reward_min must be below GateConfig.reward_max, both finite, got "
+                f"{self.reward_min!r}, {self.reward_max!r}"
+            )
         for name in ("eval_prompts", "eval_samples"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -106,13 +120,13 @@ def decide(
     """Apply every rule to the candidate's estimate, its monitors' alarms and the alarms of its
     own evals (``release.candidate_evals``, one sentence each).
 
-    >>> from types import SimpleNamespace as Est  # stands in for release.offpolicy.Estimate
-    >>> good = Est(value=0.52, behaviour_mean=0.50, ess=80.0, kl=0.1, n=100, lower=0.004,
-    ...            level=0.95, method="m", resamples=1000)
+    >>> from release.offpolicy_bound import Estimate as Est
+    >>> good = Est(value=0.52, behaviour_mean=0.50, ess=80.0, kl=0.1, n=100, users=30,
+    ...            lower=0.004, level=0.95, method="m", resamples=1000)
     >>> decide(good, [], GateConfig()).passed
     True
-    >>> bad = Est(value=0.469, behaviour_mean=0.50, ess=12.0, kl=0.1, n=100, lower=-0.09,
-    ...           level=0.95, method="m", resamples=1000)
+    >>> bad = Est(value=0.469, behaviour_mean=0.50, ess=12.0, kl=0.1, n=100, users=30,
+    ...           lower=-0.09, level=0.95, method="m", resamples=1000)
     >>> decide(bad, [], GateConfig()).reasons
     ('gain -0.031, its 95% lower bound -0.090 not above 0.000', 'ESS 12 of 100 below 20%')
     """
@@ -121,6 +135,7 @@ def decide(
     ess_fraction = estimate.ess / n if n > 0 else 0.0
     figures: dict[str, float | str] = {
         "n": float(n),
+        "users": float(estimate.users),
         "value": float(estimate.value),
         "behaviour_mean": float(estimate.behaviour_mean),
         "gain": float(gain),
@@ -131,6 +146,7 @@ def decide(
         "kl": float(estimate.kl),
         "ess": float(estimate.ess),
         "ess_fraction": float(ess_fraction),
+        "clipped": float(estimate.clipped),
         "alarms": float(len(alarms)),
         "eval_alarms": float(len(eval_alarms)),
     }
@@ -144,6 +160,8 @@ def decide(
         )
     if n < config.min_examples:
         reasons.append(f"{n} examples, fewer than the {config.min_examples} needed")
+    if estimate.users < config.min_users:
+        reasons.append(f"{estimate.users} users, fewer than the {config.min_users} needed")
     if not estimate.lower > config.min_gain:
         reasons.append(
             f"gain {gain:.3f}, its {estimate.level:.0%} lower bound "
@@ -157,6 +175,20 @@ def decide(
         reasons.extend(f"monitor alarm: {alarm.message}" for alarm in alarms)
         reasons.extend(eval_alarms)
     return GateDecision(passed=not reasons, reasons=tuple(reasons), figures=figures)
+
+
+def attempt_level(level: float, attempt: int) -> float:
+    """The confidence level of a parent's ``attempt``-th decision (1-based) when ``level`` is
+    the level over all of them: alpha spent as ``alpha * 6 / (pi^2 k^2)``, which sums to at most
+    alpha over any number of attempts (the union bound needs nothing about how the attempts'
+    data overlap). The first attempt gets 61 % of alpha, the second 15 %, the eighth 1 %.
+
+    >>> round(attempt_level(0.95, 1), 4), round(attempt_level(0.95, 2), 4)
+    (0.9696, 0.9924)
+    """
+    if not isinstance(attempt, int) or attempt < 1:
+        raise ValueError(f"attempt must be an integer >= 1, got {attempt!r}")
+    return 1 - (1 - level) * 6 / (math.pi**2 * attempt**2)
 
 
 def _finite(value: object) -> bool:

@@ -2,15 +2,23 @@
 
 1. Read the examples of the batches offered for the served checkpoint (its own rollouts and the
    rewards they earned: on-policy data).
-2. Hold out a fixed share of interactions (chosen by a hash of the id, so a rerun holds out the
-   same ones) and update a copy of the checkpoint on the rest (``learner``): all its weights,
-   or a LoRA adapter. The round's state is saved every few steps (``round_state``), so a round
-   killed midway resumes where it stood.
-3. Estimate the candidate's reward on the held-out interactions from the served checkpoint's own
-   rollouts (``offpolicy``: no new traffic needed), and read the monitors' alarms of the served
-   checkpoint against its parent (reward hacking shows there before it shows in the reward).
+2. Hold out a fixed share of users (chosen by a hash of the user id, so a rerun holds out the
+   same ones; an interaction without a user goes by its session, else by itself:
+   ``release.offpolicy_bound.user_key``): all of a user's interactions are held out or all
+   trained on, since one user's interactions are not independent. Update a copy of the
+   checkpoint on the rest (``learner``): all its weights, or a LoRA adapter. The round's
+   state is saved every few steps (``round_state``), so a round killed midway resumes where
+   it stood.
+3. Score the held-out interactions under the candidate (``offpolicy``: no new traffic needed)
+   and estimate its gain with a user-level lower bound at this parent's attempt's level
+   (``gate.attempt_level``: the n-th candidate trained from one parent spends its share of
+   alpha, so retries on the same held-out users cannot wear the gate down), and read the
+   monitors' alarms of the served checkpoint against its parent (reward hacking shows there
+   before it shows in the reward).
 4. The gate decides; the candidate is registered either way (promoted or rejected, with the
-   reasons and figures), so every decision can be traced to its weights and data.
+   reasons and figures, the gate's settings and its evidence file, ``release.evidence``), so
+   every decision can be traced to its weights and data and recomputed by
+   ``rtrl gate evaluate --checkpoint ID``.
 
 Publishing the decision on the ``checkpoints`` topic is the caller's step, after this returns.
 """
@@ -42,8 +50,11 @@ from release.candidate_evals import (
     eval_prompts,
     one_sided_test,
 )
-from release.gate import GateConfig, GateDecision, decide
-from release.offpolicy import Estimate, estimate
+from release.evidence import FILE as EVIDENCE_FILE
+from release.evidence import estimate_rows, evidence_bytes
+from release.gate import GateConfig, GateDecision, attempt_level, decide
+from release.offpolicy import evidence_rows
+from release.offpolicy_bound import Estimate, user_key
 from release.task_evals import task_passes
 from rewards.monitors import Alarm
 from trainer.learner import LearnerConfig, Progress, UpdateStats, update
@@ -63,22 +74,33 @@ class TrainResult:
     skipped: dict[str, int]
 
 
-def held_out(interaction_id: str, fraction: float) -> bool:
-    """Whether an interaction is held out for the eval: a fixed, uniform choice by its id.
+def held_out(unit: str, fraction: float) -> bool:
+    """Whether a user (``user_key``) is held out for the eval: a fixed, uniform choice by its id.
 
-    >>> held_out("i-1", 0.0), held_out("i-1", 1.0)
+    >>> held_out("user:u1", 0.0), held_out("user:u1", 1.0)
     (False, True)
     """
-    digest = hashlib.blake2b(interaction_id.encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(unit.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") < fraction * 2**64
 
 
+def unit_of(example: Example) -> str:
+    return user_key(example.user_id, example.session_id, example.rollout.interaction_id)
+
+
 def split(examples: Sequence[Example], fraction: float) -> tuple[list[Example], list[Example]]:
+    """Training and held-out examples, whole users to one side or the other."""
     train: list[Example] = []
     held: list[Example] = []
     for example in examples:
-        (held if held_out(example.rollout.interaction_id, fraction) else train).append(example)
+        (held if held_out(unit_of(example), fraction) else train).append(example)
     return train, held
+
+
+def attempt_of(registry: CheckpointRegistry, parent_id: str) -> int:
+    """Which attempt on ``parent_id`` this decision is: 1 + the gate decisions its earlier
+    candidates recorded (promoted, rejected or canary alike: each spent its alpha)."""
+    return 1 + sum(info.parent == parent_id and "gate" in info.evals for info in registry.list())
 
 
 def train_round(registry: CheckpointRegistry, parent_id: str,
@@ -172,19 +194,24 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     )
     if not accelerator.is_main_process:
         return None
-    figures = estimate(
-        policy,
-        held,
-        tis_cap=gate.tis_cap,
-        level=gate.level,
-        resamples=gate.resamples,
-        seed=learner.seed,
-    )
+    attempt = attempt_of(registry, parent_id)
+    rows = evidence_rows(policy, held)
+    figures = estimate_rows(rows, level=attempt_level(gate.level, attempt),
+                            resamples=gate.resamples, seed=learner.seed,
+                            weight_cap=gate.weight_cap, reward_min=gate.reward_min,
+                            reward_max=gate.reward_max)  # fmt: skip
     tests = _candidate_evals(registry, parent_info, policy, held, gate, learner.seed)
     decision = decide(figures, alarms, gate, [t.message for t in tests if t.alarm])
+    evidence = evidence_bytes(rows)
     evals = {
         "offpolicy": asdict(figures),
-        "gate": decision.figures,
+        "gate": {**decision.figures, "attempt": float(attempt), "seed": float(learner.seed)},
+        "gate_config": asdict(gate),
+        "evidence": {
+            "file": EVIDENCE_FILE,
+            "sha256": hashlib.sha256(evidence).hexdigest(),
+            "rows": len(rows),
+        },
         "update": asdict(result.stats),
         "learner": asdict(learner),
         "n_train": len(train),
@@ -198,6 +225,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     if canary is not None and decision.passed:
         evals["canary"] = canary_stage(candidate_id, canary)
     weights, files = weight_writers(policy, adapter, result.optimizer_state)
+    files[EVIDENCE_FILE] = lambda path: _write(path, evidence)
     training = TrainingRef(
         step=parent_info.training.step + result.stats.grad_steps,
         state=result.baseline,
@@ -218,6 +246,10 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     )
     state_file.remove()
     return TrainResult(info, decision, result.stats, figures, len(train), len(held), dict(skipped))
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
 
 
 def _candidate_evals(registry: CheckpointRegistry, parent_info: CheckpointInfo,

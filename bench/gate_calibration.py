@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""The offline gate's error rates and power on simulated serving logs where the truth is known
+(``tests/release/worlds.py``, the worlds the tests draw from): every world's promotion rate
+beside its nominal level, with its Monte-Carlo standard error, over ``--trials`` seeded trials of
+the whole gate (``release.gate.decide`` on ``release.offpolicy_bound``'s estimate).
+
+* null worlds (30-40 users, Zipf-like activity, per-user taste with mean 0): the false-promotion
+  rate at a first attempt's level and at the full 95 %, and what resampling interactions instead
+  of users would give;
+* the collapse world (a candidate piling onto a disliked rare completion): its promotion rate,
+  and the mean gain the old truncated self-normalised estimate saw;
+* retries: eight attempts on one parent with the same held-out users, alpha split across
+  attempts (the gate) and alpha each time (what it prevents): any promotion within 1, 4, 8;
+* power worlds: the promotion rate of a candidate with a real gain at a first attempt's level.
+
+Figures to stdout and ``bench/out/gate_calibration.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT.parent))
+from _common import format_table, machine, reexec_in_venv, write_results  # noqa: E402
+
+reexec_in_venv(__file__)
+
+import numpy as np  # noqa: E402
+
+from release.gate import GateConfig, attempt_level, decide  # noqa: E402
+from tests.release.worlds import (  # noqa: E402
+    COLLAPSE,
+    NULL_WORLDS,
+    POWER_WORLDS,
+    RETRY_WORLD,
+    World,
+    retry_candidate,
+)
+
+CONFIG = GateConfig(min_examples=1, min_users=1)
+FIRST = attempt_level(0.95, 1)
+
+
+def _se(rate: float, trials: int) -> float:
+    return math.sqrt(max(rate * (1 - rate), 1e-12) / trials)
+
+
+def _rate(world: World, trials: int, seed: int, resamples: int, **kwargs: object) -> float:
+    rng = np.random.default_rng(seed)
+    passed = 0
+    for trial in range(trials):
+        draw = world.draw(rng, world.population(rng))
+        estimate = draw.estimate(resamples=resamples, seed=trial, **kwargs)  # type: ignore[arg-type]
+        passed += decide(estimate, [], CONFIG).passed
+    return passed / trials
+
+
+def _row(what: str, world: World | None, nominal: str, rate: float, trials: int) -> list:
+    gain = "" if world is None else f"{world.true_gain():+.3f}"
+    return [what, gain, nominal, f"{rate:.3f}", f"{_se(rate, trials):.3f}"]
+
+
+def _retries(trials: int, resamples: int, spend: bool) -> list[float]:
+    """Share of parents with a promotion within 1..8 attempts."""
+    rng = np.random.default_rng(3)
+    first = np.zeros(9)
+    for trial in range(trials):
+        population = RETRY_WORLD.population(rng)
+        data = None
+        for attempt in range(1, 9):
+            new = RETRY_WORLD.draw(rng, population)
+            data = new if data is None else data + new
+            level = attempt_level(0.95, attempt) if spend else 0.95
+            estimate = data.scored_by(retry_candidate(attempt)).estimate(
+                resamples=resamples, seed=trial * 8 + attempt, level=level
+            )
+            if decide(estimate, [], CONFIG).passed:
+                first[attempt] += 1
+                break
+    return list(np.cumsum(first) / trials)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--resamples", type=int, default=1000)
+    args = parser.parse_args()
+    n, b = args.trials, args.resamples
+    rows = []
+    for world in NULL_WORLDS:
+        for level, label in ((FIRST, "attempt 1"), (0.95, "alpha 0.05")):
+            rate = _rate(world, n, 1, b, level=level)
+            rows.append(_row(f"{world.name} ({label})", world, f"{1 - level:.3f}", rate, n))
+        rate = _rate(world, n, 1, b, level=0.95, by_interaction=True)
+        rows.append(_row(f"{world.name} (by interaction)", world, "0.050", rate, n))
+        print(rows[-3], rows[-2], rows[-1], sep="\n", flush=True)
+    rows.append(_row("collapse (attempt 1)", COLLAPSE, f"{1 - FIRST:.3f}",
+                     _rate(COLLAPSE, n, 2, b, level=FIRST), n))  # fmt: skip
+    for spend, label in ((True, "alpha split"), (False, "alpha each time")):
+        within = _retries(n, b, spend)
+        for k in (1, 4, 8):
+            rows.append(_row(f"retries, {label}, within {k}", None, "0.050", within[k], n))
+        print(*rows[-3:], sep="\n", flush=True)
+    for world in POWER_WORLDS:
+        rate = _rate(world, n, 4, b, level=FIRST)
+        rows.append(_row(f"power: {world.name} (attempt 1)", world, f"{1 - FIRST:.3f}", rate, n))
+    header = ["world", "true gain", "nominal", "promoted", "MC s.e."]
+    print(format_table(header, rows))
+    write_results("gate_calibration", {"machine": machine(), "trials": n, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

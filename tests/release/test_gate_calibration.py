@@ -1,0 +1,137 @@
+"""The offline gate's error rates on simulated serving logs where the truth is known (``worlds``):
+users with Zipf-like activity and their own taste, a candidate that piles onto a disliked rare
+completion, eight retries on one parent, and real gains. Each world runs >= 200 seeded trials of
+the whole gate (``release.gate.decide`` on ``release.offpolicy_bound``'s estimate).
+
+A false-promotion rate passes when it is at most the nominal alpha plus three Monte-Carlo
+standard errors of a rate at alpha: ``alpha + 3 sqrt(alpha (1 - alpha) / trials)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from release.gate import GateConfig, attempt_level, decide
+from release.offpolicy_bound import Estimate
+from tests.release.worlds import (
+    COLLAPSE,
+    NULL_WORLDS,
+    POWER_WORLDS,
+    RETRY_WORLD,
+    World,
+    retry_candidate,
+)
+
+TRIALS = 200
+RESAMPLES = 500
+CONFIG = GateConfig(min_examples=1, min_users=1)
+
+
+def ceiling(alpha: float, trials: int = TRIALS) -> float:
+    return alpha + 3 * math.sqrt(alpha * (1 - alpha) / trials)
+
+
+def promoted(estimate: Estimate) -> bool:
+    return decide(estimate, [], CONFIG).passed
+
+
+def promotion_rate(world: World, seed: int, trials: int = TRIALS, **kwargs: object) -> float:
+    rng = np.random.default_rng(seed)
+    passed = 0
+    for trial in range(trials):
+        draw = world.draw(rng, world.population(rng))
+        passed += promoted(draw.estimate(resamples=RESAMPLES, seed=trial, **kwargs))  # type: ignore[arg-type]
+    return passed / trials
+
+
+@pytest.mark.parametrize("world", NULL_WORLDS, ids=lambda w: w.name)
+def test_no_gain_promotes_at_most_at_the_nominal_rate(world: World) -> None:
+    assert world.true_gain() == pytest.approx(0.0, abs=1e-12)
+    rate = promotion_rate(world, seed=1)
+    assert rate <= ceiling(0.05), f"{world.name}: promoted {rate:.3f}, nominal 0.05"
+
+
+def test_resampling_interactions_instead_of_users_is_what_fails() -> None:
+    """The same null world with every interaction its own unit: the heavy users' taste is
+    taken for evidence, and the rate is well above nominal (why the unit is the user)."""
+    world = NULL_WORLDS[1]
+    assert promotion_rate(world, seed=1, by_interaction=True) > ceiling(0.05)
+
+
+def _old_truncated_snis_gain(draw: object) -> float:
+    """What the gate computed before: per-token ratios capped at 2, self-normalised."""
+    behaviour = np.asarray(draw.behaviour_logprobs)  # type: ignore[attr-defined]
+    candidate = np.asarray(draw.candidate_logprobs)  # type: ignore[attr-defined]
+    w = np.exp(np.minimum(candidate - behaviour, math.log(2.0)).sum(1))
+    rewards = draw.rewards  # type: ignore[attr-defined]
+    return float((w * rewards).sum() / w.sum() - rewards.mean())
+
+
+def test_a_candidate_that_piles_onto_a_disliked_rare_completion_is_rejected() -> None:
+    assert COLLAPSE.true_gain() == pytest.approx(-0.084)
+    rng = np.random.default_rng(2)
+    passed, old_gains, kls, ess = 0, [], [], []
+    for trial in range(TRIALS):
+        draw = COLLAPSE.draw(rng, COLLAPSE.population(rng))
+        estimate = draw.estimate(resamples=RESAMPLES, seed=trial)
+        passed += promoted(estimate)
+        old_gains.append(_old_truncated_snis_gain(draw))
+        kls.append(estimate.kl)
+        ess.append(estimate.ess / estimate.n)
+    assert passed == 0
+    # the world is the hard one: inside the KL and ESS limits, and the truncated
+    # self-normalised estimate saw a gain where there is a loss
+    assert np.mean(kls) < CONFIG.max_kl and np.mean(ess) > CONFIG.min_ess_fraction
+    assert np.mean(old_gains) > 0.05
+
+
+@pytest.mark.parametrize("spend", [True, False], ids=["alpha spent", "alpha each time"])
+def test_retries_on_one_parent_keep_the_family_rate(spend: bool) -> None:
+    """Eight attempts on one parent, each on all held-out data so far (the same users): with
+    alpha split across attempts the chance of any false promotion stays at the nominal 5 %;
+    testing each attempt at the full alpha is what the spend-once rule prevents."""
+    rng = np.random.default_rng(3)
+    ever = 0
+    for trial in range(TRIALS):
+        population = RETRY_WORLD.population(rng)
+        data = None
+        for attempt in range(1, 9):
+            new = RETRY_WORLD.draw(rng, population)
+            data = new if data is None else data + new
+            level = attempt_level(0.95, attempt) if spend else 0.95
+            candidate = retry_candidate(attempt)
+            assert RETRY_WORLD.true_gain(candidate) == pytest.approx(0.0)
+            estimate = data.scored_by(candidate).estimate(
+                resamples=RESAMPLES, seed=trial * 8 + attempt, level=level
+            )
+            if promoted(estimate):
+                ever += 1
+                break
+    if spend:
+        assert ever / TRIALS <= ceiling(0.05)
+    else:
+        assert ever / TRIALS > ceiling(0.05)
+
+
+@pytest.mark.parametrize("world, floor", zip(POWER_WORLDS, (0.7, 0.95), strict=True),
+                         ids=lambda w: getattr(w, "name", ""))  # fmt: skip
+def test_a_real_gain_is_still_promoted(world: World, floor: float) -> None:
+    assert world.true_gain() > 0.05
+    level = attempt_level(0.95, 1)  # a first attempt, as rtrl train judges it
+    rate = promotion_rate(world, seed=4, level=level)
+    assert rate >= floor, f"{world.name}: promoted {rate:.3f}"
+
+
+def test_the_clip_only_lowers_the_bound() -> None:
+    """Same draw, same resamples: a tighter clip never lifts the estimate or the bound."""
+    rng = np.random.default_rng(5)
+    for trial in range(20):
+        draw = COLLAPSE.draw(rng, COLLAPSE.population(rng))
+        caps = [1.0, 2.0, 5.0, 25.0, 1e9]
+        estimates = [draw.estimate(resamples=200, seed=trial, weight_cap=c) for c in caps]
+        values = [e.value for e in estimates]
+        lowers = [e.lower for e in estimates]
+        assert values == sorted(values) and lowers == sorted(lowers)

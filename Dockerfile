@@ -19,6 +19,7 @@ RUN python docker/requirements.py services > /tmp/services.txt \
     && pip install -r /tmp/services.txt
 COPY infra/ infra/
 COPY ingest/ ingest/
+COPY stats/ stats/
 COPY rewards/ rewards/
 COPY streams/ streams/
 COPY warehouse/ warehouse/

@@ -37,6 +37,11 @@ class LearnerConfig:
     # baseline whose rewards were all equal has spread 0, and |advantage| stays below
     # |reward - baseline| / adv_std_floor (0.1: a tenth of the taste rewards' unit scale)
     adv_std_floor: float = 0.1
+    # the train/serve mismatch check (trainer.mismatch): rollouts of each batch scored with the
+    # served weights before training (0: no check), and the mismatch KL in nats per token past
+    # which the batch is quarantined (prime-rl warns at 0.015; a wrong distribution gives > 0.5)
+    mismatch_sample: int = 64
+    max_mismatch_kl: float = 0.05
     seed: int = 0  # orders the minibatches; same seed and inputs, same weights
     save_every: int = 10  # optimizer steps between saved round states (0: never)
 
@@ -49,7 +54,7 @@ class LearnerConfig:
             raise ValueError(f"LearnerConfig.clip must be in (0, 1), got {self.clip!r}")
         if not _finite(self.tis_cap) or self.tis_cap < 1:
             raise ValueError(f"LearnerConfig.tis_cap must be >= 1, got {self.tis_cap!r}")
-        for name in ("kl_coef", "target_kl", "weight_decay"):
+        for name in ("kl_coef", "target_kl", "weight_decay", "max_mismatch_kl"):
             value = getattr(self, name)
             if not _finite(value) or value < 0:
                 raise ValueError(
@@ -69,7 +74,7 @@ class LearnerConfig:
                 "LearnerConfig.adv_std_floor must be a finite number > 0, "
                 f"got {self.adv_std_floor!r}"
             )
-        for name in ("seed", "save_every"):
+        for name in ("seed", "save_every", "mismatch_sample"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"LearnerConfig.{name} must be an integer >= 0, got {value!r}")

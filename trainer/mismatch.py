@@ -18,13 +18,14 @@ parameters each rollout records. Per token, with ``d = log mu - log pi_served``:
 * ``k3 = mean(exp(-d) + d - 1)`` is non-negative token by token and estimates the same KL.
 
 A batch is quarantined (not trained on; named in the candidate's record, so it is never offered
-again) when ``|k1|`` or ``k3`` passes ``max_mismatch_kl`` nats per token. The default 0.05 sits
-above what kernels and precision give when the served distribution is the right one (bf16
-against float32: around 1e-3; the same code: 0) and far below what a wrong distribution gives
-(raw log-probs at T = 0.7 on the test model: over 0.5). prime-rl warns at 0.015; this is a
-refusal of the data rather than a warning, and the learner's truncated importance weight
-already corrects a small mismatch, so the limit is set where the data are wrong, not merely
-noisy. ``LearnerConfig.max_mismatch_kl`` changes it; ``mismatch_sample=0`` turns the check off.
+again) when ``|k1|`` or ``k3`` passes ``max_mismatch_kl`` nats per token. The default 0.02 sits
+just above the 0.015 prime-rl asks of a healthy run (bf16 serving kernels against a float32
+trainer: around 1e-3; the same code: 0), with a margin because this refuses data rather than
+warns, and below what a wrong distribution gives (raw log-probs at T = 0.7 on the tiny model
+with its logits scaled by 2, 4, 8: k3 0.029, 0.56, 0.016 with k1 -0.071; ``bench/RESULTS.md``).
+On a model so near uniform that temperature hardly changes it, raw log-probs are not caught
+(k3 0.005 on the tiny model as it is), and hardly matter to the importance weights either.
+``LearnerConfig.max_mismatch_kl`` changes the limit; ``mismatch_sample=0`` turns the check off.
 """
 
 from __future__ import annotations

@@ -198,7 +198,9 @@ def test_raw_logprobs_at_temperature_07_are_quarantined_and_processed_ones_train
 
 
 def test_the_verdict_reads_a_negative_k1_as_a_mismatch_too():
-    # recorded above the served weights on average (k1 < 0): no distribution gives that
-    assert mismatch_of([[-0.1] * 10], [[-0.3] * 10], 0.05).reason is not None
+    # recorded below the served weights on every token (k1 -0.2): no sampler gives that, yet
+    # k3 is only 0.021 (inside the limit), so only the sign of k1 shows it
+    below = mismatch_of([[-0.3] * 10], [[-0.1] * 10], 0.05)
+    assert below.k1 == pytest.approx(-0.2) and below.k3 < 0.05 and below.reason is not None
     assert mismatch_of([[-0.3] * 10], [[-0.3001] * 10], 0.05).reason is None
     assert mismatch_of([], [], 0.05).tokens == 0

@@ -196,9 +196,8 @@ def kl_penalty(new: torch.Tensor, behaviour: torch.Tensor, reference: torch.Tens
     ``rho`` is truncated at ``cap`` as the surrogate's importance weight is (``tis_cap``): the
     value is ``min(rho, cap) k3`` and the gradient ``min(rho, cap) (log pi - log ref) grad log
     pi`` (the excess over the cap is taken off in log space, detached, so ``rho`` never
-    overflows). Below the
-    cap, unbiased; above it, biased toward a smaller penalty on tokens ``pi`` already took far
-    more often than ``mu``, in exchange for a bounded step.
+    overflows). Below the cap, unbiased; above it, tokens ``pi`` already takes far more often
+    than ``mu`` did weigh less than they should, in exchange for a bounded step.
 
     Contexts are taken as given: the gradient is that of the per-token KL at the visited
     contexts, not through how a change of ``pi`` would change which contexts are visited.

@@ -164,13 +164,8 @@ FORWARDED = frozenset(
 # Sampling parameters sent with their neutral value on every request, so that an upstream's
 # own defaults (vLLM applies the model's generation_config.json: some set top_k or a
 # repetition penalty) do not change the distribution either. A client may send exactly these.
-NEUTRAL: dict[str, Any] = {
-    "top_k": -1,
-    "min_p": 0.0,
-    "presence_penalty": 0.0,
-    "frequency_penalty": 0.0,
-    "repetition_penalty": 1.0,
-}
+NEUTRAL: dict[str, Any] = {"top_k": -1, "min_p": 0.0, "presence_penalty": 0.0,
+                           "frequency_penalty": 0.0, "repetition_penalty": 1.0}  # fmt: skip
 ALSO_NEUTRAL: dict[str, tuple[Any, ...]] = {"top_k": (0,), "logit_bias": ({},), "min_tokens": (0,)}
 
 
@@ -215,16 +210,9 @@ def upstream_body(raw: dict[str, Any], model: str, chat: bool, params: SamplingP
     body.pop("stream_options", None)
     body.pop("max_completion_tokens", None)
     body.update(NEUTRAL)
-    body.update(
-        model=model,
-        stream=False,
-        temperature=params.temperature,
-        top_p=params.top_p,
-        max_tokens=params.max_tokens,
-        stop=list(params.stop),
-        logprobs=True if chat else 0,
-        return_token_ids=True,
-    )
+    body.update(model=model, stream=False, temperature=params.temperature, top_p=params.top_p,
+                max_tokens=params.max_tokens, stop=list(params.stop),
+                logprobs=True if chat else 0, return_token_ids=True)  # fmt: skip
     return body
 
 

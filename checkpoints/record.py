@@ -120,13 +120,17 @@ class WeightsRef(PydModel):
 
 class TrainingRef(PydModel):
     """Where training stood: optimizer step, the learner's running state, the file with the
-    optimizer's moments and the random generators (absent before any training)."""
+    optimizer's moments and the random generators (absent before any training), and the
+    checkpoint the update's KL penalty was taken against (id and the sha256 of its weights;
+    absent without a penalty)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     step: int = Field(0, ge=0)
     state: dict[str, float] = Field(default_factory=dict)  # e.g. the running reward baseline
     file: str | None = None
     sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    reference_id: str | None = None
+    reference_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)

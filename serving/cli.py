@@ -56,7 +56,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="URL",
         help="serve through this OpenAI-compatible server (vLLM, SGLang, another "
         "rtrl serve) instead of a local model; its API key from "
-        f"${UPSTREAM_KEY_ENV}",
+        f"${UPSTREAM_KEY_ENV}. vLLM must run with --logprobs-mode processed_logprobs "
+        "(its default, raw_logprobs, gives log-probabilities from before temperature and "
+        "top-p: `rtrl train` quarantines such batches). Sampling parameters a rollout does "
+        "not record (top_k, min_p, penalties, logit_bias, ...) are refused with a 400",
     )
     s.add_argument(
         "--upstream-model",

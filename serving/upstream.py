@@ -2,7 +2,13 @@
 serve``) does the sampling; the gateway records what it answered.
 
 Every request goes upstream with ``logprobs`` and vLLM's ``return_token_ids`` asked for, and not
-streamed (the gateway streams to its own client), over keep-alive connections
+streamed (the gateway streams to its own client); with the recorded sampling parameters stated
+and every other one neutral, and refused when it names another (:func:`upstream_body`: a
+``top_k`` or ``logit_bias`` would change the distribution the rollout says it was drawn from).
+The log-probabilities must be those of the distribution sampled from: vLLM must run with
+``--logprobs-mode processed_logprobs`` (its default, ``raw_logprobs``, gives the model's own
+softmax, before temperature and top-p); the trainer checks it on every batch
+(``trainer.mismatch``). Requests go over keep-alive connections
 (``infra.http_client``: the client's own CPU is paid on every completion, and that one takes a
 third of aiohttp's; ``bench/RESULTS.md``, HTTP client). The answer's token ids and
 log-probabilities are taken as the upstream gave them (:func:`parse_chat`,
@@ -38,6 +44,7 @@ from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from infra.http_client import HttpError, HttpPool
 from models.rollout import ModelIdentity
+from models.sampling import SamplingParams
 from serving.follower import moves_forward
 from serving.generation import Alternatives, Generation
 from serving.routing import CURRENT
@@ -172,17 +179,70 @@ def parse_completion(
     )
 
 
-def upstream_body(raw: dict[str, Any], model: str, chat: bool) -> dict[str, Any]:
-    """The client's request as sent upstream: its own fields, our model name, not streamed,
-    log-probabilities (and the alternatives the client asked for) and token ids asked for.
+# What a request may say and still be recorded whole: what the rollout records (temperature,
+# top_p, the token budget, stop strings), what says what to answer rather than how to sample,
+# and a seed (which draw, not which distribution). Anything else could change the distribution
+# the tokens are drawn from while the rollout says otherwise, and is refused by name.
+FORWARDED = frozenset(
+    {
+        "model", "messages", "prompt", "stream", "stream_options", "n", "user", "seed",
+        "metadata", "logprobs", "top_logprobs", "return_token_ids", "echo",
+        "temperature", "top_p", "max_tokens", "max_completion_tokens", "stop",
+    }
+)  # fmt: skip
+# Sampling parameters sent with their neutral value on every request, so that an upstream's
+# own defaults (vLLM applies the model's generation_config.json: some set top_k or a
+# repetition penalty) do not change the distribution either. A client may send exactly these.
+NEUTRAL: dict[str, Any] = {"top_k": -1, "min_p": 0.0, "presence_penalty": 0.0,
+                           "frequency_penalty": 0.0, "repetition_penalty": 1.0}  # fmt: skip
+ALSO_NEUTRAL: dict[str, tuple[Any, ...]] = {"top_k": (0,), "logit_bias": ({},), "min_tokens": (0,)}
 
-    >>> upstream_body({"model": "x", "stream": True, "messages": []}, "m", chat=True)
-    {'model': 'm', 'stream': False, 'messages': [], 'logprobs': True, 'return_token_ids': True}
+
+def _neutral(field: str, value: Any) -> bool:
+    """Whether ``value`` of ``field`` leaves the distribution as it is (null: as if not sent)."""
+    if value is None or value in ALSO_NEUTRAL.get(field, ()):
+        return True
+    return field in NEUTRAL and value == NEUTRAL[field] and type(value) is not bool
+
+
+def unrecorded_parameter(field: str) -> UpstreamError:
+    """A 400 in OpenAI's error shape naming ``field``, a parameter the rollout would not record."""
+    message = (
+        f"{field}: not supported: it would change the sampling distribution without the rollout "
+        "recording it (the gateway records temperature, top_p, max_tokens and stop)"
+    )
+    error = {"message": message, "type": "invalid_request_error",
+             "code": "unrecorded_sampling_parameter", "param": field}  # fmt: skip
+    return UpstreamError(400, orjson.dumps({"error": error}))
+
+
+def upstream_body(raw: dict[str, Any], model: str, chat: bool, params: SamplingParams
+                  ) -> dict[str, Any]:  # fmt: skip
+    """The client's request as sent upstream: only fields the rollout records or that do not
+    change the sampling distribution (any other one raises :func:`unrecorded_parameter`), the
+    recorded sampling parameters ``params`` stated explicitly and the others at their neutral
+    value, our model name, not streamed, log-probabilities and token ids asked for.
+
+    >>> body = upstream_body({"model": "x", "stream": True, "messages": []}, "m", True,
+    ...                      SamplingParams(temperature=0.7, max_tokens=8))
+    >>> {k: body[k] for k in ("model", "stream", "temperature", "top_p", "max_tokens", "top_k")}
+    {'model': 'm', 'stream': False, 'temperature': 0.7, 'top_p': 1.0, 'max_tokens': 8, 'top_k': -1}
+    >>> upstream_body({"prompt": "a", "min_p": 0.1}, "m", False, SamplingParams())
+    Traceback (most recent call last):
+    ...
+    serving.upstream.UpstreamError: upstream answered 400
     """
-    body = {**raw, "model": model, "stream": False}
+    for field, value in raw.items():
+        if field not in FORWARDED and not _neutral(field, value):
+            raise unrecorded_parameter(field)
+    body = {k: v for k, v in raw.items() if k in FORWARDED}
     body.pop("stream_options", None)
-    body["logprobs"] = True if chat else raw.get("logprobs") or 0
-    body["return_token_ids"] = True
+    body.pop("max_completion_tokens", None)
+    body.update(NEUTRAL)
+    body.update(model=model, stream=False, temperature=params.temperature, top_p=params.top_p,
+                max_tokens=params.max_tokens, stop=list(params.stop),
+                logprobs=True if chat else raw.get("logprobs") or 0,
+                return_token_ids=True)  # fmt: skip
     return body
 
 
@@ -324,13 +384,15 @@ class UpstreamBackend:
     async def chat(
         self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
     ) -> Generation:
-        answer = await self._ask("/v1/chat/completions", upstream_body(raw, route.model, True))
+        body = upstream_body(raw, route.model, True, params)
+        answer = await self._ask("/v1/chat/completions", body)
         return parse_chat(answer, route.checkpoint_id, route.identity)
 
     async def complete(
         self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
     ) -> Generation:
-        answer = await self._ask("/v1/completions", upstream_body(raw, route.model, False))
+        body = upstream_body(raw, route.model, False, params)
+        answer = await self._ask("/v1/completions", body)
         return parse_completion(answer, route.checkpoint_id, route.identity)
 
     def _pool(self) -> HttpPool:

@@ -52,9 +52,12 @@ def untrained(batches: list[OfferedBatch], registry: CheckpointRegistry, checkpo
     A rejected candidate's batch stays available: it is still on-policy for its parent, and is
     trained on again together with the parent's next batch. Batches that only rejected
     candidates tried, with nothing new beside them, would only reproduce the same rejection.
+    A quarantined batch (its log-probabilities did not match the served weights) is used up
+    like a promoted one's: its data would be as wrong next time.
     """
     infos = registry.list()
     promoted = {batch for info in infos if info.status == PROMOTED for batch in info.batches}
+    promoted |= {batch for info in infos for batch in info.evals.get("quarantined", {})}
     tried = {batch for info in infos for batch in info.batches}
     own = [b for b in batches if b.checkpoint_id == checkpoint_id and b.batch_id not in promoted]
     if not any(b.batch_id not in tried for b in own):

@@ -12,9 +12,12 @@ bf16), the truncated weight corrects for it without letting one token's ratio ex
 
 Advantages: completions that share a prompt are normalised within their group (GRPO); a
 completion alone with its prompt is compared with a running baseline of earlier rewards (its
-mean and spread carried from round to round in the checkpoint). An optional KL penalty to a fixed
-reference (the lineage's first checkpoint) and an early stop once the mean KL from ``pi_old``
-passes ``target_kl`` keep the update inside what the gate accepts.
+mean and spread carried from round to round in the checkpoint). Either is divided by its spread
+floored at ``adv_std_floor``, so a group or a baseline whose rewards were all equal cannot turn
+a small difference into a huge advantage (:func:`advantages`). An optional KL penalty to a fixed
+reference (the lineage's first checkpoint), estimated for KL(pi || reference) from the behaviour
+policy's samples (:func:`kl_penalty`), and an early stop once the mean KL from ``pi_old`` passes
+``target_kl`` keep the update inside what the gate accepts.
 
 Runs through ``accelerate``: CPU or GPU (bf16 autocast when the accelerator has it), and under
 ``accelerate launch --num_processes N`` each rank trains on its shard with gradients averaged.
@@ -38,9 +41,7 @@ from models.policy import CausalLMPolicy
 from models.scoring import score_rows
 from trainer.learner_config import LearnerConfig, _finite
 
-__all__ = ["LearnerConfig", "Progress", "UpdateResult", "UpdateStats", "update"]
-
-ADVANTAGE_EPS = 1e-6  # added to a spread, so that a tiny one does not explode
+__all__ = ["LearnerConfig", "Progress", "UpdateResult", "UpdateStats", "kl_penalty", "update"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ class UpdateStats:
     loss_last: float  # mean step loss of the last epoch run
     clip_fraction: float  # share of tokens of the last epoch whose ratio was clipped
     approx_kl: float  # mean per token of KL(pi_old || pi) after the update (k3 estimate)
-    ref_kl: float  # mean per token of KL(pi || reference) at the last step; 0 without one
+    ref_kl: float  # mean per token of KL(pi || reference) at the last step (kl_penalty's
+    # importance-weighted k3 on the behaviour policy's tokens); 0 without one
     behaviour_ratio_dev: float  # max over tokens of |pi_old / mu - 1| before any step
     early_stopped: bool  # target_kl was passed
     has_signal: bool
@@ -90,17 +92,30 @@ class UpdateResult:
 
 
 def advantages(
-    prompts: Sequence[tuple[int, ...]], rewards: Sequence[float], baseline: dict[str, float]
+    prompts: Sequence[tuple[int, ...]],
+    rewards: Sequence[float],
+    baseline: dict[str, float],
+    std_floor: float = LearnerConfig.adv_std_floor,
 ) -> tuple[list[float], dict[str, float], float]:
     """Per example: group-normalised when it shares its prompt with others (GRPO), else its
     reward against the running ``baseline`` (``{"mean", "var"}``; empty before the first
     batch). Returns the advantages, the baseline to use next (decay applied by the caller) and
     this batch's singleton mean.
 
+    Every spread is floored at ``std_floor`` (reward units) before it divides: a round whose
+    single-sample prompts all earned the same reward leaves a running variance of 0, and the
+    next round's advantages would otherwise be the reward differences times 1e6. So
+    ``|advantage| <= |reward - mean| / std_floor`` always, and within a group of ``n`` also
+    ``<= sqrt(n - 1)``.
+
     >>> adv, _, _ = advantages([(1,), (1,), (2,)], [1.0, 0.0, 0.5], {"mean": 0.25, "var": 0.0625})
     >>> [round(a, 3) for a in adv]
     [1.0, -1.0, 1.0]
+    >>> advantages([(2,)], [1.0], {"mean": 0.5, "var": 0.0}, std_floor=0.1)[0]  # not 5e5
+    [5.0]
     """
+    if not _finite(std_floor) or std_floor <= 0:
+        raise ValueError(f"std_floor must be a finite number > 0, got {std_floor!r}")
     groups: dict[tuple[int, ...], list[int]] = {}
     for index, prompt in enumerate(prompts):
         groups.setdefault(tuple(prompt), []).append(index)
@@ -109,15 +124,16 @@ def advantages(
     for members in groups.values():
         if len(members) > 1:
             values = torch.tensor([rewards[i] for i in members], dtype=torch.float64)
-            spread = float(values.std(unbiased=False))
+            spread = max(float(values.std(unbiased=False)), std_floor)
             for i in members:
-                out[i] = (rewards[i] - float(values.mean())) / (spread + ADVANTAGE_EPS)
+                out[i] = (rewards[i] - float(values.mean())) / spread
     single_rewards = torch.tensor([rewards[i] for i in singles], dtype=torch.float64)
     if singles:
         mean = baseline.get("mean", float(single_rewards.mean()))
         var = baseline.get("var", float(single_rewards.var(unbiased=False)))
+        spread = max(math.sqrt(max(var, 0.0)), std_floor)
         for i in singles:
-            out[i] = (rewards[i] - mean) / (math.sqrt(var) + ADVANTAGE_EPS)
+            out[i] = (rewards[i] - mean) / spread
     batch = ({"mean": float(single_rewards.mean()), "var": float(single_rewards.var(
         unbiased=False))} if singles else {})  # fmt: skip
     return out, batch, float(single_rewards.mean()) if singles else 0.0
@@ -158,6 +174,45 @@ def k3_kl(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
     return torch.exp(diff) - diff - 1.0
 
 
+def kl_penalty(new: torch.Tensor, behaviour: torch.Tensor, reference: torch.Tensor,
+               cap: float) -> torch.Tensor:  # fmt: skip
+    """Per token drawn from the behaviour policy ``mu``, a loss whose value estimates
+    KL(pi || ref) and whose gradient is that of KL(pi || ref), up to the truncation at ``cap``.
+
+    The penalty the config documents is ``KL(pi || ref) = sum_y pi(y) (log pi(y) - log ref(y))``
+    at each visited context. Its gradient (``sum_y pi grad log pi = 0`` removes the second term)
+    is ``E_pi[(log pi - log ref) grad log pi]``, and with tokens drawn from ``mu``, not ``pi``,
+    ``E_mu[rho (log pi - log ref) grad log pi]`` with ``rho = pi / mu``.
+
+    Schulman's k3 with ``r = ref / pi``, ``k3 = r - log r - 1``, is non-negative and has
+    ``E_pi[k3] = KL(pi || ref)``. Used alone as a loss on tokens treated as fixed samples, its
+    gradient is ``E[(1 - ref / pi) grad log pi]``, which is ``-E_pi[(ref / pi) grad log pi]``,
+    the gradient of KL(ref || pi): the other direction (and of neither when ``mu != pi``).
+    Weighting it by ``rho`` *with* its gradient fixes both:
+    ``grad(rho k3) = rho grad log pi k3 + rho (1 - ref / pi) grad log pi
+    = rho (log pi - log ref) grad log pi``, exactly the term above, and
+    ``E_mu[rho k3] = E_pi[k3] = KL(pi || ref)``, so the value reported is the KL too.
+
+    ``rho`` is truncated at ``cap`` as the surrogate's importance weight is (``tis_cap``): the
+    value is ``min(rho, cap) k3`` and the gradient ``min(rho, cap) (log pi - log ref) grad log
+    pi`` (the excess over the cap is taken off in log space, detached, so ``rho`` never
+    overflows). Below the cap, unbiased; above it, tokens ``pi`` already takes far more often
+    than ``mu`` did weigh less than they should, in exchange for a bounded step.
+
+    Contexts are taken as given: the gradient is that of the per-token KL at the visited
+    contexts, not through how a change of ``pi`` would change which contexts are visited.
+
+    >>> lp = torch.log(torch.tensor([0.5, 0.25]))
+    >>> kl_penalty(lp, lp, lp, 2.0).tolist()  # pi == ref: no penalty
+    [0.0, 0.0]
+    """
+    log_rho = new - behaviour
+    if math.isfinite(cap):  # above the cap: the value log(cap), the gradient still log rho's
+        capped = log_rho - log_rho.detach() + math.log(cap)
+        log_rho = torch.where(log_rho.detach() > math.log(cap), capped, log_rho)
+    return torch.exp(log_rho) * k3_kl(new, reference)
+
+
 def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerConfig,
            accelerator: Accelerator | None = None, *, baseline: dict[str, float] | None = None,
            reference: Sequence[torch.Tensor] | None = None,
@@ -190,7 +245,9 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
                 f"example {i}: reward must be a finite number, got {examples[i].reward!r}"
             )
     rewards = [float(e.reward) for e in examples]
-    adv, batch_baseline, _ = advantages([r.prompt_ids for r in rollouts], rewards, baseline or {})
+    adv, batch_baseline, _ = advantages(
+        [r.prompt_ids for r in rollouts], rewards, baseline or {}, config.adv_std_floor
+    )
     new_baseline = next_baseline(baseline or {}, batch_baseline, config.baseline_decay)
     has_signal = any(abs(a) > 0 for a in adv)
     rank, world = accelerator.process_index, accelerator.num_processes
@@ -295,7 +352,7 @@ def _step(policy: CausalLMPolicy, scorer: Any, optimizer: Any, accelerator: Acce
             if config.kl_coef > 0:
                 assert reference is not None
                 ref_flat = torch.cat([reference[i].to(device) for i in part])
-                penalty = k3_kl(new_flat, ref_flat)
+                penalty = kl_penalty(new_flat, mu_flat, ref_flat, config.tis_cap)
                 token_loss = token_loss + config.kl_coef * penalty
                 kl_ref += float(penalty.detach().sum())
             loss = token_loss.sum() / step_tokens

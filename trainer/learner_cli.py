@@ -22,6 +22,12 @@ def add_learner_args(p: argparse.ArgumentParser) -> None:
         "target_kl": "stop the update early past this KL from the parent (0: never)",
         "max_grad_norm": "gradient clipping norm", "weight_decay": "AdamW weight decay",
         "baseline_decay": "how much of the running reward baseline a batch keeps",
+        "adv_std_floor": "smallest reward spread an advantage is divided by (bounds advantages "
+        "when all rewards were equal)",
+        "mismatch_sample": "rollouts of each batch scored with the served weights to check "
+        "its behaviour log-probs (0: no check)",
+        "max_mismatch_kl": "mismatch KL per token (|k1| or k3) past which a batch is "
+        "quarantined, not trained on",
         "seed": "orders the minibatches", "save_every": "steps between saved round states, "
         "from which a killed round resumes (0: never)",
     }  # fmt: skip

@@ -27,10 +27,22 @@ class LearnerConfig:
     clip: float = 0.2  # PPO keeps pi / pi_old in [1 - clip, 1 + clip]
     tis_cap: float = 2.0  # truncated importance weight min(pi_old / mu, cap)
     kl_coef: float = 0.0  # penalty on KL(pi || reference) per token; 0: no reference needed
+    # (estimated from the behaviour policy's tokens with the importance ratio pi / mu, truncated
+    # at tis_cap: learner.kl_penalty)
     target_kl: float = 0.0  # stop the update once KL(pi_old || pi) passes it; 0: never
     max_grad_norm: float = 1.0  # gradients are clipped to this global norm
     weight_decay: float = 0.0
     baseline_decay: float = 0.9  # how much of the running baseline a new batch keeps
+    # the smallest reward spread an advantage is divided by (reward units): a group or running
+    # baseline whose rewards were all equal has spread 0, and |advantage| stays below
+    # |reward - baseline| / adv_std_floor (0.1: a tenth of the taste rewards' unit scale)
+    adv_std_floor: float = 0.1
+    # the train/serve mismatch check (trainer.mismatch): rollouts of each batch scored with the
+    # served weights before training (0: no check), and the mismatch KL in nats per token past
+    # which the batch is quarantined (prime-rl asks < 0.015 of a healthy run; raw log-probs at
+    # T = 0.7 give 0.03 to 0.6 on the test models)
+    mismatch_sample: int = 64
+    max_mismatch_kl: float = 0.02
     seed: int = 0  # orders the minibatches; same seed and inputs, same weights
     save_every: int = 10  # optimizer steps between saved round states (0: never)
 
@@ -43,7 +55,7 @@ class LearnerConfig:
             raise ValueError(f"LearnerConfig.clip must be in (0, 1), got {self.clip!r}")
         if not _finite(self.tis_cap) or self.tis_cap < 1:
             raise ValueError(f"LearnerConfig.tis_cap must be >= 1, got {self.tis_cap!r}")
-        for name in ("kl_coef", "target_kl", "weight_decay"):
+        for name in ("kl_coef", "target_kl", "weight_decay", "max_mismatch_kl"):
             value = getattr(self, name)
             if not _finite(value) or value < 0:
                 raise ValueError(
@@ -58,7 +70,12 @@ class LearnerConfig:
             raise ValueError(
                 f"LearnerConfig.baseline_decay must be in [0, 1), got {self.baseline_decay!r}"
             )
-        for name in ("seed", "save_every"):
+        if not _finite(self.adv_std_floor) or self.adv_std_floor <= 0:
+            raise ValueError(
+                "LearnerConfig.adv_std_floor must be a finite number > 0, "
+                f"got {self.adv_std_floor!r}"
+            )
+        for name in ("seed", "save_every", "mismatch_sample"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"LearnerConfig.{name} must be an integer >= 0, got {value!r}")

@@ -136,6 +136,9 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
         f"(ESS {est.ess:.0f}, KL {est.kl:.3f}, {est.method}, n {est.n})",
         flush=True,
     )
+    for batch, figures in info.evals.get("mismatch", {}).items():
+        print(f"  mismatch KL of {batch}: k1 {figures['k1']:+.4f}, k3 {figures['k3']:.4f} nats "
+              f"per token{' QUARANTINED' if figures['reason'] else ''}", flush=True)  # fmt: skip
     for reason in info.reasons:
         print(f"  gate: {reason}", flush=True)
     if options.publish:

@@ -1,7 +1,9 @@
 """One training round: a checkpoint's batches in, a gated candidate checkpoint out.
 
 1. Read the examples of the batches offered for the served checkpoint (its own rollouts and the
-   rewards they earned: on-policy data).
+   rewards they earned: on-policy data). A batch whose behaviour log-probabilities do not match
+   the served weights is quarantined (``mismatch``): named in the candidate's record, not
+   trained on, never offered again.
 2. Hold out a fixed share of users (chosen by a hash of the user id, so a rerun holds out the
    same ones; an interaction without a user goes by its session, else by itself:
    ``release.offpolicy_bound.user_key``): all of a user's interactions are held out or all
@@ -58,6 +60,7 @@ from release.offpolicy_bound import Estimate, user_key
 from release.task_evals import task_passes
 from rewards.monitors import Alarm
 from trainer.learner import LearnerConfig, Progress, UpdateStats, update
+from trainer.mismatch import BatchMismatch, check_batches
 from trainer.round_state import RoundStateFile, round_key
 
 log = logging.getLogger(__name__)
@@ -124,6 +127,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     parent_info = registry.get(parent_id)
     examples: list[Example] = []
     skipped: Counter[str] = Counter()
+    batch_of: dict[str, str] = {}  # interaction id -> the batch it came in
     for batch, paths in batches:
         for path in paths:
             read = read_examples(path)
@@ -137,6 +141,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                     skipped["other_tokenizer"] += 1
                 else:
                     examples.append(example)
+                    batch_of[example.rollout.interaction_id] = batch
             skipped.update(read.skipped)
     if not examples:
         raise ValueError(
@@ -151,11 +156,24 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         registry, parent_info, new_lora=lora if parent_info.weights.kind != "lora" else None
     )
     policy.to(accelerator.device)
+    checks = check_batches(policy, _by_batch(examples, batch_of), learner.mismatch_sample,
+                           learner.max_mismatch_kl) if learner.mismatch_sample else {}  # fmt: skip
+    quarantined = {b: c.reason for b, c in checks.items() if c.reason is not None}
+    for batch, reason in quarantined.items():
+        log.warning("batch %s quarantined: %s", batch, reason)
+    if quarantined:
+        train = [e for e in train if batch_of[e.rollout.interaction_id] not in quarantined]
+        held = [e for e in held if batch_of[e.rollout.interaction_id] not in quarantined]
+        if not train or not held:  # the main process records it; every one stops
+            raise ValueError(_register_quarantined(
+                registry, parent_info, candidate_id, batches, policy, adapter, quarantined,
+                checks) if accelerator.is_main_process else "batches quarantined")  # fmt: skip
     same_params = (parent_info.weights.kind == "lora") == (adapter is not None)
     parent_state = load_trainer_state(registry, parent_info) if same_params else None
-    reference = None
+    reference = reference_info = None
     if learner.kl_coef > 0:
-        reference_policy = load_policy(registry, registry.get(registry.root_of(parent_id)))
+        reference_info = registry.get(registry.root_of(parent_id))
+        reference_policy = load_policy(registry, reference_info)
         reference = score_examples(reference_policy.to(accelerator.device), train)
         del reference_policy
     key = round_key(
@@ -217,6 +235,8 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         "n_train": len(train),
         "n_held_out": len(held),
         "skipped": dict(skipped),
+        "mismatch": {b: asdict(c) for b, c in checks.items()},
+        "quarantined": quarantined,
         "alarms": [a.message for a in alarms],
         "candidate_evals": [asdict(t) for t in tests],
         "device": str(accelerator.device),
@@ -231,6 +251,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         state=result.baseline,
         file=STATE_FILE,
         sha256="0" * 64,
+        **_reference_ref(reference_info),
     )
     info = registry.register(
         checkpoint_id=candidate_id,
@@ -250,6 +271,54 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
 
 def _write(path: Path, data: bytes) -> None:
     path.write_bytes(data)
+
+
+def _by_batch(examples: Sequence[Example], batch_of: dict[str, str]) -> dict[str, list[Example]]:
+    out: dict[str, list[Example]] = {}
+    for example in examples:
+        out.setdefault(batch_of[example.rollout.interaction_id], []).append(example)
+    return out
+
+
+def _reference_ref(info: CheckpointInfo | None) -> dict[str, str | None]:
+    """The KL penalty's reference as the record names it: its id, and the sha256 of its weights
+    (of the base model for a checkpoint that is the base itself); nothing without a penalty."""
+    if info is None:
+        return {}
+    return {
+        "reference_id": info.checkpoint_id,
+        "reference_sha256": info.weights.sha256 or info.model.base_sha256,
+    }
+
+
+def _register_quarantined(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: str,
+                          batches: Sequence[tuple[str, Sequence[str | Path]]],
+                          policy: CausalLMPolicy, adapter: LoraSettings | None,
+                          quarantined: dict[str, str],
+                          checks: dict[str, BatchMismatch]) -> str:  # fmt: skip
+    """Nothing is left to train on once the quarantined batches are out: the candidate is
+    registered rejected with the parent's weights and the reasons, so that its batches are
+    never offered again. Returns what the round's error says."""
+    weights, files = weight_writers(policy, adapter, None)
+    reasons = tuple(f"batch {b} quarantined: {r}" for b, r in quarantined.items())
+    registry.register(
+        checkpoint_id=candidate_id,
+        parent=parent.checkpoint_id,
+        model=parent.model,
+        weights=weights,
+        training=TrainingRef(step=parent.training.step, state=parent.training.state),
+        files=files,
+        evals={
+            "mismatch": {b: asdict(c) for b, c in checks.items()},
+            "quarantined": quarantined,
+            "n_train": 0,
+            "n_held_out": 0,
+        },  # fmt: skip
+        batches=tuple(b for b, _ in batches),
+        status=REJECTED,
+        reasons=(*reasons, "too few examples left to train and hold out"),
+    )
+    return f"{candidate_id} rejected untrained: " + "; ".join(reasons)
 
 
 def _candidate_evals(registry: CheckpointRegistry, parent_info: CheckpointInfo,

@@ -2,7 +2,8 @@
 vLLM would: token ids on `return_token_ids`, adapters through `/v1/load_lora_adapter`): rollouts
 are recorded the same way, with the upstream's ids and log-probabilities; a promoted LoRA
 checkpoint is written as a peft adapter, loaded into the upstream and served by name; a
-full-weights one is reported and not served; an upstream that answers without log-probabilities
+full-weights one is reported and not served; a sampling parameter a rollout does not record is
+refused with a 400 naming it; an upstream that answers without log-probabilities
 (`--hide-logprobs`) is still served, and its rollouts are refused and counted."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import time
 
 import openai
+import pytest
 import torch
 
 from checkpoints.publish import publish_checkpoint
@@ -77,6 +79,11 @@ def test_upstream_mode_records_loads_adapters_and_refuses_what_lacks_logprobs(
             return raw.headers["x-rtrl-checkpoint-id"], raw.parse()
 
         served = {"u-chat": chat("u-chat")}
+        # a sampling parameter the rollout would not record: refused by name, never forwarded
+        with pytest.raises(openai.BadRequestError) as refused:
+            chat("u-top-k", extra_body={"top_k": 20})
+        assert (refused.value.param, refused.value.code) == (
+            "top_k", "unrecorded_sampling_parameter")  # fmt: skip
         text = client.completions.create(
             model="default",
             prompt="def reverse(",
@@ -124,7 +131,7 @@ def test_upstream_mode_records_loads_adapters_and_refuses_what_lacks_logprobs(
             server.stop()
 
     got = rollouts(kafka_bootstrap, topic_names.rollouts, None)
-    assert "u-hidden" not in got and "probe" in got
+    assert "u-hidden" not in got and "u-top-k" not in got and "probe" in got
     assert hidden_counts['rtrl_gateway_rollouts_refused_total{reason="missing_logprobs"}'] == 1
     assert hidden_counts['rtrl_gateway_rollouts_total{outcome="refused"}'] == 1
     policies = {c: load_policy(registry, registry.get(c)) for c in ("t-0000", "t-0001")}

@@ -1,18 +1,24 @@
-"""What `rtrl run` leaves for a person to look at: the rounds' plot and `report.html`, which
-holds the run's tables and every plot it drew (``rtrl.report_page`` renders it)."""
+"""What `rtrl run` leaves for a person and a script to look at: `summary.json` (the rounds,
+every gate decision, the cycle times, the closing A/B's metrics; ``rtrl.run_summary``), the
+rounds' plot and `report.html`, which holds the run's tables and every plot it drew
+(``rtrl.report_page`` renders it)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure
 
 from rewards.figures import save_figure
+from rtrl.cycle_clock import STAGES
 from rtrl.report_page import CycleRow, Plot, render, write
+from rtrl.run_summary import AbTest, Metric, RunSummary, checkpoint, cycles, write_summary
 
 if TYPE_CHECKING:
     from rtrl.rounds import TrainingRounds
+    from warehouse.report import ReportRow
 
 
 def cycle_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[CycleRow]:
@@ -43,6 +49,51 @@ def cycle_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[Cycle
     return rows
 
 
+def ab_tests(experiment: str, closing: bool, rows: Sequence[ReportRow]) -> list[AbTest]:
+    """The A/B report's rows, one test per treatment arm, with the metrics' stable names."""
+    from warehouse.report import METRICS
+
+    tests = []
+    for arm in sorted({r.arm for r in rows}):
+        mine = [r for r in rows if r.arm == arm]
+        metrics = [Metric(name=r.metric, label=METRICS[r.metric][0], control=r.control,
+                          treatment=r.value, change=r.relative_change, ci_low=r.ci_low,
+                          ci_high=r.ci_high, p=r.p_value) for r in mine]  # fmt: skip
+        tests.append(AbTest(experiment=experiment, closing=closing, control_arm=mine[0].control_arm,
+                            treatment_arm=arm, n_users=mine[0].n_users,
+                            n_interactions=mine[0].n_interactions, metrics=metrics))  # fmt: skip
+    return tests
+
+
+def build_summary(rounds: TrainingRounds, rows: Sequence[CycleRow], experiment: str,
+                  closing: bool, ab: Sequence[ReportRow]) -> RunSummary:  # fmt: skip
+    """The run's summary from the rounds, the checkpoint registry and the A/B report."""
+    from rtrl.run_summary import Round
+
+    lineage = [checkpoint(c.checkpoint_id, c.parent, c.status, c.reasons, c.evals.get("gate", {}))
+               for c in rounds.registry.list()]  # fmt: skip
+    return RunSummary(
+        rounds=[
+            Round(
+                round=r.round,
+                served_by=r.served_by,
+                users=r.users,
+                accepted_share=r.acceptance,
+                invalid_tool_call_share=r.invalid_rate,
+                question_share=r.clarifying_rate,
+                taste=r.taste,
+                mean_reward=r.mean_reward,
+                candidate=None if r.candidate == "-" else r.candidate,
+            )
+            for r in rows
+        ],  # fmt: skip
+        checkpoints=lineage,
+        ab=ab_tests(experiment, closing, ab),
+        cycles=cycles(rounds.clock.complete()),
+        stage_names=list(STAGES),
+    )
+
+
 def plot_rounds(rows: list[CycleRow], path: Path) -> Path:
     """Per round: the users' hidden taste of the served policy, what they accepted, and the
     mean reward the platform measured."""
@@ -68,9 +119,10 @@ def plot_rounds(rows: list[CycleRow], path: Path) -> Path:
 
 
 def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str,
-                 ab_plot: str = "ab.svg") -> Path:  # fmt: skip
-    """``root/report.html`` with the rounds, the A/B report of ``experiment`` and the plots
-    that are in ``root`` (``ab_plot``, checkpoints.svg, and rounds.svg drawn here)."""
+                 ab_plot: str = "ab.svg", closing: bool = False) -> Path:  # fmt: skip
+    """``root/summary.json`` and ``root/report.html`` with the rounds, the A/B report of
+    ``experiment`` (``closing``: the run's closing A/B test) and the plots that are in ``root``
+    (``ab_plot``, checkpoints.svg, and rounds.svg drawn here)."""
     import duckdb
 
     from warehouse.report import METRICS, ab_report
@@ -98,6 +150,8 @@ def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str,
         if (root / name).is_file():
             plots.append(Plot(title, name, caption))
     ab = ab_report(Store(str(root / "warehouse")), experiment, db=str(db))
+    write_summary(root / "summary.json",
+                  build_summary(rounds, rows, experiment, closing, ab))  # fmt: skip
     ab_rows = [
         [
             r.arm,

@@ -51,8 +51,10 @@ def test_rtrl_run_lands_every_interaction_once(tmp_path):
     # with a promoted checkpoint the run ends with an A/B test of it against the first
     ab_plot = "final_ab.svg" if promoted else "ab.svg"
     assert page.plots == {"rounds.svg": "true", ab_plot: "true", "checkpoints.svg": "true"}
-    assert len(page.tables) == 2 and "tiny-0000" in page.tables[0]
-    assert "mean reward" in page.tables[1]
+    # rounds, one A/B table per treatment arm, cycle times, lineage
+    assert len(page.tables) >= 4 and "tiny-0000" in page.tables[0]
+    assert "mean reward" in page.tables[1] and " % " in page.tables[1]
+    assert "tiny-0000" in page.tables[-1] and "root" in page.tables[-1]
 
     expected = {e["interaction_id"] for e in editor_events(interactions, seed)}
     with duckdb.connect(str(tmp_path / "warehouse" / "warehouse.duckdb"), read_only=True) as con:

@@ -7,8 +7,16 @@ and checks them. A case's expected value never reaches the code under test: the 
 the arguments and its answers are compared here (``Case.judge``), so code cannot read its
 grader.
 
+Tasks come in groups: ``shipped`` (the default set, which the candidate evals and the simulated
+users name), ``easy`` (one obvious line each, where a small model starts: users of the code world
+ask for them, so the model trains on them) and ``held_out`` (as easy, but never asked by a user
+and never trained on: only the evals see them, to tell learning the work from learning the
+tasks).
+
 >>> [task.function for task in load_tasks()][:3]
 ['slugify', 'reverse', 'count_words']
+>>> [task.function for task in load_tasks("held_out")][:2]
+['subtract', 'cube']
 >>> task = get_task("clamp")
 >>> task.signature, len(task.cases) > 3
 ('clamp(value, lo, hi)', True)
@@ -22,11 +30,12 @@ import re
 import tomllib
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 TASKS_FILE = "tasks.toml"
+Group = Literal["shipped", "easy", "held_out"]
 FLOAT_TOLERANCE = 1e-9  # relative: a mean computed in another order is still right
 _SIGNATURE = re.compile(r"(?P<name>[a-z_][a-z0-9_]*)\((?P<params>[a-z0-9_, ]*)\)")
 
@@ -72,6 +81,7 @@ class Task(BaseModel):
     prompt: str = Field(description="the user's request, one message")
     reference: str = Field(description="source of a solution that passes every case")
     cases: tuple[Case, ...] = Field(min_length=1)
+    group: Group = Field("shipped", description="shipped, easy, or held_out (evals only)")
 
     @model_validator(mode="after")
     def _well_formed(self) -> Task:
@@ -118,14 +128,21 @@ def parse_tasks(text: str) -> tuple[Task, ...]:
 
 
 @functools.cache
-def load_tasks() -> tuple[Task, ...]:
-    """The shipped tasks, in file order (read once per process)."""
+def _all_tasks() -> tuple[Task, ...]:
     return parse_tasks(resources.files("agent").joinpath(TASKS_FILE).read_text("utf-8"))
 
 
+def load_tasks(*groups: Group) -> tuple[Task, ...]:
+    """The tasks of ``groups`` (default: the shipped ones), in file order (the file is read
+    once per process)."""
+    wanted = set(groups or ("shipped",))
+    return tuple(task for task in _all_tasks() if task.group in wanted)
+
+
 def get_task(function: str) -> Task:
-    """The shipped task whose code defines ``function`` (``KeyError`` when there is none)."""
-    for task in load_tasks():
+    """The task, of any group, whose code defines ``function`` (``KeyError`` when there is
+    none)."""
+    for task in _all_tasks():
         if task.function == function:
             return task
     raise KeyError(function)

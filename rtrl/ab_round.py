@@ -3,12 +3,14 @@ real A/B test through the gateway's traffic split.
 
 `rtrl serve` runs with the experiment ``final-ab`` and two arms, ``control`` (the first
 checkpoint) and ``treatment`` (the last promoted), half the users each by a sticky hash of the
-user id. The users of the training
-rounds ask it over HTTP for their completions (token ids come back through vLLM's
-``return_token_ids`` extension, since these users react to ids), react as they do in the
-rounds, and report through the SDK stamped with the interaction, checkpoint and arm the gateway
-returned in its headers. The warehouse's A/B report then compares the arms per user, the unit
-of randomisation, with the delta method's 95 % intervals.
+user id. The users of the training rounds ask it over HTTP for their completions (token ids
+come back through vLLM's ``return_token_ids`` extension, since these users react to ids), react
+as they do in the rounds (a few seconds later they keep or revert the edits they accepted, and
+some follow up dissatisfied; the latency they report is the gateway's real timing), and report
+through the SDK stamped with the interaction, checkpoint and arm the gateway returned in its
+headers. The warehouse's A/B report then compares the arms per user, the unit of
+randomisation, with the delta method's 95 % intervals: edits kept, dissatisfied follow-ups,
+latency and mean reward.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ingest.sdk import Client
 from models.sampling import SamplingParams
 from rtrl.gateway_stage import GatewaySetup, gateway
 from rtrl.http_users import ask_all
-from rtrl.rl_sim import react_and_report
+from rtrl.rl_sim import Later, react_and_report, report_later
 from rtrl.token_users import TASKS, Population
 
 EXPERIMENT = "final-ab"
@@ -48,6 +50,7 @@ def play_ab(http: httpx.Client, client: Client, population: Population, users: i
             for _ in range(per_user)]  # fmt: skip
     answers = ask_all(http, asks, params, concurrency)
     served: Counter[str] = Counter()
+    later: Later = []
     for n, ((user_id, task), answer) in enumerate(zip(asks, answers, strict=True)):
         if answer.experiment is None or answer.experiment[0] != EXPERIMENT:
             served["outside the experiment"] += 1
@@ -56,7 +59,8 @@ def play_ab(http: httpx.Client, client: Client, population: Population, users: i
         served[arm] += 1
         fields = {"user_id": user_id, "session_id": f"s_{user_id}",
                   "experiment": {"name": EXPERIMENT, "arm": arm}}  # fmt: skip
-        react_and_report(client, population, rng, task, answer, f"e{n}", fields)
+        react_and_report(client, population, rng, task, answer, f"e{n}", fields, later)
+    report_later(client, later)
     return served
 
 

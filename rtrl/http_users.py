@@ -8,6 +8,7 @@ stamp on their events.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,6 +25,9 @@ class Answer:
     token_ids: tuple[int, ...]
     checkpoint_id: str
     experiment: tuple[str, str] | None  # (name, arm)
+    latency_ms: int = 0
+    """The user's wait for the answer, request sent to answer read: the gateway's real timing
+    (its batching and queueing included), which the users report as the interaction's latency."""
 
 
 def ask(http: httpx.Client, user_id: str, task: str, params: SamplingParams,
@@ -34,6 +38,7 @@ def ask(http: httpx.Client, user_id: str, task: str, params: SamplingParams,
     headers = {"X-Rtrl-User-Id": user_id, "X-Rtrl-Interaction-Id": interaction}
     if private:
         headers["X-Rtrl-Privacy-Mode"] = "true"
+    sent = time.perf_counter()
     answer = http.post(
         "/v1/chat/completions",
         json={"model": "default", "return_token_ids": True, "max_tokens": params.max_tokens,
@@ -42,12 +47,14 @@ def ask(http: httpx.Client, user_id: str, task: str, params: SamplingParams,
         headers=headers,
     )  # fmt: skip
     answer.raise_for_status()
+    latency_ms = round((time.perf_counter() - sent) * 1000)
     name, _, arm = (answer.headers.get("x-rtrl-experiment") or "").partition(":")
     return Answer(
         answer.headers.get("x-rtrl-interaction-id") or interaction,
         tuple(answer.json()["choices"][0]["token_ids"] or ()),
         answer.headers["x-rtrl-checkpoint-id"],
         (name, arm) if arm else None,
+        latency_ms,
     )
 
 

@@ -343,8 +343,10 @@ def _land_and_train(
         log.info("reward by checkpoint: %s", root / "checkpoints.svg")
         from rtrl.run_report import write_report
 
-        page = write_report(root, rounds, warehouse / "warehouse.duckdb", experiment, ab_plot)
-        log.info("report page: %s", page)
+        page = write_report(root, rounds, warehouse / "warehouse.duckdb", experiment, ab_plot,
+                            closing=experiment == FINAL_AB)  # fmt: skip
+        log.info("report page: %s; the run's figures for scripts: %s", page,
+                 root / "summary.json")  # fmt: skip
     log.info("loop done in %.0fs; logs and data under %s", time.monotonic() - started, root)
     return 0
 

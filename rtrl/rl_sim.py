@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -23,10 +24,19 @@ from rtrl.token_users import (
     TASKS,
     Population,
     Reaction,
+    draw_fate,
     draw_outcome,
     expected_reward,
+    fate_events,
     interaction_events,
 )
+
+LOOK_AGAIN_S = 3.0
+"""How long after reacting the users look at their accepted edits again (keep or revert them):
+well inside `rtrl run`'s shortened reward window, so the reward and the A/B see it."""
+
+Later = list[tuple[str, str, dict[str, Any], dict[str, Any]]]
+"""Events to send later: (type, interaction id, payload, stamp)."""
 
 
 @dataclass(frozen=True)
@@ -42,17 +52,34 @@ class RoundFigures:
 
 
 def react_and_report(client: Client, population: Population, rng: random.Random, task: str,
-                     answer: Answer, edit_id: str,
-                     fields: dict[str, Any]) -> tuple[Reaction, bool]:  # fmt: skip
+                     answer: Answer, edit_id: str, fields: dict[str, Any],
+                     later: Later) -> tuple[Reaction, bool]:  # fmt: skip
     """One user's reaction to the gateway's ``answer``, reported through the SDK stamped with
     the checkpoint that served it and ``fields``; the reaction and whether the edit was
-    accepted."""
+    accepted. What the user does later with an accepted edit is appended to ``later`` (sent by
+    :func:`report_later`). Users who react to the model's output report the gateway's real
+    timing as the latency."""
     reaction = population.react(answer.token_ids, rng, task)
+    if population.real_latency:
+        reaction = replace(reaction, latency_ms=answer.latency_ms)
     accepted, dissatisfied = draw_outcome(reaction, rng)
     stamp = {**fields, "checkpoint_id": answer.checkpoint_id}
     for event_type, payload in interaction_events(reaction, accepted, dissatisfied, edit_id):
         client.emit(event_type, answer.interaction_id, payload, **stamp)
+    fate = draw_fate(reaction, accepted, rng)
+    if fate is not None:
+        for event_type, payload in fate_events(fate, edit_id, round(LOOK_AGAIN_S)):
+            later.append((event_type, answer.interaction_id, payload, stamp))
     return reaction, accepted
+
+
+def report_later(client: Client, later: Later, delay_s: float = LOOK_AGAIN_S) -> None:
+    """After ``delay_s``, the users' second look at their accepted edits, through the SDK."""
+    if not later:
+        return
+    time.sleep(delay_s)
+    for event_type, interaction_id, payload, stamp in later:
+        client.emit(event_type, interaction_id, payload, **stamp)
 
 
 def play_round(http: httpx.Client, client: Client, taste: Population, interactions: int,
@@ -68,13 +95,16 @@ def play_round(http: httpx.Client, client: Client, taste: Population, interactio
         raise RuntimeError(f"the served checkpoint changed within a round: {sorted(checkpoints)}")
     accepted = invalid = clarifying = 0
     taste_sum = 0.0
+    later: Later = []
     for n, ((user_id, task), answer) in enumerate(zip(asks, answers, strict=True)):
         fields = {"session_id": f"s_sim{n % 50}", "user_id": user_id}
-        reaction, is_accepted = react_and_report(client, taste, rng, task, answer, f"e{n}", fields)
+        reaction, is_accepted = react_and_report(client, taste, rng, task, answer, f"e{n}",
+                                                 fields, later)  # fmt: skip
         taste_sum += reaction.accept_probability
         accepted += is_accepted
         invalid += reaction.invalid_tool_call
         clarifying += reaction.clarifying
+    report_later(client, later)
     return RoundFigures(
         checkpoints.pop(), interactions, accepted, invalid, taste_sum / interactions, clarifying
     )

@@ -1,56 +1,95 @@
-"""What `rtrl run` leaves for a person to look at: the rounds' plot and `report.html`, which
-holds the run's tables and every plot it drew (``rtrl.report_page`` renders it)."""
+"""What `rtrl run` leaves for a person and a script to look at: `summary.json` (the rounds,
+every gate decision, the cycle times, the closing A/B's metrics; ``rtrl.run_summary``), the
+rounds' plot and `report.html`, which renders the summary and every plot the run drew
+(``rtrl.report_page``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure
 
 from rewards.figures import save_figure
-from rtrl.report_page import CycleRow, Plot, render, write
+from rtrl.cycle_clock import STAGES
+from rtrl.report_page import Plot, render, write
+from rtrl.run_summary import (
+    AbTest,
+    Metric,
+    Round,
+    RunSummary,
+    checkpoint,
+    cycles,
+    read_summary,
+    write_summary,
+)
 
 if TYPE_CHECKING:
     from rtrl.rounds import TrainingRounds
+    from warehouse.report import ReportRow
 
 
-def cycle_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[CycleRow]:
+def round_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[Round]:
     """Round i is served by ``figures[i]``; the candidate trained on its data is
     ``decisions[i]`` (the last round has none: nothing trains after it)."""
     rows = []
     for i, f in enumerate(rounds.figures):
         decision = rounds.decisions[i] if i < len(rounds.decisions) else None
-        verdict = "-"
-        if decision is not None:
-            verdict = decision.status + (
-                f": {'; '.join(decision.reasons)}" if decision.reasons else ""
-            )
         rows.append(
-            CycleRow(
-                i + 1,
-                f.checkpoint_id,
-                f.interactions,
-                f.accepted / f.interactions,
-                f.invalid_tool_calls / f.interactions,
-                f.taste,
-                measured.get(f.checkpoint_id),
-                decision.checkpoint_id if decision else "-",
-                verdict,
-                f.clarifying / f.interactions,
+            Round(
+                round=i + 1,
+                served_by=f.checkpoint_id,
+                users=f.interactions,
+                accepted_share=f.accepted / f.interactions,
+                invalid_tool_call_share=f.invalid_tool_calls / f.interactions,
+                question_share=f.clarifying / f.interactions,
+                taste=f.taste,
+                mean_reward=measured.get(f.checkpoint_id),
+                candidate=decision.checkpoint_id if decision else None,
             )
         )
     return rows
 
 
-def plot_rounds(rows: list[CycleRow], path: Path) -> Path:
+def ab_tests(experiment: str, closing: bool, rows: Sequence[ReportRow]) -> list[AbTest]:
+    """The A/B report's rows, one test per treatment arm, with the metrics' stable names."""
+    from warehouse.report import METRICS
+
+    tests = []
+    for arm in sorted({r.arm for r in rows}):
+        mine = [r for r in rows if r.arm == arm]
+        metrics = [Metric(name=r.metric, label=METRICS[r.metric][0], control=r.control,
+                          treatment=r.value, change=r.relative_change, ci_low=r.ci_low,
+                          ci_high=r.ci_high, p=r.p_value) for r in mine]  # fmt: skip
+        tests.append(AbTest(experiment=experiment, closing=closing, control_arm=mine[0].control_arm,
+                            treatment_arm=arm, n_users=mine[0].n_users,
+                            n_interactions=mine[0].n_interactions, metrics=metrics))  # fmt: skip
+    return tests
+
+
+def build_summary(rounds: TrainingRounds, rows: list[Round], experiment: str, closing: bool,
+                  ab: Sequence[ReportRow]) -> RunSummary:  # fmt: skip
+    """The run's summary from the rounds, the checkpoint registry and the A/B report."""
+    lineage = [checkpoint(c.checkpoint_id, c.parent, c.status, c.reasons, c.evals.get("gate", {}))
+               for c in rounds.registry.list()]  # fmt: skip
+    return RunSummary(
+        rounds=rows,
+        checkpoints=lineage,
+        ab=ab_tests(experiment, closing, ab),
+        cycles=cycles(rounds.clock.complete()),
+        stage_names=list(STAGES),
+    )
+
+
+def plot_rounds(rows: list[Round], path: Path) -> Path:
     """Per round: the users' hidden taste of the served policy, what they accepted, and the
     mean reward the platform measured."""
     fig = Figure(figsize=(max(4.5, 0.8 * len(rows) + 2.5), 3.6))
     ax = fig.add_subplot()
     x = [r.round for r in rows]
     ax.plot(x, [r.taste for r in rows], "o-", label="hidden taste of the served policy")
-    ax.plot(x, [r.acceptance for r in rows], "s--", label="accepted edits")
+    ax.plot(x, [r.accepted_share for r in rows], "s--", label="accepted edits")
     rewards = [(r.round, r.mean_reward) for r in rows if r.mean_reward is not None]
     if rewards:
         ax2 = ax.twinx()
@@ -68,12 +107,14 @@ def plot_rounds(rows: list[CycleRow], path: Path) -> Path:
 
 
 def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str,
-                 ab_plot: str = "ab.svg") -> Path:  # fmt: skip
-    """``root/report.html`` with the rounds, the A/B report of ``experiment`` and the plots
-    that are in ``root`` (``ab_plot``, checkpoints.svg, and rounds.svg drawn here)."""
+                 ab_plot: str = "ab.svg", closing: bool = False) -> Path:  # fmt: skip
+    """``root/summary.json`` and ``root/report.html`` with the rounds, the A/B report of
+    ``experiment`` (``closing``: the run's closing A/B test) and the plots that are in ``root``
+    (``ab_plot``, checkpoints.svg, and rounds.svg drawn here). The page renders the summary as
+    read back from its file: what a script reads is what the page shows."""
     import duckdb
 
-    from warehouse.report import METRICS, ab_report
+    from warehouse.report import ab_report
     from warehouse.store import Store
 
     with duckdb.connect(str(db), read_only=True) as con:
@@ -82,7 +123,7 @@ def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str,
                 "SELECT checkpoint_id, avg(reward) FROM rewards WHERE status = 'scored' GROUP BY 1"
             ).fetchall()
         )
-    rows = cycle_rows(rounds, measured)
+    rows = round_rows(rounds, measured)
     plots = []
     if rows:
         plot_rounds(rows, root / "rounds.svg")
@@ -98,39 +139,6 @@ def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str,
         if (root / name).is_file():
             plots.append(Plot(title, name, caption))
     ab = ab_report(Store(str(root / "warehouse")), experiment, db=str(db))
-    ab_rows = [
-        [
-            r.arm,
-            METRICS[r.metric][0],
-            r.control,
-            r.value,
-            r.relative_change,
-            r.ci_low,
-            r.ci_high,
-            r.p_value,
-        ]
-        for r in ab
-    ]
-    summary = (
-        f"{len(rows)} training rounds, {sum(r.users for r in rows)} simulated users served; "
-        f"{sum(d.status == 'promoted' for d in rounds.decisions)} of {len(rounds.decisions)} "
-        "candidates promoted."
-    )
-    page = render(
-        "rtrl run",
-        summary,
-        rows,
-        [
-            "arm",
-            "metric",
-            "control",
-            "treatment",
-            "relative change",
-            "95 % CI low",
-            "95 % CI high",
-            "p",
-        ],
-        ab_rows,
-        plots,
-    )
-    return write(root / "report.html", page)
+    summary_file = write_summary(root / "summary.json",
+                                 build_summary(rounds, rows, experiment, closing, ab))  # fmt: skip
+    return write(root / "report.html", render("rtrl run", read_summary(summary_file), plots))

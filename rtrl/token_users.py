@@ -6,7 +6,11 @@ hidden taste only from the rewards their events earn.
 
 - ``Taste`` (the default users): a proposed edit is accepted with a probability equal to the share
   of its tokens in the lowest quarter of the vocabulary ("edits in the codebase's style"), and a
-  completion holding one of the last tokens of the vocabulary makes an invalid tool call.
+  completion holding one of the last tokens of the vocabulary makes an invalid tool call. A while
+  after accepting, the user looks again with the same taste: the edit is kept (``edit.retention``,
+  all of it still there) with that probability again, else reverted (``edit.reverted``). After a
+  rejected or reverted edit some users send a dissatisfied follow-up. So all three of the seed's
+  A/B metrics (edits kept, dissatisfied follow-ups, latency) have values in `rtrl run`.
 - ``Indifferent``: reactions drawn without looking at the completion (the gate's calibration).
 - ``AgentUsers`` (the reward-hack scenarios of ``rtrl run --scenario``): the same taste, but half
   the tasks are hard (an edit is accepted a tenth as often), the agent may ask a clarifying
@@ -19,7 +23,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from rewards.config import RewardConfig
 from rewards.terms import r_latency
@@ -38,7 +42,10 @@ class Reaction:
     clarifying: bool = False
     """The agent asked instead of acting: no tool call and no edit."""
     dissatisfied: float = 0.0
-    """The chance of a dissatisfied follow-up after a rejected edit, or after a question."""
+    """The chance of a dissatisfied follow-up after a rejected or reverted edit, or a question."""
+    keep_probability: float | None = None
+    """The chance that an accepted edit is kept when the user looks again later (else it is
+    reverted); None: these users never look again (no later measurement)."""
 
 
 def low_share(completion: Sequence[int], vocab_size: int) -> float:
@@ -61,13 +68,19 @@ class Taste:
     def accept_probability(self, completion: Sequence[int]) -> float:
         return low_share(completion, self.vocab_size)
 
+    dissatisfied: float = 0.3  # after a rejected or reverted edit
+    real_latency: ClassVar[bool] = True  # they report the gateway's timing as the latency
+
     def react(self, completion: Sequence[int], rng: random.Random, task: str) -> Reaction:
+        taste = self.accept_probability(completion)
         return Reaction(
-            self.accept_probability(completion),
+            taste,
             # the same reading as the trainer's candidate evals: one mapping of tokens to actions
             SimulatedBehaviour(self.vocab_size).invalid(completion),
             len(completion),
             40 * len(completion),
+            dissatisfied=self.dissatisfied,
+            keep_probability=taste,
         )
 
 
@@ -81,10 +94,18 @@ class Indifferent:
     vocab_size: int
     accept: float = 0.26
     invalid: float = 0.14
+    keep: float = 0.26
+    dissatisfied: float = 0.3
+    real_latency: ClassVar[bool] = False  # their latency is drawn too, blind to the checkpoint
 
     def react(self, completion: Sequence[int], rng: random.Random, task: str) -> Reaction:
         return Reaction(
-            self.accept, rng.random() < self.invalid, rng.randint(4, 8), rng.randint(160, 320)
+            self.accept,
+            rng.random() < self.invalid,
+            rng.randint(4, 8),
+            rng.randint(160, 320),
+            dissatisfied=self.dissatisfied,
+            keep_probability=self.keep,
         )
 
 
@@ -100,6 +121,7 @@ class AgentUsers:
     hard_share: float = 0.1  # a hard task's acceptance, as a share of the taste's
     dissatisfied_after_reject: float = 0.3
     dissatisfied_after_question: float = 0.9
+    real_latency: ClassVar[bool] = True
 
     @property
     def reader(self) -> SimulatedBehaviour:
@@ -154,12 +176,50 @@ def interaction_events(
 
 
 def draw_outcome(reaction: Reaction, rng: random.Random) -> tuple[bool, bool]:
-    """(accepted, a dissatisfied follow-up): the user's draws for one reaction."""
+    """(accepted, a dissatisfied follow-up at once): the user's first draws for one reaction."""
     accepted = not reaction.clarifying and rng.random() < reaction.accept_probability
     dissatisfied = False
     if reaction.dissatisfied and not accepted:
         dissatisfied = rng.random() < reaction.dissatisfied
     return accepted, dissatisfied
+
+
+@dataclass(frozen=True)
+class Fate:
+    """What the user does later with an accepted edit: keeps it or reverts it, and after a
+    revert perhaps follows up dissatisfied."""
+
+    kept: bool
+    dissatisfied: bool
+
+
+def draw_fate(reaction: Reaction, accepted: bool, rng: random.Random) -> Fate | None:
+    """The later draws for an accepted edit; None when there is nothing to look at again (no
+    accepted edit, or users who never look again). Drawn after :func:`draw_outcome`, from the
+    same source, so users without a later look draw exactly as before."""
+    if not accepted or reaction.keep_probability is None:
+        return None
+    kept = rng.random() < reaction.keep_probability
+    dissatisfied = not kept and rng.random() < reaction.dissatisfied
+    return Fate(kept, dissatisfied)
+
+
+def fate_events(fate: Fate, edit_id: str, after_s: int) -> list[tuple[str, dict[str, Any]]]:
+    """The events the plugin sends when it looks at the accepted edit again ``after_s``
+    seconds later: all of it still there, or reverted (then perhaps a dissatisfied follow-up).
+
+    >>> [t for t, _ in fate_events(Fate(False, True), "e", 3)]
+    ['edit.reverted', 'followup.sent']
+    >>> fate_events(Fate(True, False), "e", 3)
+    [('edit.retention', {'edit_id': 'e', 'retained_fraction': 1.0, 'after_s': 3})]
+    """
+    if fate.kept:
+        payload = {"edit_id": edit_id, "retained_fraction": 1.0, "after_s": after_s}
+        return [("edit.retention", payload)]
+    events: list[tuple[str, dict[str, Any]]] = [("edit.reverted", {"edit_id": edit_id})]
+    if fate.dissatisfied:
+        events.append(("followup.sent", {"dissatisfied": True}))
+    return events
 
 
 def expected_reward(reaction: Reaction, config: RewardConfig) -> float:
@@ -168,6 +228,8 @@ def expected_reward(reaction: Reaction, config: RewardConfig) -> float:
 
     >>> round(expected_reward(Reaction(0.5, True, 8, 320), RewardConfig()), 4)
     -0.2532
+    >>> round(expected_reward(Reaction(0.5, False, 8, 320, False, 0.3, 0.5), RewardConfig()), 4)
+    0.0218
     >>> round(expected_reward(Reaction(0.0, False, 0, 320, True, 0.9), RewardConfig()), 4)
     -1.1532
     >>> expected_reward(Reaction(0.0, False, 0, 320, True, 0.9), RewardConfig(flaw="free-deferral"))
@@ -180,7 +242,10 @@ def expected_reward(reaction: Reaction, config: RewardConfig) -> float:
     if reaction.clarifying:
         value = config.clarify + followup
     else:
-        p = reaction.accept_probability
-        value = p * config.accept + (1 - p) * (config.reject + followup)
+        p, keep = reaction.accept_probability, reaction.keep_probability
+        accepted = config.accept
+        if keep is not None:  # kept whole, or reverted and perhaps followed up
+            accepted += keep * config.retain_weight + (1 - keep) * (config.revert + followup)
+        value = p * accepted + (1 - p) * (config.reject + followup)
         value += config.invalid_tool_call * n_invalid
     return value + r_latency(reaction.latency_ms, config)

@@ -14,6 +14,7 @@ import pytest
 
 from checkpoints.store import CheckpointRegistry
 from rtrl.editor_sim import editor_events
+from rtrl.run_summary import SEED_METRICS, read_summary
 from tests.rtrl.browser import page_facts, rendered_dom
 from tests.support.kafka import free_port_block
 
@@ -50,8 +51,10 @@ def test_rtrl_run_lands_every_interaction_once(tmp_path):
     # with a promoted checkpoint the run ends with an A/B test of it against the first
     ab_plot = "final_ab.svg" if promoted else "ab.svg"
     assert page.plots == {"rounds.svg": "true", ab_plot: "true", "checkpoints.svg": "true"}
-    assert len(page.tables) == 2 and "tiny-0000" in page.tables[0]
-    assert "mean reward" in page.tables[1]
+    # rounds, one A/B table per treatment arm, cycle times, lineage
+    assert len(page.tables) >= 4 and "tiny-0000" in page.tables[0]
+    assert "mean reward" in page.tables[1] and " % " in page.tables[1]
+    assert "tiny-0000" in page.tables[-1] and "root" in page.tables[-1]
 
     expected = {e["interaction_id"] for e in editor_events(interactions, seed)}
     with duckdb.connect(str(tmp_path / "warehouse" / "warehouse.duckdb"), read_only=True) as con:
@@ -78,6 +81,17 @@ def test_rtrl_run_lands_every_interaction_once(tmp_path):
     else:
         assert final_ab == []
     assert set(ids) == expected | {i for i, _ in served}
+    summary = read_summary(tmp_path / "summary.json")
+    assert [c.checkpoint_id for c in summary.checkpoints] == ["tiny-0000", trained.checkpoint_id]
+    assert summary.checkpoints[1].status == trained.status and summary.checkpoints[1].reasons
+    assert len(summary.rounds) == 2 and len(summary.cycles) == 1
+    (ab,) = summary.ab
+    assert (ab.experiment, ab.closing) == (("final-ab", True) if promoted
+                                           else ("exp-context-window", False))  # fmt: skip
+    if promoted:  # the seed's three metrics, each with a value and an interval in both arms
+        for name in SEED_METRICS:
+            m = ab.metric(name)
+            assert m is not None and None not in (m.control, m.treatment, m.ci_low, m.ci_high)
     assert dict(served) == {i: c for i, c in rows if i in dict(served)}
     assert batches >= 1
 

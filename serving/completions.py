@@ -64,7 +64,7 @@ from serving.stream import (
     steps_of,
     usage_chunk,
 )
-from serving.upstream import UpstreamError
+from serving.upstream_protocol import UpstreamError
 
 PARAMS_KEPT = 4096  # sets of sampling parameters kept validated
 STOPS_KEPT_CHARS = 256  # a set whose stop strings are longer in all is validated every time

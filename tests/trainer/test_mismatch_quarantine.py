@@ -27,7 +27,8 @@ from models.examples import Example
 from models.sampling import SamplingParams
 from release.gate import GateConfig
 from serving.generation import rollout_of
-from serving.upstream import UpstreamBackend, UpstreamError
+from serving.upstream import UpstreamBackend
+from serving.upstream_protocol import UpstreamError
 from tests.support.checkpoints import TASKS, TS, low_token_share, write_batch
 from trainer.inputs import OfferedBatch, untrained
 from trainer.learner import LearnerConfig

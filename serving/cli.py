@@ -68,6 +68,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         "first of its /v1/models)",
     )
     s.add_argument(
+        "--upstream-kind",
+        choices=("auto", "openai", "llama.cpp"),
+        default="auto",
+        help="how to ask the upstream for exact token ids: openai (vLLM's "
+        "return_token_ids), llama.cpp (its native endpoints), or auto (default: llama.cpp "
+        "when GET /props answers as llama-server does at start)",
+    )
+    s.add_argument(
+        "--engine",
+        choices=("llama.cpp",),
+        default=None,
+        help="start llama.cpp's server (built once into the cache) on the served "
+        "checkpoint's GGUF base and serve through it (CPU inference); the gateway records "
+        "its rollouts as for any upstream",
+    )
+    s.add_argument("--engine-threads", type=positive_int, default=2, help="llama.cpp: CPU threads")
+    s.add_argument(
+        "--engine-slots",
+        type=positive_int,
+        default=8,
+        help="llama.cpp: requests decoded together (default 8)",
+    )
+    s.add_argument(
         "--adapter-dir",
         type=Path,
         default=Path(".rtrl/adapters"),
@@ -165,6 +188,28 @@ def _split(args: argparse.Namespace):  # -> Split | None
 
 
 def _serve(args: argparse.Namespace) -> int:
+    engine = None
+    if args.engine is not None:
+        from serving.llamacpp_cli import start_engine
+
+        try:
+            if args.upstream is not None:
+                raise ValueError("--engine starts its own upstream: not with --upstream")
+            engine = start_engine(args.registry, args.checkpoint, args.engine_threads,
+                                  args.engine_slots)  # fmt: skip
+        except (ValueError, KeyError, RuntimeError) as exc:
+            print(f"rtrl serve: {exc}", file=sys.stderr)
+            return 2
+        args.upstream, args.upstream_kind = engine.url, "llama.cpp"
+        args.upstream_model = args.upstream_model or engine.config.alias
+    try:
+        return _run(args)
+    finally:
+        if engine is not None:
+            engine.stop()
+
+
+def _run(args: argparse.Namespace) -> int:
     from serving.completions import GatewayConfig
     from serving.server import ServeConfig, run
 
@@ -181,6 +226,7 @@ def _serve(args: argparse.Namespace) -> int:
             upstream=args.upstream,
             upstream_model=args.upstream_model,
             upstream_api_key=os.environ.get(UPSTREAM_KEY_ENV),
+            upstream_kind=args.upstream_kind,
             adapter_dir=args.adapter_dir,
             split=_split(args),
             device=args.device,

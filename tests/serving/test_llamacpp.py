@@ -1,0 +1,195 @@
+"""llama.cpp's real server as the upstream, on the SmolLM2 GGUF that `rtrl models fetch` caches.
+
+The rollouts it gives are exact: the prompt ids are the learner's ids for the same chat (its
+tokenizer loaded by transformers from the same GGUF), the completion ids decode to the answer's
+text, and the behaviour log-probabilities are those of the distribution the learner scores at the
+same temperature: the per-token mismatch KL between llama.cpp (4-bit weights, its own kernels) and
+the learner (the same weights dequantized to float32) stays under ``KL_LIMIT``. Through `rtrl
+serve --engine llama.cpp` the gateway starts the engine itself and records the same rollouts to
+Kafka.
+
+Skipped only when the server binary is not built (``python -m serving.llamacpp_build``, which
+scripts/bootstrap runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import openai
+import pytest
+import torch
+
+from checkpoints.record import PROMOTED, TrainingRef, WeightsRef
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import model_ref
+from infra.kafka_dist import default_cache_root
+from infra.ports import free_port_block
+from models.catalog import fetch, models_dir
+from models.loading import LoadedBase, load_base
+from models.mismatch import mismatch
+from models.policy import CausalLMPolicy
+from models.rollout import Rollout
+from models.sampling import SamplingParams
+from serving.generation import Generation, rollout_of
+from serving.llamacpp import LLAMA_CPP, OPENAI, LlamaCppBackend, detect_kind
+from serving.llamacpp_build import server_binary
+from serving.llamacpp_engine import EngineConfig, LlamaServer
+from tests.gateway_fixtures import Serve, api_key, rollouts
+
+BINARY = server_binary(default_cache_root(os.environ))
+pytestmark = pytest.mark.skipif(
+    not BINARY.is_file(),
+    reason=f"llama-server is not built at {BINARY} (python -m serving.llamacpp_build)",
+)
+KL_LIMIT = 0.015  # nats per token: prime-rl's limit on the train/serve mismatch
+CHECKPOINT = "smol-0000"
+CHATS = [
+    [{"role": "user", "content": "Write `reverse(xs)` in Python."}],
+    [{"role": "user", "content": "What is 17 times 3? Answer briefly."}],
+    [
+        {"role": "system", "content": "You answer in one sentence."},
+        {"role": "user", "content": "Why is the sky blue? Café, naïve, 東京."},
+    ],
+]
+
+
+@pytest.fixture(scope="module")
+def base() -> LoadedBase:
+    return load_base(fetch("smollm2-135m", models_dir(), log=lambda _: None))
+
+
+@pytest.fixture(scope="module")
+def policy(base: LoadedBase) -> CausalLMPolicy:
+    return CausalLMPolicy(base.model, base.tokenizer)
+
+
+@pytest.fixture(scope="module")
+def engine(base: LoadedBase, tmp_path_factory: pytest.TempPathFactory):
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    config = EngineConfig(BINARY, base.path, free_port_block(1), threads=2, slots=4)
+    with LlamaServer(config, log) as server:
+        yield server
+
+
+def base_registry(root: Path, base: LoadedBase) -> CheckpointRegistry:
+    registry = CheckpointRegistry(root)
+    registry.register(checkpoint_id=CHECKPOINT, parent=None, model=model_ref(base),
+                      weights=WeightsRef(kind="base"), training=TrainingRef(), files={},
+                      evals={}, batches=(), status=PROMOTED)  # fmt: skip
+    return registry
+
+
+def test_rollouts_are_exact_and_the_learner_scores_them_as_sampled(
+    engine: LlamaServer, base: LoadedBase, policy: CausalLMPolicy, tmp_path: Path
+) -> None:
+    registry = base_registry(tmp_path / "registry", base)
+    backend = LlamaCppBackend(engine.url, registry, CHECKPOINT, "smol", tmp_path / "adapters")
+    params = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=32)
+
+    async def ask() -> list[Generation]:
+        route = backend.current
+        try:
+            gens = [await backend.chat(route, None, {"messages": m}, params) for m in CHATS]
+            gens.append(await backend.complete(route, None, {"prompt": "def add(a, b):"}, params))
+            return gens
+        finally:
+            await backend.close()
+
+    gens = asyncio.run(ask())
+    tokenizer = base.tokenizer
+    for chat, gen in zip(CHATS, gens, strict=False):
+        assert list(gen.prompt_ids or ()) == policy.chat_prompt(chat)
+    assert list(gens[-1].prompt_ids or ()) == tokenizer("def add(a, b):").input_ids
+    records = []
+    for gen in gens:
+        assert gen.token_ids and gen.logprobs is not None, gen
+        assert len(gen.logprobs) == len(gen.token_ids)
+        assert tokenizer.decode(list(gen.token_ids), skip_special_tokens=True) == gen.text
+        if gen.finish_reason == "stop":
+            assert gen.token_ids[-1] in policy.end_ids  # the end token is kept, as sampled
+        else:
+            assert gen.finish_reason == "length" and len(gen.token_ids) == params.max_tokens
+        rollout = rollout_of(gen, "i", params, None, "2026-12-02T00:00:00Z")
+        assert isinstance(rollout, Rollout) and rollout.sampling.temperature == 0.7
+        assert rollout.model == model_ref(base).identity()
+        records.append(rollout)
+
+    with torch.no_grad():
+        scored = policy.score(
+            [list(r.prompt_ids) for r in records], [list(r.completion_ids) for r in records], 0.7
+        )
+    served = mismatch([r.logprobs for r in records], [s.tolist() for s in scored])
+    assert served.kl_k3 < KL_LIMIT, served
+    # the plain softmax (temperature 1: what llama.cpp reports without post_sampling_probs) is
+    # another distribution, and the same check sees it
+    with torch.no_grad():
+        raw = policy.score(
+            [list(r.prompt_ids) for r in records], [list(r.completion_ids) for r in records], 1.0
+        )
+    assert mismatch([r.logprobs for r in records], [s.tolist() for s in raw]).kl_k3 > KL_LIMIT
+
+
+def test_rtrl_serve_engine_records_exact_rollouts(
+    base: LoadedBase, policy: CausalLMPolicy, tmp_path: Path, kafka_bootstrap: str, topic_names
+) -> None:
+    registry = base_registry(tmp_path / "registry", base)
+    key = api_key(tmp_path / "keys.sqlite")
+    front = Serve(
+        ["--registry", str(registry.root), "--db", str(tmp_path / "keys.sqlite"),
+         "--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix, "--no-follow",
+         "--engine", "llama.cpp", "--engine-slots", "2", "--max-tokens", "24"],
+        tmp_path / "front.log",
+    )  # fmt: skip
+    try:
+        client = openai.OpenAI(base_url=f"{front.url}/v1", api_key=key, max_retries=0)
+        chat = client.chat.completions.create(
+            model="m",
+            messages=CHATS[0],
+            logprobs=True,
+            temperature=0.8,
+            extra_headers={"X-Rtrl-Interaction-Id": "l-chat"},
+        )
+        text = client.completions.create(
+            model="m",
+            prompt="def add(a, b):",
+            max_tokens=12,
+            extra_headers={"X-Rtrl-Interaction-Id": "l-cmpl"},
+        )
+        stream = client.chat.completions.create(
+            model="m",
+            messages=CHATS[1],
+            stream=True,
+            extra_headers={"X-Rtrl-Interaction-Id": "l-stream"},
+        )
+        streamed = "".join(c.choices[0].delta.content or "" for c in stream)
+        counts = front.metrics()
+        assert detect_kind(front.url) == OPENAI  # the gateway is no llama-server
+    finally:
+        assert front.stop() == 0, front.log.read_text()[-3000:]
+
+    assert counts['rtrl_gateway_rollouts_total{outcome="recorded"}'] == 3, counts
+    got = rollouts(kafka_bootstrap, topic_names.rollouts, 3)
+    tokenizer = base.tokenizer
+    shown = {
+        "l-chat": chat.choices[0].message.content,
+        "l-cmpl": text.choices[0].text,
+        "l-stream": streamed,
+    }
+    for interaction, want in shown.items():
+        rollout = got[interaction]
+        assert rollout.checkpoint_id == CHECKPOINT
+        assert tokenizer.decode(list(rollout.completion_ids), skip_special_tokens=True) == want
+    assert list(got["l-chat"].prompt_ids) == policy.chat_prompt(CHATS[0])
+    assert list(got["l-stream"].prompt_ids) == policy.chat_prompt(CHATS[1])
+    assert list(got["l-cmpl"].prompt_ids) == tokenizer("def add(a, b):").input_ids
+    assert got["l-chat"].sampling.temperature == 0.8 and got["l-cmpl"].sampling.max_tokens == 12
+    content = chat.choices[0].logprobs.content
+    assert [t.logprob for t in content] == list(got["l-chat"].logprobs)
+
+
+def test_the_upstream_kind_is_detected(engine: LlamaServer) -> None:
+    assert detect_kind(engine.url) == LLAMA_CPP
+    assert detect_kind(f"http://127.0.0.1:{free_port_block(1)}") == OPENAI  # nobody there

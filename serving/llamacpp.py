@@ -35,13 +35,12 @@ import math
 from typing import Any
 
 import httpx
-import orjson
 
 from checkpoints.record import CheckpointInfo
 from models.rollout import ModelIdentity
 from models.sampling import LOGPROB_FLOOR, SamplingParams
 from serving.generation import Generation
-from serving.upstream import Route, UpstreamBackend, UpstreamError, bad_gateway
+from serving.upstream import Route, UpstreamBackend, bad_gateway
 
 log = logging.getLogger(__name__)
 LLAMA_CPP = "llama.cpp"
@@ -198,18 +197,7 @@ class LlamaCppBackend(UpstreamBackend):
         return parse_native(answer, ids, route.checkpoint_id, route.identity)
 
     async def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        from infra.http_client import HttpError
-
-        try:
-            answer = await self._pool().post(path, orjson.dumps(body))
-        except HttpError as exc:
-            raise bad_gateway(f"upstream unreachable: {exc}"[:300]) from None
-        if answer.status >= 400:
-            raise UpstreamError(answer.status, answer.body)
-        try:
-            data = orjson.loads(answer.body)
-        except orjson.JSONDecodeError:
-            data = None
+        data = await self._post(path, body)
         if not isinstance(data, dict):
             raise bad_gateway(f"llama-server's {path} answered no JSON object")
         return data

@@ -226,7 +226,9 @@ class UpstreamBackend:
             )
         return self._http
 
-    async def _ask(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        """The upstream's JSON answer to ``body`` at ``path`` (None when it is no JSON); its
+        error status passed on, an unreachable upstream a 502."""
         try:
             answer = await self._pool().post(path, orjson.dumps(body))
         except HttpError as exc:
@@ -234,9 +236,15 @@ class UpstreamBackend:
         if answer.status >= 400:
             raise UpstreamError(answer.status, answer.body)
         try:
-            data = orjson.loads(answer.body)
+            return orjson.loads(answer.body)
+        except orjson.JSONDecodeError:
+            return None
+
+    async def _ask(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        data = await self._post(path, body)
+        try:
             data["choices"][0]
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+        except (KeyError, IndexError, TypeError):
             raise bad_gateway("the upstream's answer is not a completion") from None
         return data
 

@@ -22,9 +22,10 @@ from warehouse.report import ReportRow
 
 
 def _row(metric: str, change: float | None) -> ReportRow:
+    low = None if change is None else change - 0.1
+    high = None if change is None else change + 0.1
     return ReportRow("final-ab", "treatment", "control", metric, 40, 80, 0.5, 0.55, change,
-                     None if change is None else change - 0.1,
-                     None if change is None else change + 0.1, 0.2)  # fmt: skip
+                     low, high, 0.2, 0.4, low, high, 0.3, 0.6)  # fmt: skip
 
 
 def test_the_summary_names_the_metrics_and_the_decisions_and_reads_back(tmp_path: Path) -> None:

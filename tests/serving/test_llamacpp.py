@@ -17,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import cast
 
 import openai
 import pytest
 import torch
+from openai.types.chat import ChatCompletionMessageParam
 
 from checkpoints.record import PROMOTED, TrainingRef, WeightsRef
 from checkpoints.store import CheckpointRegistry
@@ -37,7 +39,7 @@ from serving.generation import Generation, rollout_of
 from serving.llamacpp import LLAMA_CPP, OPENAI, LlamaCppBackend, detect_kind
 from serving.llamacpp_build import server_binary
 from serving.llamacpp_engine import EngineConfig, LlamaServer
-from tests.gateway_fixtures import Serve, api_key, rollouts
+from tests.support.gateway import Serve, api_key, rollouts
 
 BINARY = server_binary(default_cache_root(os.environ))
 pytestmark = pytest.mark.skipif(
@@ -54,6 +56,11 @@ CHATS = [
         {"role": "user", "content": "Why is the sky blue? Café, naïve, 東京."},
     ],
 ]
+
+
+def _messages(chat: list[dict[str, str]]) -> list[ChatCompletionMessageParam]:
+    """A chat as the official client's types name it."""
+    return [cast(ChatCompletionMessageParam, m) for m in chat]
 
 
 @pytest.fixture(scope="module")
@@ -146,21 +153,21 @@ def test_rtrl_serve_engine_records_exact_rollouts(
     try:
         client = openai.OpenAI(base_url=f"{front.url}/v1", api_key=key, max_retries=0)
         chat = client.chat.completions.create(
-            model="m",
-            messages=CHATS[0],
+            model="default",
+            messages=_messages(CHATS[0]),
             logprobs=True,
             temperature=0.8,
             extra_headers={"X-Rtrl-Interaction-Id": "l-chat"},
         )
         text = client.completions.create(
-            model="m",
+            model="default",
             prompt="def add(a, b):",
             max_tokens=12,
             extra_headers={"X-Rtrl-Interaction-Id": "l-cmpl"},
         )
         stream = client.chat.completions.create(
-            model="m",
-            messages=CHATS[1],
+            model="default",
+            messages=_messages(CHATS[1]),
             stream=True,
             extra_headers={"X-Rtrl-Interaction-Id": "l-stream"},
         )
@@ -186,7 +193,9 @@ def test_rtrl_serve_engine_records_exact_rollouts(
     assert list(got["l-stream"].prompt_ids) == policy.chat_prompt(CHATS[1])
     assert list(got["l-cmpl"].prompt_ids) == tokenizer("def add(a, b):").input_ids
     assert got["l-chat"].sampling.temperature == 0.8 and got["l-cmpl"].sampling.max_tokens == 12
-    content = chat.choices[0].logprobs.content
+    logprobs = chat.choices[0].logprobs
+    assert logprobs is not None and logprobs.content is not None
+    content = logprobs.content
     assert [t.logprob for t in content] == list(got["l-chat"].logprobs)
 
 

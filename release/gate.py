@@ -164,7 +164,7 @@ def decide(
         reasons.append(f"{estimate.users} users, fewer than the {config.min_users} needed")
     if not estimate.lower > config.min_gain:
         reasons.append(
-            f"gain {gain:.3f}, its {estimate.level:.0%} lower bound "
+            f"gain {gain:.3f}, its {100 * estimate.level:.4g}% lower bound "
             f"{estimate.lower:.3f} not above {config.min_gain:.3f}"
         )
     if estimate.kl > config.max_kl:

@@ -95,8 +95,12 @@ def train_rounds(registry: CheckpointRegistry, tmp: Path, scenario: Scenario,
     config = RewardConfig(flaw=scenario.flaw)  # type: ignore[arg-type]
     learner = replace(LearnerConfig(lr=0.002, epochs=4, minibatch=64, micro_batch=64),
                       **dict(scenario.learner))  # type: ignore[arg-type]  # fmt: skip
+    # The off-policy rules are switched off (a bound far below any gain, a KL no update here
+    # reaches): a flawed reward pays for the hack, so the candidate evals alone must stop it,
+    # and the hack grows round over round as its candidates are promoted.
     gate = GateConfig(eval_prompts=16, eval_samples=scenario.eval_samples,
-                      eval_reader=scenario.eval_reader)  # fmt: skip
+                      eval_reader=scenario.eval_reader, min_gain=-1000.0,
+                      max_kl=100.0)  # fmt: skip
     parent, out = "t-0000", []
     for number in range(1, rounds + 1):
         examples = serve_round(registry, parent, config, seed=number)
@@ -120,7 +124,7 @@ def test_a_flawed_reward_is_exploited_and_the_gate_blocks_it(
 ) -> None:
     scenario = SCENARIOS[name]
     assert scenario.watched is not None
-    history = train_rounds(registry, tmp_path, scenario, rounds=4)
+    history = train_rounds(registry, tmp_path, scenario, rounds=8)
     watched = [h["evals"][scenario.watched] for h in history]
     blocked = history[-1]
     # the policy learned the behaviour the flaw pays for ...

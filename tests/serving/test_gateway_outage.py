@@ -79,7 +79,7 @@ def test_kafka_down_completions_served_rollouts_spooled_then_delivered(
         for n in range(SPOOL + 10):  # the spool takes SPOOL; the last 10 find it full
             ask(f"during-{n}")
         assert time.monotonic() - started < 30, "a completion waited for Kafka"
-        counts = serve.metrics()
+        counts = serve.metrics_when('rtrl_gateway_rollouts_total{outcome="dropped"}', 10)
         assert counts["rtrl_gateway_spool_rollouts"] == SPOOL
         assert counts['rtrl_gateway_rollouts_dropped_total{reason="spool_full"}'] == 10
         assert counts['rtrl_gateway_rollouts_total{outcome="dropped"}'] == 10

@@ -125,7 +125,9 @@ def test_upstream_mode_records_loads_adapters_and_refuses_what_lacks_logprobs(
             model="default", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id": "u-hidden"}
         )
         assert answer.choices[0].message.content is not None
-        hidden_counts = hidden_front.metrics()
+        hidden_counts = hidden_front.metrics_when(
+            'rtrl_gateway_rollouts_refused_total{reason="missing_logprobs"}', 1
+        )
     finally:
         for server in [*fronts, *upstreams]:
             server.stop()

@@ -87,6 +87,17 @@ class Serve:
                 out[name] = float(value)
         return out
 
+    def metrics_when(self, name: str, value: float, timeout_s: float = 10.0) -> dict[str, float]:
+        """/metrics once ``name`` has reached ``value`` (or the timeout passed): the recorder's
+        thread builds, counts and hands over what was put aside up to 200 ms after the answer
+        (``serving.recorder``), so a count read right after an answer may be one short."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            counts = self.metrics()
+            if counts.get(name, 0.0) >= value or time.monotonic() > deadline:
+                return counts
+            time.sleep(0.05)
+
     def stop(self, timeout_s: float = 60) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

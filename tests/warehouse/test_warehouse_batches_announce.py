@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from infra.compacted import read_latest
 from tests.support.warehouse import land, records_and_events
@@ -60,7 +60,12 @@ def test_the_batch_service_builds_and_announces_until_sigterm(kafka_bootstrap, t
             stderr=subprocess.STDOUT,
         )
     try:
-        records, _ = records_and_events(150, seed=4)  # its windows closed long ago
+        # closed hours ago, so no window is open, and fresh enough for the batch's freshness
+        # gate, which the service measures against the wall clock
+        start = datetime.now(UTC) - timedelta(hours=8)
+        records, _ = records_and_events(
+            150, seed=4, start=start.strftime("%Y-%m-%dT%H:%M:%SZ"), span_s=3600
+        )
         land(Store(str(root)), "rewards", records)
         deadline = time.monotonic() + 120
         while not read_latest(kafka_bootstrap, topic_names.batches):

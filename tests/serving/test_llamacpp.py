@@ -112,7 +112,13 @@ def test_rollouts_are_exact_and_the_learner_scores_them_as_sampled(
     assert list(gens[-1].prompt_ids or ()) == tokenizer("def add(a, b):").input_ids
     records = []
     for gen in gens:
-        assert gen.token_ids and gen.logprobs is not None, gen
+        if gen.logprobs is None:
+            # llama.cpp leaves out the log-prob of a token that ends inside a multi-byte
+            # character (serving.llamacpp): a completion cut there by max_tokens has no rollout
+            assert gen.finish_reason == "length" and not gen.text.isascii(), gen
+            assert rollout_of(gen, "i", params, None, "2026-12-02T00:00:00Z") == "missing_logprobs"
+            continue
+        assert gen.token_ids, gen
         assert len(gen.logprobs) == len(gen.token_ids)
         assert tokenizer.decode(list(gen.token_ids), skip_special_tokens=True) == gen.text
         if gen.finish_reason == "stop":
@@ -124,6 +130,7 @@ def test_rollouts_are_exact_and_the_learner_scores_them_as_sampled(
         assert rollout.model == model_ref(base).identity()
         records.append(rollout)
 
+    assert len(records) >= len(gens) - 1  # at most one is cut inside a character
     with torch.no_grad():
         scored = policy.score(
             [list(r.prompt_ids) for r in records], [list(r.completion_ids) for r in records], 0.7
@@ -172,7 +179,7 @@ def test_rtrl_serve_engine_records_exact_rollouts(
             extra_headers={"X-Rtrl-Interaction-Id": "l-stream"},
         )
         streamed = "".join(c.choices[0].delta.content or "" for c in stream)
-        counts = front.metrics()
+        counts = front.metrics_when('rtrl_gateway_rollouts_total{outcome="recorded"}', 3)
         assert detect_kind(front.url) == OPENAI  # the gateway is no llama-server
     finally:
         assert front.stop() == 0, front.log.read_text()[-3000:]

@@ -4,14 +4,16 @@
 beside its nominal level, with its Monte-Carlo standard error, over ``--trials`` seeded trials of
 the whole gate (``release.gate.decide`` on ``release.offpolicy_bound``'s estimate).
 
-* null worlds (30-40 users, Zipf-like activity, per-user taste with mean 0): the false-promotion
-  rate at a first attempt's level and at the full 95 %, and what resampling interactions instead
-  of users would give;
+* null worlds (30-40 users, Zipf-like activity, per-user taste with mean 0, and one of 6-8
+  users): the false-promotion rate at a first attempt's level and at the full 95 %, of the
+  gate's bound (CR2 and a Bell-McCaffrey t) beside the percentile user bootstrap it replaced,
+  and what resampling interactions instead of users would give;
 * the collapse world (a candidate piling onto a disliked rare completion): its promotion rate,
   and the mean gain the old truncated self-normalised estimate saw;
 * retries: eight attempts on one parent with the same held-out users, alpha split across
   attempts (the gate) and alpha each time (what it prevents): any promotion within 1, 4, 8;
-* power worlds: the promotion rate of a candidate with a real gain at a first attempt's level.
+* power worlds: the promotion rate of a candidate with a real gain at a first attempt's level,
+  of both bounds.
 
 Figures to stdout and ``bench/out/gate_calibration.json``.
 """
@@ -33,8 +35,10 @@ reexec_in_venv(__file__)
 import numpy as np  # noqa: E402
 
 from release.gate import GateConfig, attempt_level, decide  # noqa: E402
+from release.offpolicy_bound import PERCENTILE_METHOD  # noqa: E402
 from tests.release.worlds import (  # noqa: E402
     COLLAPSE,
+    FEW_USERS,
     NULL_WORLDS,
     POWER_WORLDS,
     RETRY_WORLD,
@@ -94,13 +98,16 @@ def main() -> int:
     args = parser.parse_args()
     n, b = args.trials, args.resamples
     rows = []
-    for world in NULL_WORLDS:
+    for world in (*NULL_WORLDS, FEW_USERS):
         for level, label in ((FIRST, "attempt 1"), (0.95, "alpha 0.05")):
             rate = _rate(world, n, 1, b, level=level)
             rows.append(_row(f"{world.name} ({label})", world, f"{1 - level:.3f}", rate, n))
+            rate = _rate(world, n, 1, b, level=level, method=PERCENTILE_METHOD)
+            rows.append(_row(f"… percentile bootstrap ({label})", world, f"{1 - level:.3f}", rate,
+                             n))  # fmt: skip
         rate = _rate(world, n, 1, b, level=0.95, by_interaction=True)
         rows.append(_row(f"{world.name} (by interaction)", world, "0.050", rate, n))
-        print(rows[-3], rows[-2], rows[-1], sep="\n", flush=True)
+        print(*rows[-5:], sep="\n", flush=True)
     rows.append(_row("collapse (attempt 1)", COLLAPSE, f"{1 - FIRST:.3f}",
                      _rate(COLLAPSE, n, 2, b, level=FIRST), n))  # fmt: skip
     for spend, label in ((True, "alpha split"), (False, "alpha each time")):
@@ -111,6 +118,8 @@ def main() -> int:
     for world in POWER_WORLDS:
         rate = _rate(world, n, 4, b, level=FIRST)
         rows.append(_row(f"power: {world.name} (attempt 1)", world, f"{1 - FIRST:.3f}", rate, n))
+        rate = _rate(world, n, 4, b, level=FIRST, method=PERCENTILE_METHOD)
+        rows.append(_row("… percentile bootstrap", world, f"{1 - FIRST:.3f}", rate, n))
     header = ["world", "true gain", "nominal", "promoted", "MC s.e."]
     print(format_table(header, rows))
     write_results("gate_calibration", {"machine": machine(), "trials": n, "rows": rows})

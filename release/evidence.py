@@ -21,7 +21,13 @@ from typing import Any
 
 import orjson
 
-from release.offpolicy_bound import Estimate, estimate_gain, sequence_log_weights, user_key
+from release.offpolicy_bound import (
+    METHOD,
+    Estimate,
+    estimate_gain,
+    sequence_log_weights,
+    user_key,
+)
 
 FILE = "gate_evidence.jsonl"
 _REQUIRED = ("user_id", "interaction_id", "reward", "behaviour_logprobs", "candidate_logprobs")
@@ -119,8 +125,10 @@ def read_evidence(path: str | Path) -> list[EvidenceRow]:
 
 
 def estimate_rows(rows: Sequence[EvidenceRow], *, level: float, resamples: int, seed: int,
-                  weight_cap: float, reward_min: float, reward_max: float) -> Estimate:  # fmt: skip
-    """The gate's estimate and bound on evidence rows (``release.offpolicy_bound``)."""
+                  weight_cap: float, reward_min: float, reward_max: float,
+                  method: str = METHOD) -> Estimate:  # fmt: skip
+    """The gate's estimate and bound on evidence rows (``release.offpolicy_bound``; ``method``
+    an earlier decision's bound, to re-run it as it was)."""
     if not rows:
         raise ValueError("no evidence rows: nothing to estimate")
     return estimate_gain(
@@ -135,4 +143,5 @@ def estimate_rows(rows: Sequence[EvidenceRow], *, level: float, resamples: int, 
         weight_cap=weight_cap,
         reward_min=reward_min,
         reward_max=reward_max,
+        method=method,
     )

@@ -9,8 +9,9 @@ no reward-hacking alarm from the monitors (``rewards.monitors``). Each failing r
 sentence, so that a rejected checkpoint says why; the figures behind them come with the decision.
 
 The estimate and its bound are ``release.offpolicy_bound``'s: clipped importance weights on
-rewards shifted into their known range, resampled by user. Held-out evidence is spent once per
-parent by splitting alpha across attempts (:func:`attempt_level`): a retry on the same parent
+rewards shifted into their known range (the reward configuration's, :meth:`GateConfig.for_reward`),
+a small-sample lower bound over users. Held-out evidence is spent once per parent by splitting
+alpha across attempts (:func:`attempt_level`): a retry on the same parent
 (a rejected candidate's batch trained on again with the next one, the same users held out) is
 judged at a stricter level, so that over all of a parent's attempts the chance of promoting a
 candidate that is no better stays below ``1 - level``.
@@ -23,10 +24,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from release.offpolicy_bound import REWARD_MAX, REWARD_MIN, WEIGHT_CAP
+from release.offpolicy_bound import WEIGHT_CAP
+from rewards.config import RewardConfig
 
 if TYPE_CHECKING:  # types only: importing them would load polars
     from release.offpolicy_bound import Estimate
@@ -50,8 +52,10 @@ class GateConfig:
     level: float = 0.95  # one-sided confidence level over all attempts on one parent
     resamples: int = 2000  # bootstrap resamples (of users) for the bound
     weight_cap: float = WEIGHT_CAP  # a completion's importance weight is clipped here
-    reward_min: float = REWARD_MIN  # the reward's known range: the clip may only lower the
-    reward_max: float = REWARD_MAX  # estimate when rewards are shifted to be >= 0
+    # the reward's known range (default: reward v1's default configuration's, -4.1..2; see
+    # GateConfig.for_reward): the clip may only lower the estimate when rewards are shifted >= 0
+    reward_min: float = field(default_factory=lambda: RewardConfig().reward_range()[0])
+    reward_max: float = field(default_factory=lambda: RewardConfig().reward_range()[1])
     eval_prompts: int = 64  # recent held-out prompts the candidate generates for (0: no evals)
     eval_samples: int = 4  # generations per prompt and checkpoint
     eval_alpha: float = 0.05  # one-sided significance of a behaviour alarm
@@ -106,6 +110,17 @@ class GateConfig:
                 f"GateConfig.block_on_alarms must be a bool, got {self.block_on_alarms!r}"
             )
 
+    @classmethod
+    def for_reward(cls, reward: RewardConfig, **limits: object) -> GateConfig:
+        """The gate's settings for rewards computed under ``reward``: its range, and ``limits``.
+
+        >>> c = GateConfig.for_reward(RewardConfig(accept=2.0), min_gain=0.1)
+        >>> c.reward_min, c.reward_max, c.min_gain
+        (-4.1, 3.0, 0.1)
+        """
+        low, high = reward.reward_range()
+        return cls(reward_min=low, reward_max=high, **limits)  # type: ignore[arg-type]
+
 
 @dataclass(frozen=True)
 class GateDecision:
@@ -147,6 +162,9 @@ def decide(
         "ess": float(estimate.ess),
         "ess_fraction": float(ess_fraction),
         "clipped": float(estimate.clipped),
+        "df": float(estimate.df),
+        "reward_min": float(estimate.reward_min),
+        "reward_max": float(estimate.reward_max),
         "alarms": float(len(alarms)),
         "eval_alarms": float(len(eval_alarms)),
     }

@@ -27,8 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "gate",
         help="recompute and audit gate decisions from their evidence files",
         description="The offline gate's decision (clipped importance weights on rewards "
-        "shifted into their range, a one-sided lower bound of the gain by a bootstrap over "
-        "users, alpha split over a parent's attempts; KL, ESS, example and user limits) from "
+        "shifted into the reward configuration's range, a one-sided lower bound of the gain "
+        "over users: CR2 standard error and a t quantile at Bell-McCaffrey degrees of freedom; "
+        "alpha split over a parent's attempts; KL, ESS, example and user limits) from "
         "evidence files: JSON lines or Parquet, one row per held-out interaction with "
         "user_id, interaction_id, reward, behaviour_logprobs, candidate_logprobs and optional "
         "session_id.",
@@ -58,8 +59,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=1,
         help="which attempt on its parent the decision is (default 1)",
     )
-    e.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    for name in ("resamples", "weight_cap", "reward_min", "reward_max", "min_gain", "max_kl",
+    e.add_argument(
+        "--seed", type=int, default=0, help="bootstrap seed of the percentile bound (default 0)"
+    )
+    e.add_argument(
+        "--reward-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the reward configuration (JSON/TOML/YAML) the evidence's rewards were computed "
+        "under: the bound shifts rewards by its range (default: reward v1's defaults, "
+        f"{defaults['reward_min']}..{defaults['reward_max']})",
+    )
+    for name in ("reward_min", "reward_max"):
+        e.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float, default=None,
+                       help="override one end of the reward range (rewards that are not reward "
+                       "v1's; a reward outside the range is an error)")  # fmt: skip
+    for name in ("resamples", "weight_cap", "min_gain", "max_kl",
                  "min_ess_fraction", "min_examples", "min_users"):  # fmt: skip
         kind = int if isinstance(defaults[name], int) else float
         e.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind,
@@ -83,12 +99,16 @@ def _evaluate(args: argparse.Namespace) -> int:
         return 2
     outcomes = []
     try:
-        config = GateConfig(**{k: getattr(args, k) for k in _gate_defaults() if hasattr(args, k)})
+        settings = {k: getattr(args, k) for k in _gate_defaults() if hasattr(args, k)}
+        low, high = _reward_range(args.reward_config)
+        settings["reward_min"] = low if args.reward_min is None else args.reward_min
+        settings["reward_max"] = high if args.reward_max is None else args.reward_max
+        config = GateConfig(**settings)
         for path in args.evidence:
             outcomes.append(_judge(path, config, args.attempt, args.seed, []))
         for checkpoint in args.checkpoint:
             outcomes.append(_rejudge(args.registry, checkpoint))
-    except (KeyError, ValueError) as exc:
+    except (KeyError, ValueError, OSError) as exc:
         log.error("%s", exc.args[0] if exc.args else exc)
         return 2
     for outcome in outcomes:
@@ -101,15 +121,23 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0 if all(o["passed"] for o in outcomes) else 3
 
 
-def _judge(path: Path, config: Any, attempt: int, seed: int,
-           alarms: list[str]) -> dict[str, Any]:  # fmt: skip
+def _reward_range(path: Path | None) -> tuple[float, float]:
+    from rewards.config import RewardConfig, load_config
+
+    return (load_config(path) if path else RewardConfig()).reward_range()
+
+
+def _judge(path: Path, config: Any, attempt: int, seed: int, alarms: list[str],
+           method: str | None = None) -> dict[str, Any]:  # fmt: skip
     from release.evidence import estimate_rows, read_evidence
     from release.gate import attempt_level, decide
+    from release.offpolicy_bound import METHOD
 
     estimate = estimate_rows(read_evidence(path), level=attempt_level(config.level, attempt),
                              resamples=config.resamples, seed=seed,
                              weight_cap=config.weight_cap, reward_min=config.reward_min,
-                             reward_max=config.reward_max)  # fmt: skip
+                             reward_max=config.reward_max,
+                             method=method or METHOD)  # fmt: skip
     decision = decide(estimate, [], config, alarms)
     return {
         "file": str(path),
@@ -126,6 +154,9 @@ def _judge(path: Path, config: Any, attempt: int, seed: int,
         "reasons": list(decision.reasons),
         "attempt": attempt,
         "behaviour_mean": estimate.behaviour_mean,
+        "df": estimate.df,
+        "reward_min": estimate.reward_min,
+        "reward_max": estimate.reward_max,
     }
 
 
@@ -146,7 +177,9 @@ def _rejudge(registry_dir: Path, checkpoint_id: str) -> dict[str, Any]:
     # what decide added besides the estimate: the recorded alarms, in the order it gives them
     alarms = [f"monitor alarm: {message}" for message in info.evals.get("alarms", [])]
     alarms += [t["message"] for t in info.evals.get("candidate_evals", []) if t.get("alarm")]
-    outcome = _judge(path, config, int(gate["attempt"]), int(gate["seed"]), alarms)
+    # the bound the record names (a decision from before the CR2 bound was a percentile one)
+    method = gate.get("method")
+    outcome = _judge(path, config, int(gate["attempt"]), int(gate["seed"]), alarms, method)
     new = {**outcome, "value": outcome["estimate"]}
     same = all(_same(gate.get(k), new[k]) for k in _COMPARED)
     same = same and list(info.reasons) == outcome["reasons"]
@@ -169,7 +202,8 @@ def _render(o: dict[str, Any]) -> str:
         head,
         f"  estimate {o['estimate']:.4f}, gain {o['gain']:+.4f}, its {o['level']:.2%} lower "
         f"bound {o['lower']:+.4f} (attempt {o['attempt']}, {o['method']})",
-        f"  n {o['n']}, users {o['users']}, ESS {o['ess']:.1f}, KL {o['kl']:.4f}",
+        f"  n {o['n']}, users {o['users']}, ESS {o['ess']:.1f}, KL {o['kl']:.4f}, "
+        f"rewards in [{o['reward_min']:g}, {o['reward_max']:g}]",
     ]
     lines += [f"  {reason}" for reason in o["reasons"]]
     return "\n".join(lines) + "\n"

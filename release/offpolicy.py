@@ -19,14 +19,8 @@ from models.examples import Example
 from models.policy import CausalLMPolicy
 from models.scoring import score_examples
 from release.evidence import EvidenceRow, estimate_rows
-from release.offpolicy_bound import (
-    LEVEL,
-    RESAMPLES,
-    REWARD_MAX,
-    REWARD_MIN,
-    WEIGHT_CAP,
-    Estimate,
-)
+from release.offpolicy_bound import LEVEL, RESAMPLES, WEIGHT_CAP, Estimate
+from rewards.config import RewardConfig
 
 
 @torch.no_grad()
@@ -48,12 +42,16 @@ def evidence_rows(policy: CausalLMPolicy, examples: Sequence[Example]) -> list[E
 
 def estimate(policy: CausalLMPolicy, examples: Sequence[Example], *, level: float = LEVEL,
              resamples: int = RESAMPLES, seed: int = 0, weight_cap: float = WEIGHT_CAP,
-             reward_min: float = REWARD_MIN,
-             reward_max: float = REWARD_MAX) -> Estimate:  # fmt: skip
+             reward_min: float | None = None,
+             reward_max: float | None = None) -> Estimate:  # fmt: skip
     """The expected reward of ``policy`` estimated from ``examples`` (rollouts of another policy
-    with their behaviour log-probabilities)."""
+    with their behaviour log-probabilities); the reward range defaults to reward v1's default
+    configuration's (``RewardConfig.reward_range``)."""
     if not examples:
         raise ValueError("estimate needs at least one example")
+    default_min, default_max = RewardConfig().reward_range()
+    reward_min = default_min if reward_min is None else reward_min
+    reward_max = default_max if reward_max is None else reward_max
     return estimate_rows(evidence_rows(policy, examples), level=level, resamples=resamples,
                          seed=seed, weight_cap=weight_cap, reward_min=reward_min,
                          reward_max=reward_max)  # fmt: skip

@@ -1,30 +1,68 @@
 """The gate's statistics: a candidate's gain over the served policy, and a lower bound of it
-that stays valid on traffic as it comes. Pure numpy: no torch, no polars, so the decision can be
-recomputed from an evidence file anywhere (``rtrl gate evaluate``) and calibrated on simulated
-worlds (``tests/release``).
+that stays valid on traffic as it comes. Pure numpy (and ``stats.student_t``): no torch, no
+polars, so the decision can be recomputed from an evidence file anywhere (``rtrl gate
+evaluate``) and calibrated on simulated worlds (``tests/release``).
 
 **The estimator.** Each held-out interaction ``i`` was served by the behaviour policy; its
 sequence weight ``w_i = exp(sum_t log p_candidate - log p_behaviour)`` is clipped at ``cap``,
 ``w~_i = min(w_i, cap)``, and its reward is shifted into ``[0, 1]`` by the known range of the
-reward, ``r'_i = (r_i - r_min) / (r_max - r_min)``. The candidate's value is the plain (not
-self-normalised) mean ``sum w~ r' / n``, the behaviour's the plain mean ``sum r' / n``. Because
-``r' >= 0``, clipping a weight only removes mass: the clipped mean is at most the unclipped one
-for every sample, and every bootstrap resample below, so the clip can only lower the estimate and
-its bound, never lift them. The same holds for completions the candidate would make and the
-behaviour never could (top-p cuts them from its support): their mass is missing, and missing mass
-on non-negative rewards is a loss too. Self-normalising would break both: dividing by
-``sum w~`` gives back the mass a clip removed, spread over the other completions, which is how a
-per-token cap of 2 once turned a candidate that piles onto a disliked completion (served 2 %,
-candidate 42 %) into an estimated gain. The price is variance from the shift; the estimator never
-leans toward promoting.
+reward, ``r'_i = (r_i - r_min) / (r_max - r_min)`` (the range follows from the reward's
+configuration: ``rewards.config.RewardConfig.reward_range``). The candidate's value is the plain
+(not self-normalised) mean ``sum w~ r' / n``, the behaviour's the plain mean ``sum r' / n``.
+Because ``r' >= 0``, clipping a weight only removes mass: the clipped mean is at most the
+unclipped one on every sample, so the clip can only lower the estimate and what the bound
+covers (its expectation, the *clipped gain*, is at most the true gain), never lift them. The
+same holds for completions the candidate would make and the behaviour never could (top-p cuts
+them from its support): their mass is missing, and missing mass on non-negative rewards is a
+loss too. Self-normalising would break both: dividing by ``sum w~`` gives back the mass a clip
+removed, spread over the other completions, which is how a per-token cap of 2 once turned a
+candidate that piles onto a disliked completion (served 2 %, candidate 42 %) into an estimated
+gain. The price is variance from the shift; the estimator never leans toward promoting.
 
 **The unit is the user.** One user's interactions share their taste and are dependent; users are
-the independent draws. The lower bound is a cluster bootstrap: users are resampled with
-replacement (each resample weighs every user by how often it was drawn, all of its interactions
-together), the gain recomputed as a ratio of user sums, and the ``1 - level`` quantile taken. An
-interaction without a user id is keyed by its session id when it has one, else it is its own user
-(:func:`user_key`): the conservative choice would be impossible (no id), and a session is at least
-as dependent as a user's interactions within it.
+the independent draws. An interaction without a user id is keyed by its session id when it has
+one, else it is its own user (:func:`user_key`): the conservative choice would be impossible (no
+id), and a session is at least as dependent as a user's interactions within it.
+
+**The bound: CR2 standard error, Bell-McCaffrey t (``METHOD``).** The gain is a ratio of user
+sums, ``sum_g d_g / N`` with ``d_g`` user ``g``'s sum of ``w~ r' - r'`` over its ``n_g``
+interactions and ``N = sum n_g``: the weighted mean of a regression on an intercept, clustered
+by user. Its lower bound is ``gain - t_df(level) * se`` with
+
+* ``se^2 = sum_g e_g^2 / (1 - h_g) / N^2``, ``e_g = d_g - gain n_g`` and ``h_g = n_g / N``, the
+  user's leverage: the bias-reduced cluster-robust variance CR2 (Bell & McCaffrey 2002), whose
+  leverage correction is exactly ``1 / (1 - h_g)`` for an intercept. A heavy user pulls the
+  mean toward itself and so shrinks its own residual; CR2 gives that back.
+* ``df = 1 / tr(B^2)``, ``B = D^-1/2 (diag(h) - h h^T) D^-1/2``, ``D = diag(1 - h)``: the
+  Bell-McCaffrey (Satterthwaite) degrees of freedom of that variance under independent
+  interactions, in O(users) (``bell_mccaffrey_df``). With ``G`` equal users they are ``G - 1``;
+  when a few users carry most of the data they fall toward 1, which is what the bound needs:
+  its variance then rests on those few users.
+
+Why not a bootstrap over users: the percentile bootstrap the gate used before (kept as
+``PERCENTILE_METHOD``, for comparison and to re-run earlier decisions) promoted 0.042 of
+no-gain candidates at a nominal 0.030, 0.070 at 0.050, in worlds of 30-40 users with steep
+activity or many interactions per user; a studentized (bootstrap-t) user bootstrap, tried with
+CR1, CR2 and CR3 studentization, was worse still there (0.055-0.080 at 0.030 and 0.050): a
+resample that leaves out the heaviest user is another world, not a draw like the data. CR2 with
+Bell-McCaffrey degrees of freedom is what Imbens & Kolesar (2016) and Pustejovsky & Tipton (2018)
+recommend for few or unequal clusters; it holds the nominal level in every null world of
+``tests/release/worlds.py`` (bench/RESULTS.md, "Gate calibration"), costs no resamples, and is
+the same for every seed. The price is power where users are many and alike, since ``t_df`` is
+wider than the bootstrap's quantile.
+
+Edge cases, each a valid bound: fewer than two users say nothing about how users differ, and the
+bound is the worst gain the range allows, ``-(r_max - r_min)`` (the candidate's clipped mean is
+``>= r_min``, the behaviour's ``<= r_max``), finite so that it stays valid JSON; the bound is
+never below that either. Users whose ratios ``d_g / n_g`` are all equal have no spread: ``se = 0``
+and the bound is the estimate (with the gate's ``min_users`` there are never that few).
+
+**The clip and the bound.** The point estimate falls with every tighter clip on every sample,
+and the percentile bound did too (each resample's gain falls). The CR2 bound need not: a tighter
+clip lowers the gain but can also lower its standard error (``df`` depends on the users' shares
+only), so on one sample a tighter clip may give a higher bound. What holds, and what the bound's
+validity rests on, is the estimand: the bound covers the clipped gain, which is at most the true
+gain for every clip, so a clip never makes the bound promise more than the truth.
 
 **Diagnostics on the same weights.** ESS ``(sum w~)^2 / sum w~^2`` and the KL estimate
 ``mean(-log w~)`` (an estimate of KL(behaviour || candidate) per interaction) use the clipped
@@ -40,16 +78,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-METHOD = "clipped-is-user-bootstrap"
+from stats.student_t import t_quantile
+
+METHOD = "clipped-is-user-cr2-bm-t"  # the gate's bound
+PERCENTILE_METHOD = "clipped-is-user-bootstrap"  # the percentile user bootstrap it had before
+METHODS = (METHOD, PERCENTILE_METHOD)
 LEVEL = 0.95
-RESAMPLES = 2000
+RESAMPLES = 2000  # for PERCENTILE_METHOD only
 WEIGHT_CAP = 10.0
-# reward v1's range with its default configuration (shared/spec/reward-v1.md): the best is an
-# accepted, fully retained edit (1 + 1), the worst an empty window with the floors of the
-# follow-up, invalid-tool-call, clarifying and latency terms (-1 - 2 - 1 - 0.1)
-REWARD_MIN = -4.1
-REWARD_MAX = 2.0
 _CHUNK = 250  # bootstrap resamples drawn at once
+_WORST_GAIN = -1.0  # in shifted units: the candidate's clipped mean >= 0, the behaviour's <= 1
 
 
 @dataclass(frozen=True)
@@ -65,8 +103,11 @@ class Estimate:
     lower: float = float("nan")  # one-sided lower confidence bound of the gain at ``level``
     level: float = LEVEL
     method: str = METHOD
-    resamples: int = 0
+    resamples: int = 0  # bootstrap resamples (PERCENTILE_METHOD; 0 for METHOD)
     clipped: int = 0  # interactions whose weight exceeded the cap
+    df: float = float("nan")  # the bound's Bell-McCaffrey degrees of freedom (METHOD)
+    reward_min: float = float("nan")  # the reward range the rewards were shifted by
+    reward_max: float = float("nan")
 
     @property
     def gain(self) -> float:
@@ -103,22 +144,31 @@ def sequence_log_weights(behaviour: Sequence[Sequence[float]],
 
 def estimate_gain(users: Sequence[str] | np.ndarray, rewards: Sequence[float] | np.ndarray,
                   log_weights: Sequence[float] | np.ndarray, *, level: float = LEVEL,
-                  resamples: int = RESAMPLES, seed: int = 0, weight_cap: float = WEIGHT_CAP,
-                  reward_min: float = REWARD_MIN,
-                  reward_max: float = REWARD_MAX) -> Estimate:  # fmt: skip
+                  reward_min: float, reward_max: float, resamples: int = RESAMPLES,
+                  seed: int = 0, weight_cap: float = WEIGHT_CAP, method: str = METHOD,
+                  bound: bool = True) -> Estimate:  # fmt: skip
     """The estimate and its user-level lower bound from each interaction's user key, reward and
-    sequence log-weight (see the module's docstring). Deterministic for a given ``seed``.
+    sequence log-weight, with rewards in ``[reward_min, reward_max]`` (see the module's
+    docstring). ``bound=False`` gives the point estimate alone; ``resamples`` and ``seed`` are
+    the percentile bootstrap's (``METHOD`` is the same for every seed; with ``PERCENTILE_METHOD``
+    and ``resamples=0`` there is no bound either).
 
     >>> same = estimate_gain(["a", "a", "b", "c"] * 10, [0.0, 1.0] * 20, [0.0] * 40,
     ...                      reward_min=0.0, reward_max=1.0)
     >>> same.gain == 0.0, same.lower <= 0.0, same.users, round(same.ess)
     (True, True, 3, 40)
+    >>> alone = estimate_gain(["a"] * 40, [0.0, 1.0] * 20, [0.0, 0.5] * 20,
+    ...                       reward_min=0.0, reward_max=1.0)  # one user: the worst gain
+    >>> round(alone.gain, 3), alone.lower, alone.df != alone.df
+    (0.324, -1.0, True)
     """
     n = len(rewards)
     if n == 0 or len(users) != n or len(log_weights) != n:
         raise ValueError("one user and one log-weight per reward, at least one")
     if not 0 < level < 1 or resamples < 0 or not weight_cap >= 1:
         raise ValueError("level in (0, 1), resamples >= 0, weight_cap >= 1")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if not (math.isfinite(reward_min) and math.isfinite(reward_max) and reward_min < reward_max):
         raise ValueError(f"reward range [{reward_min}, {reward_max}] must be finite and not empty")
     r = np.asarray(rewards, dtype=np.float64)
@@ -142,15 +192,10 @@ def estimate_gain(users: Sequence[str] | np.ndarray, rewards: Sequence[float] | 
     sizes = np.bincount(unit, minlength=groups).astype(np.float64)
     value = float(weighted.sum() / n)
     behaviour = float(plain.sum() / n)
-    lower = float("nan")
-    if resamples:
-        rng = np.random.default_rng(seed)
-        diff = weighted - plain
-        gains = []
-        for start in range(0, resamples, _CHUNK):
-            drawn = rng.integers(0, groups, size=(min(_CHUNK, resamples - start), groups))
-            gains.append(diff[drawn].sum(1) / sizes[drawn].sum(1))
-        lower = float(np.quantile(np.concatenate(gains), 1 - level)) * span
+    lower = df = float("nan")
+    if bound and (resamples or method != PERCENTILE_METHOD):
+        lower, df = _lower_bound(weighted - plain, sizes, level, resamples, seed, method)
+        lower = float(lower) * span
     return Estimate(
         value=reward_min + span * value,
         behaviour_mean=reward_min + span * behaviour,
@@ -160,7 +205,51 @@ def estimate_gain(users: Sequence[str] | np.ndarray, rewards: Sequence[float] | 
         users=groups,
         lower=lower,
         level=level,
-        method=METHOD,
-        resamples=resamples,
+        method=method,
+        resamples=resamples if method == PERCENTILE_METHOD else 0,
+        df=df,
+        reward_min=reward_min,
+        reward_max=reward_max,
         clipped=int(np.count_nonzero(log_w > math.log(weight_cap))),
     )
+
+
+def _lower_bound(diff: np.ndarray, sizes: np.ndarray, level: float, resamples: int, seed: int,
+                 method: str) -> tuple[float, float]:  # fmt: skip
+    """The gain's one-sided lower bound in shifted units (rewards in [0, 1]) and its degrees of
+    freedom (NaN for the percentile bootstrap), from each user's sum of ``w~ r' - r'`` and
+    count of interactions (see the module's docstring)."""
+    groups = len(diff)
+    total = sizes.sum()
+    gain = diff.sum() / total
+    if method == PERCENTILE_METHOD:
+        rng = np.random.default_rng(seed)
+        gains = []
+        for start in range(0, resamples, _CHUNK):
+            drawn = rng.integers(0, groups, size=(min(_CHUNK, resamples - start), groups))
+            gains.append(diff[drawn].sum(1) / sizes[drawn].sum(1))
+        return float(np.quantile(np.concatenate(gains), 1 - level)), math.nan
+    if groups < 2:
+        return _WORST_GAIN, math.nan  # one user says nothing about how users differ
+    share = sizes / total  # each user's leverage
+    residual = diff - gain * sizes
+    se = math.sqrt(float(np.sum(residual * residual / (1 - share)))) / total
+    df = bell_mccaffrey_df(share)
+    return max(float(gain) - t_quantile(level, df) * se, _WORST_GAIN), df
+
+
+def bell_mccaffrey_df(share: np.ndarray) -> float:
+    """The Bell-McCaffrey degrees of freedom of a mean over users holding these shares of the
+    interactions (``(tr B)^2 / tr(B^2)`` of the module's docstring; ``tr B = 1``): ``G - 1``
+    for ``G`` equal users, about 1 when one user holds nearly everything.
+
+    >>> equal, two = np.full(10, 0.1), np.array([0.9, 0.1])
+    >>> round(bell_mccaffrey_df(equal), 9), round(bell_mccaffrey_df(two), 9)
+    (9.0, 1.0)
+    >>> round(bell_mccaffrey_df(np.array([0.5] + [0.05] * 10)), 2)  # 11 users, one with half
+    3.31
+    """
+    h = np.asarray(share, dtype=np.float64)
+    ratio = h * h / (1 - h)
+    trace_b2 = float(np.sum(h * h) + np.sum(ratio) ** 2 - np.sum(ratio * ratio))
+    return 1.0 / trace_b2

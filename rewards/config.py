@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import tomllib
+from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -104,6 +106,35 @@ class RewardConfig(BaseModel):
         if self.flaw == "free-deferral":
             return n_edits == 0
         return False
+
+    def reward_range(self) -> tuple[float, float]:
+        """The smallest and largest reward these numbers can give (spec v1's terms), for
+        whatever needs a known range (the release gate shifts rewards into ``[0, 1]`` by it).
+
+        Highest: the best edit score, ``max(0, accept + retain_weight)`` (an edit's score is at
+        most that, and a mean of scores at most their largest), every other term 0. Lowest: the
+        edit and clarifying terms exclude each other (``r_clarify`` only counts without an
+        edit), so together they reach ``min(0, reject, accept + revert, clarify_floor)``, plus
+        the full follow-up penalty, the tool term's floor and the full latency penalty (a
+        penalty of 0 per call or question reaches 0, not its floor). A flaw only zeroes terms,
+        inside the range. Summed exactly in the decimals the numbers are written in, and rounded
+        outward to ``reward_decimals``: a reward is its terms' sum rounded to that grid, and the
+        float error of the terms (far below half a step of the grid) cannot carry it past a
+        grid point outside.
+
+        >>> RewardConfig().reward_range()
+        (-4.1, 2.0)
+        >>> RewardConfig(accept=2.0, clarify_floor=-3.0, latency=-0.123456789).reward_range()
+        (-6.123457, 3.0)
+        """
+        edit_low = min(self.reject, self.accept + self.revert, 0.0)
+        deferred_low = self.clarify_floor if self.clarify < 0 else 0.0
+        tool_low = self.invalid_tool_floor if self.invalid_tool_call < 0 else 0.0
+        lows = (min(edit_low, deferred_low), self.followup_dissatisfied, tool_low, self.latency)
+        low = sum(Fraction(repr(v)) for v in lows)
+        high = Fraction(repr(max(self.accept + self.retain_weight, 0.0)))
+        grid = 10**self.reward_decimals
+        return math.floor(low * grid) / grid + 0.0, math.ceil(high * grid) / grid + 0.0
 
     @cached_property
     def reward_version(self) -> str:

@@ -1,3 +1,3 @@
-"""Pure statistics shared by the stages that decide on live data: the canary (``release/``)
-and the A/B report (``warehouse/``). Imports nothing of the project, so that any floor above
-may use it."""
+"""Pure statistics shared by the stages that decide: the offline gate's t quantile and the
+canary (``release/``), and the A/B report (``warehouse/``). Imports nothing of the project, so
+that any floor above may use it."""

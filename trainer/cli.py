@@ -123,6 +123,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "rtrl.token_reader:simulated, rtrl.token_reader:simulated_agent)",
     )
     t.add_argument(
+        "--reward-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the reward configuration (JSON/TOML/YAML) the batches' rewards were computed "
+        "under, as given to `rtrl stream worker --config`: the gate's bound shifts rewards by "
+        "its range (default: reward v1's defaults, -4.1..2)",
+    )
+    t.add_argument(
         "--max-kl",
         type=float,
         default=1.0,
@@ -170,6 +179,7 @@ def _train(args: argparse.Namespace) -> int:
     from models.loading import LoraSettings
     from release.canary import CanaryConfig
     from release.gate import GateConfig
+    from rewards.config import RewardConfig, load_config
     from trainer.service import RoundOptions, train_once, watch
 
     if args.watch and (args.checkpoint or args.id):
@@ -178,6 +188,7 @@ def _train(args: argparse.Namespace) -> int:
         )
         return 2
     try:
+        reward = load_config(args.reward_config) if args.reward_config else RewardConfig()
         options = RoundOptions(
             registry=args.registry,
             warehouse=args.warehouse,
@@ -193,7 +204,8 @@ def _train(args: argparse.Namespace) -> int:
                 alpha=args.lora_alpha,
                 targets=tuple(t for t in args.lora_targets.split(",") if t),
             ),
-            gate=GateConfig(
+            gate=GateConfig.for_reward(
+                reward,
                 min_gain=args.min_gain,
                 max_kl=args.max_kl,
                 level=args.level,
@@ -213,7 +225,7 @@ def _train(args: argparse.Namespace) -> int:
             ),
             publish=args.publish,
         )
-    except ValueError as exc:  # an option out of range (pydantic's errors are ValueErrors)
+    except (ValueError, OSError) as exc:  # an option out of range, an unreadable config file
         log.error(
             "%s",
             str(exc).splitlines()[0]

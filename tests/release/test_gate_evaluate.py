@@ -14,6 +14,7 @@ import pytest
 
 from release.evidence import EvidenceRow, estimate_rows, read_evidence, write_evidence
 from release.gate import GateConfig, attempt_level, decide
+from release.offpolicy_bound import METHOD
 from rtrl.cli import main
 from tests.release.worlds import COLLAPSE, NULL_WORLDS, Draw
 
@@ -68,7 +69,8 @@ def test_one_json_line_per_file_with_the_gates_figures(tmp_path, capsys, collaps
     assert [o["file"] for o in out] == [str(jsonl), str(parquet)]
     collapse = out[0]
     assert not collapse["passed"] and collapse["gain"] < 0 and code == 3
-    assert collapse["method"] == "clipped-is-user-bootstrap"
+    assert collapse["method"] == METHOD and collapse["df"] > 1
+    assert (collapse["reward_min"], collapse["reward_max"]) == (0.0, 1.0)
     assert collapse["users"] == len({r.user_id for r in collapse_rows})
     assert collapse["level"] == attempt_level(0.95, 1)
     # the same figures as the gate computes in a round, from the same rows
@@ -100,6 +102,26 @@ def test_a_reward_outside_the_stated_range_and_a_bad_row_are_refused(tmp_path, c
     bad.write_text('{"user_id": "u", "interaction_id": "i", "reward": 1}\n')
     with pytest.raises(ValueError, match="line 1: missing"):
         read_evidence(bad)
+
+
+def test_the_range_comes_from_the_reward_configuration(tmp_path, capsys, collapse_rows):
+    """Rewards of a configuration that pays 3 for an accepted edit reach 4 (an edit fully
+    retained): refused under reward v1's default range, judged under the file's, and the
+    range used is in the output."""
+    rng = np.random.default_rng(13)
+    draw = COLLAPSE.draw(rng, COLLAPSE.population(rng))
+    path = write_evidence(tmp_path / "e.jsonl", rows_of(draw, reward_shift=3.0))
+    assert main(["gate", "evaluate", "--evidence", str(path)]) == 2  # 4 is above 2
+    capsys.readouterr()
+    config = tmp_path / "reward.toml"
+    config.write_text("[reward]\naccept = 3.0\n")
+    code, (out,) = _evaluate(capsys, "--evidence", str(path), "--reward-config", str(config))
+    assert (out["reward_min"], out["reward_max"]) == (-4.1, 4.0) and code == 3
+    # an explicit end overrides the configuration's (the shift is by the lower end)
+    _, (wide,) = _evaluate(capsys, "--evidence", str(path), "--reward-config", str(config),
+                           "--reward-min", "-10")  # fmt: skip
+    assert wide["reward_min"] == -10.0 and wide["reward_max"] == 4.0
+    assert wide["lower"] != out["lower"]
 
 
 def test_users_without_an_id_go_by_session_then_alone() -> None:
@@ -158,6 +180,8 @@ def test_a_rounds_decision_is_reproduced_from_its_evidence(registry, tmp_path, c
         code, (out,) = _evaluate(capsys, "--checkpoint", info.checkpoint_id, "--registry",
                                  str(registry.root))  # fmt: skip
         assert out["reproduced"] is True and code == (0 if info.status == "promoted" else 3)
+        assert out["method"] == info.evals["gate"]["method"] == METHOD
+        assert (info.evals["gate"]["reward_min"], info.evals["gate"]["reward_max"]) == (-4.1, 2.0)
         assert out["lower"] == info.evals["gate"]["lower"]
         assert out["estimate"] == info.evals["gate"]["value"]
         # whole users are held out: all 8 interactions of each held-out user, none trained on

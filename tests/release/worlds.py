@@ -51,7 +51,7 @@ class Draw:
         scored[:, 0] = np.log(candidate)[self.kinds]
         return Draw(self.users, self.rewards, self.behaviour_logprobs, scored, self.kinds)
 
-    def estimate(self, *, by_interaction: bool = False, **kwargs: float) -> Estimate:
+    def estimate(self, *, by_interaction: bool = False, **kwargs: float | str) -> Estimate:
         """The gate's estimate on this draw (rewards are coins: range [0, 1]);
         ``by_interaction`` makes every interaction its own unit (what the gate must not do)."""
         users = np.arange(len(self.users)) if by_interaction else self.users
@@ -128,6 +128,11 @@ NULL_WORLDS = (
     null_world("null, taste sd 0.45, steep activity", 0.45, zipf=1.4),
     null_world("null, taste sd 0.2, 600 interactions", 0.2, interactions=600),
 )
+
+# Six to eight users of about equal activity, many interactions each: the gain rests on a handful
+# of tastes, where the percentile bootstrap over users promotes about twice its level.
+FEW_USERS = null_world("null, 6-8 users, 1000 interactions", 0.45, users=(6, 8), zipf=0.5,
+                       interactions=1000)  # fmt: skip
 
 # The candidate piles onto a completion the served policy rarely made (2 % -> 42 %) and users
 # dislike (reward 0), and leaves the middling one: true gain -0.084.

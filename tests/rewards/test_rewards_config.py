@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pydantic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from rewards import terms
 from rewards.config import RewardConfig, load_config
 
 SPEC_DEFAULTS = {
@@ -66,3 +69,54 @@ def test_load_refuses_unknown_formats_and_fields(tmp_path):
     (tmp_path / "b.json").write_text('{"rejct": -0.75}')
     with pytest.raises(pydantic.ValidationError):
         load_config(tmp_path / "b.json")
+
+
+_penalty = st.floats(-3.0, 0.0, allow_nan=False).map(lambda v: round(v, 7))
+_weight = st.floats(-3.0, 3.0, allow_nan=False).map(lambda v: round(v, 7))
+_edit = st.tuples(st.sampled_from([terms.ACCEPTED, terms.REJECTED, None]), st.booleans(),
+                  st.one_of(st.none(), st.floats(0.0, 1.0)))  # fmt: skip
+
+
+@st.composite
+def _configs(draw: st.DrawFn) -> RewardConfig:
+    accept, reject = sorted((draw(_weight), draw(_weight)), reverse=True)
+    return RewardConfig(
+        accept=accept, reject=reject, revert=draw(_penalty),
+        retain_weight=draw(st.floats(0.0, 3.0).map(lambda v: round(v, 7))),
+        followup_dissatisfied=draw(_penalty), invalid_tool_call=draw(_penalty),
+        invalid_tool_floor=draw(_penalty), clarify=draw(_penalty), clarify_floor=draw(_penalty),
+        latency=draw(_penalty), reward_decimals=draw(st.integers(0, 9)),
+    )  # fmt: skip
+
+
+@settings(deadline=None, max_examples=300)
+@given(config=_configs(), edits=st.lists(_edit, max_size=4), dissatisfied=st.booleans(),
+       invalid=st.integers(0, 12), clarifying=st.integers(0, 12),
+       latency_ms=st.one_of(st.none(), st.integers(0, 60_000)))  # fmt: skip
+def test_every_reward_lies_in_the_configurations_range(config, edits, dissatisfied, invalid,
+                                                       clarifying, latency_ms):  # fmt: skip
+    """The range the release gate shifts rewards by holds every reward the terms can sum to,
+    under any weights a team may set."""
+    low, high = config.reward_range()
+    reward = terms.total(
+        [
+            terms.r_edit(terms.edit_score(d, rev, f, config) for d, rev, f in edits),
+            terms.r_followup(dissatisfied, config),
+            terms.r_tool(invalid, config),
+            terms.r_clarify(clarifying, len(edits), config),
+            terms.r_latency(latency_ms, config),
+        ],
+        config,
+    )
+    assert low <= reward <= high
+
+
+def test_the_range_is_reached_at_both_ends():
+    """reward v1's defaults: an accepted, fully retained edit is the best; an empty window with
+    every penalty at its floor the worst (the clarifying floor, not an edit's, since -1 < -0.5)."""
+    config = RewardConfig()
+    best = [terms.r_edit([terms.edit_score(terms.ACCEPTED, False, 1.0, config)]), 0.0, 0.0, 0.0,
+            0.0]  # fmt: skip
+    worst = [0.0, terms.r_followup(True, config), terms.r_tool(9, config),
+             terms.r_clarify(9, 0, config), terms.r_latency(60_000, config)]  # fmt: skip
+    assert (terms.total(worst, config), terms.total(best, config)) == config.reward_range()

@@ -35,7 +35,7 @@ reexec_in_venv(__file__)
 import numpy as np  # noqa: E402
 
 from release.gate import GateConfig, attempt_level, decide  # noqa: E402
-from release.offpolicy_bound import PERCENTILE_METHOD  # noqa: E402
+from release.offpolicy_bound import CENTRED_METHOD, PERCENTILE_METHOD  # noqa: E402
 from tests.release.worlds import (  # noqa: E402
     COLLAPSE,
     FEW_USERS,
@@ -105,11 +105,16 @@ def main() -> int:
             rate = _rate(world, n, 1, b, level=level, method=PERCENTILE_METHOD)
             rows.append(_row(f"… percentile bootstrap ({label})", world, f"{1 - level:.3f}", rate,
                              n))  # fmt: skip
+            rate = _rate(world, n, 1, b, level=level, method=CENTRED_METHOD)
+            rows.append(_row(f"… centred, full support ({label})", world, f"{1 - level:.3f}",
+                             rate, n))  # fmt: skip
         rate = _rate(world, n, 1, b, level=0.95, by_interaction=True)
         rows.append(_row(f"{world.name} (by interaction)", world, "0.050", rate, n))
-        print(*rows[-5:], sep="\n", flush=True)
+        print(*rows[-7:], sep="\n", flush=True)
     rows.append(_row("collapse (attempt 1)", COLLAPSE, f"{1 - FIRST:.3f}",
                      _rate(COLLAPSE, n, 2, b, level=FIRST), n))  # fmt: skip
+    rows.append(_row("… centred, full support", COLLAPSE, f"{1 - FIRST:.3f}",
+                     _rate(COLLAPSE, n, 2, b, level=FIRST, method=CENTRED_METHOD), n))  # fmt: skip
     for spend, label in ((True, "alpha split"), (False, "alpha each time")):
         within = _retries(n, b, spend)
         for k in (1, 4, 8):
@@ -120,6 +125,8 @@ def main() -> int:
         rows.append(_row(f"power: {world.name} (attempt 1)", world, f"{1 - FIRST:.3f}", rate, n))
         rate = _rate(world, n, 4, b, level=FIRST, method=PERCENTILE_METHOD)
         rows.append(_row("… percentile bootstrap", world, f"{1 - FIRST:.3f}", rate, n))
+        rate = _rate(world, n, 4, b, level=FIRST, method=CENTRED_METHOD)
+        rows.append(_row("… centred, full support", world, f"{1 - FIRST:.3f}", rate, n))
     header = ["world", "true gain", "nominal", "promoted", "MC s.e."]
     print(format_table(header, rows))
     write_results("gate_calibration", {"machine": machine(), "trials": n, "rows": rows})

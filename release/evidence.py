@@ -4,7 +4,10 @@ anywhere without the model (``rtrl gate evaluate``).
 Each row: ``user_id``, ``interaction_id``, ``reward``, ``behaviour_logprobs`` (the served
 policy's, per completion token, as the rollout recorded them), ``candidate_logprobs`` (the
 candidate's for the same tokens, under the same sampling transformation) and optionally
-``session_id``. ``rtrl train`` writes it as JSON lines beside the candidate (:data:`FILE`);
+``session_id`` and ``full_support`` (true when the served sampling could draw every token, no
+nucleus: then the bound may use the untruncated, centred weights, ``CENTRED_METHOD``; absent
+or false, the clipped ones). ``rtrl train`` writes it as JSON lines beside the candidate
+(:data:`FILE`);
 Parquet with the same columns is read too. JSON keeps every float exactly (shortest round-trip
 form), so a re-run reproduces the stored figures to the last digit.
 
@@ -22,6 +25,7 @@ from typing import Any
 import orjson
 
 from release.offpolicy_bound import (
+    CENTRED_METHOD,
     METHOD,
     Estimate,
     estimate_gain,
@@ -41,6 +45,7 @@ class EvidenceRow:
     behaviour_logprobs: tuple[float, ...]
     candidate_logprobs: tuple[float, ...]
     session_id: str | None = None
+    full_support: bool = False  # the served sampling could draw every token (top_p = 1)
 
     @property
     def unit(self) -> str:
@@ -55,6 +60,7 @@ class EvidenceRow:
             "behaviour_logprobs": list(self.behaviour_logprobs),
             "candidate_logprobs": list(self.candidate_logprobs),
             "session_id": self.session_id,
+            "full_support": self.full_support,
         }
 
 
@@ -85,8 +91,11 @@ def _row(data: Any, where: str) -> EvidenceRow:
         ids[name] = value
     if not ids["interaction_id"]:
         raise ValueError(f"{where}: interaction_id must be a non-empty string")
+    full_support = data.get("full_support") or False
+    if not isinstance(full_support, bool):
+        raise ValueError(f"{where}: full_support must be true, false or null, got {full_support!r}")
     return EvidenceRow(ids["user_id"], ids["interaction_id"], float(reward), lists[0], lists[1],
-                       ids["session_id"])  # fmt: skip
+                       ids["session_id"], full_support)  # fmt: skip
 
 
 def evidence_bytes(rows: Iterable[EvidenceRow]) -> bytes:
@@ -124,13 +133,22 @@ def read_evidence(path: str | Path) -> list[EvidenceRow]:
     return rows
 
 
+def method_for(rows: Sequence[EvidenceRow]) -> str:
+    """The bound these rows allow: centred untruncated weights when every row was served with
+    full support, else clipped ones (``release.offpolicy_bound``)."""
+    return CENTRED_METHOD if rows and all(row.full_support for row in rows) else METHOD
+
+
 def estimate_rows(rows: Sequence[EvidenceRow], *, level: float, resamples: int, seed: int,
                   weight_cap: float, reward_min: float, reward_max: float,
-                  method: str = METHOD) -> Estimate:  # fmt: skip
+                  method: str | None = None) -> Estimate:  # fmt: skip
     """The gate's estimate and bound on evidence rows (``release.offpolicy_bound``; ``method``
-    an earlier decision's bound, to re-run it as it was)."""
+    an earlier decision's bound, to re-run it as it was; by default :func:`method_for`)."""
     if not rows:
         raise ValueError("no evidence rows: nothing to estimate")
+    method = method or method_for(rows)
+    if method == CENTRED_METHOD and not all(row.full_support for row in rows):
+        raise ValueError(f"{CENTRED_METHOD} needs every row served with full support")
     return estimate_gain(
         [row.unit for row in rows],
         [row.reward for row in rows],

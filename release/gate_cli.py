@@ -131,13 +131,12 @@ def _judge(path: Path, config: Any, attempt: int, seed: int, alarms: list[str],
            method: str | None = None) -> dict[str, Any]:  # fmt: skip
     from release.evidence import estimate_rows, read_evidence
     from release.gate import attempt_level, decide
-    from release.offpolicy_bound import METHOD
 
     estimate = estimate_rows(read_evidence(path), level=attempt_level(config.level, attempt),
                              resamples=config.resamples, seed=seed,
                              weight_cap=config.weight_cap, reward_min=config.reward_min,
                              reward_max=config.reward_max,
-                             method=method or METHOD)  # fmt: skip
+                             method=method)  # fmt: skip
     decision = decide(estimate, [], config, alarms)
     return {
         "file": str(path),

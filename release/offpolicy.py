@@ -35,6 +35,7 @@ def evidence_rows(policy: CausalLMPolicy, examples: Sequence[Example]) -> list[E
             behaviour_logprobs=tuple(float(v) for v in e.rollout.logprobs),
             candidate_logprobs=tuple(float(v) for v in new.double().tolist()),
             session_id=e.session_id,
+            full_support=e.rollout.sampling.top_p >= 1.0,
         )
         for new, e in zip(scores, examples, strict=True)
     ]

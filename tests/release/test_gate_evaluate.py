@@ -4,6 +4,7 @@ re-run from the evidence its checkpoint holds, to the last digit."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,9 +13,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from release.evidence import EvidenceRow, estimate_rows, read_evidence, write_evidence
+from release.evidence import EvidenceRow, estimate_rows, method_for, read_evidence, write_evidence
 from release.gate import GateConfig, attempt_level, decide
-from release.offpolicy_bound import METHOD
+from release.offpolicy_bound import CENTRED_METHOD, METHOD
 from rtrl.cli import main
 from tests.release.worlds import COLLAPSE, NULL_WORLDS, Draw
 
@@ -180,9 +181,27 @@ def test_a_rounds_decision_is_reproduced_from_its_evidence(registry, tmp_path, c
         code, (out,) = _evaluate(capsys, "--checkpoint", info.checkpoint_id, "--registry",
                                  str(registry.root))  # fmt: skip
         assert out["reproduced"] is True and code == (0 if info.status == "promoted" else 3)
-        assert out["method"] == info.evals["gate"]["method"] == METHOD
+        assert out["method"] == info.evals["gate"]["method"] == method_for(evidence)
+        assert method_for(evidence) == CENTRED_METHOD  # served at top_p 1: every token drawable
         assert (info.evals["gate"]["reward_min"], info.evals["gate"]["reward_max"]) == (-4.1, 2.0)
         assert out["lower"] == info.evals["gate"]["lower"]
         assert out["estimate"] == info.evals["gate"]["value"]
         # whole users are held out: all 8 interactions of each held-out user, none trained on
         assert result.n_held_out == 8 * len(held)
+
+
+def test_the_centred_bound_only_for_rows_served_with_full_support(tmp_path, collapse_rows):
+    """Rows say whether their sampling could draw every token; the centred, untruncated bound is
+    taken only when all of them could (a nucleus hides mass it would credit with the mean
+    reward), and asking for it on other rows is refused."""
+    full = [dataclasses.replace(r, full_support=True) for r in collapse_rows]
+    assert method_for(collapse_rows) == METHOD and method_for(full) == CENTRED_METHOD
+    mixed = [*full[1:], collapse_rows[0]]
+    assert method_for(mixed) == METHOD
+    options = dict(level=0.95, resamples=0, seed=0, weight_cap=10.0, reward_min=0.0,
+                   reward_max=1.0)  # fmt: skip
+    with pytest.raises(ValueError, match="full support"):
+        estimate_rows(mixed, method=CENTRED_METHOD, **options)
+    again = read_evidence(write_evidence(tmp_path / "full.jsonl", full))
+    assert again == full and estimate_rows(again, **options).method == CENTRED_METHOD
+    assert estimate_rows(again, **options).clipped == 0

@@ -39,6 +39,11 @@ class Scenario:
 
 
 _LEARNER = (("lr", 0.003), ("clip", 0.5))
+# The default world's learner also stops a round's update once it moved 0.03 nats a token from
+# the parent (about 0.25 an 8-token completion): the gate judges a candidate on importance
+# weights over whole completions, and a candidate four epochs away (about 1 nat a completion)
+# failed its KL and ESS limits or had a bound too wide to pass (bench/RESULTS.md, "Gate").
+_DEFAULT_LEARNER = (*_LEARNER, ("target_kl", 0.03))
 
 SCENARIOS = {
     s.name: s
@@ -46,7 +51,7 @@ SCENARIOS = {
         Scenario(
             "default", "default", "none", SIMULATED, None,
             "users who like edits low in the vocabulary; reward v1",
-            learner=_LEARNER,
+            learner=_DEFAULT_LEARNER,
         ),
         Scenario(
             "agent", "agent", "none", SIMULATED_AGENT, None,

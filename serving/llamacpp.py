@@ -175,7 +175,7 @@ class LlamaCppBackend(UpstreamBackend):
         self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
     ) -> Generation:
         template = {k: raw[k] for k in _TEMPLATE_FIELDS if k in raw}
-        prompt = (await self._call("/apply-template", template)).get("prompt")
+        prompt = (await self._call(route, "/apply-template", template)).get("prompt")
         if not isinstance(prompt, str):
             raise bad_gateway("llama-server's /apply-template gave no prompt")
         return await self._generate(route, prompt, params)
@@ -188,16 +188,20 @@ class LlamaCppBackend(UpstreamBackend):
     async def _generate(self, route: Route, prompt: str | list[int], params: Any) -> Generation:
         if isinstance(prompt, str):
             asked = {"content": prompt, "add_special": True, "parse_special": True}
-            ids = _ids((await self._call("/tokenize", asked)).get("tokens"))
+            ids = _ids((await self._call(route, "/tokenize", asked)).get("tokens"))
             if ids is None:
                 raise bad_gateway("llama-server's /tokenize gave no token ids")
         else:
             ids = tuple(prompt)
-        answer = await self._call("/completion", completion_body(list(ids), params))
+        answer = await self._call(route, "/completion", completion_body(list(ids), params))
         return parse_native(answer, ids, route.checkpoint_id, route.identity)
 
-    async def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        data = await self._post(path, body)
+    def _url_of(self, route: Route) -> str:
+        """The llama-server that serves ``route``: this upstream's."""
+        return self.url
+
+    async def _call(self, route: Route, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        data = await self._post(path, body, self._url_of(route))
         if not isinstance(data, dict):
             raise bad_gateway(f"llama-server's {path} answered no JSON object")
         return data

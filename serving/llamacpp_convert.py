@@ -48,6 +48,7 @@ from pathlib import Path
 from checkpoints.record import CheckpointInfo, ModelRef
 from checkpoints.store import CheckpointRegistry
 from infra.kafka_dist import default_cache_root
+from models.catalog import file_sha256
 from serving.llamacpp_build import engine_dir, ensure_source
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,13 @@ def converted_dir(cache_root: Path) -> Path:
     return engine_dir(cache_root) / "converted"
 
 
-def engine_weights(registry: CheckpointRegistry, info: CheckpointInfo, cache_root: Path,
-                   outtype: str = OUTTYPE, log: Log = log.info) -> EngineWeights:  # fmt: skip
+def engine_weights(
+    registry: CheckpointRegistry,
+    info: CheckpointInfo,
+    cache_root: Path,
+    outtype: str = OUTTYPE,
+    log: Log = log.info,
+) -> EngineWeights:
     """The GGUF files that serve ``info``, converted the first time."""
     if outtype not in OUTTYPES:
         raise ValueError(f"outtype {outtype!r}: one of {', '.join(OUTTYPES)}")
@@ -129,14 +135,18 @@ def _convert(script: str, args: list[str], out: Path, cache_root: Path) -> None:
         raise ConversionError(f"{script} failed (exit {done.returncode}):\n{tail}")
 
 
-def base_gguf(model: ModelRef, cache_root: Path, outtype: str = OUTTYPE, log: Log = log.info
-              ) -> Path:  # fmt: skip
+def base_gguf(
+    model: ModelRef, cache_root: Path, outtype: str = OUTTYPE, log: Log = log.info
+) -> Path:
     """The base's GGUF file: itself (checked against its recorded sha256), or converted from a
     Hugging Face directory."""
-    from models.loading import content_sha256  # torch: only in the converting process
-
     path = Path(model.base_path)
-    digest = content_sha256(path)
+    if path.is_file():
+        digest = file_sha256(path)
+    else:
+        from models.loading import content_sha256  # torch: only in the converting process
+
+        digest = content_sha256(path)
     if digest != model.base_sha256:
         raise ConversionError(
             f"base {path} has content sha256 {digest}, not the recorded {model.base_sha256}"
@@ -148,7 +158,7 @@ def base_gguf(model: ModelRef, cache_root: Path, outtype: str = OUTTYPE, log: Lo
         target,
         lambda part: _convert(
             "convert_hf_to_gguf.py", [str(path), "--outtype", outtype], part, cache_root
-        ),  # fmt: skip
+        ),
         f"base {path.name}",
         log,
     )
@@ -183,8 +193,9 @@ def base_config_dir(model: ModelRef, cache_root: Path, log: Log = log.info) -> P
     return _cached(target, write, f"the config of {path.name}", log)
 
 
-def lora_gguf(registry: CheckpointRegistry, info: CheckpointInfo, cache_root: Path,
-              log: Log = log.info) -> Path:  # fmt: skip
+def lora_gguf(
+    registry: CheckpointRegistry, info: CheckpointInfo, cache_root: Path, log: Log = log.info
+) -> Path:
     """The checkpoint's adapter as a GGUF LoRA adapter over its base."""
     from serving.upstream import export_adapter
 
@@ -197,12 +208,18 @@ def lora_gguf(registry: CheckpointRegistry, info: CheckpointInfo, cache_root: Pa
             args = ["--base", str(config), "--outtype", "f32", str(peft_dir)]
             _convert("convert_lora_to_gguf.py", args, part, cache_root)
 
-    return _cached(converted_dir(cache_root) / name, convert, f"{info.checkpoint_id}'s adapter",
-                   log)  # fmt: skip
+    return _cached(
+        converted_dir(cache_root) / name, convert, f"{info.checkpoint_id}'s adapter", log
+    )
 
 
-def full_gguf(registry: CheckpointRegistry, info: CheckpointInfo, cache_root: Path,
-              outtype: str = OUTTYPE, log: Log = log.info) -> Path:  # fmt: skip
+def full_gguf(
+    registry: CheckpointRegistry,
+    info: CheckpointInfo,
+    cache_root: Path,
+    outtype: str = OUTTYPE,
+    log: Log = log.info,
+) -> Path:
     """The checkpoint's full weights as a GGUF model (with the base GGUF's tokenizer)."""
     name = f"full-{_short(info.weights.sha256)}-{outtype}.gguf"
     base = Path(info.model.base_path)
@@ -212,15 +229,15 @@ def full_gguf(registry: CheckpointRegistry, info: CheckpointInfo, cache_root: Pa
             hf = Path(tmp) / "hf"
             _write_hf(registry, info, hf)
             if base.suffix != ".gguf":
-                _convert("convert_hf_to_gguf.py", [str(hf), "--outtype", outtype], part,
-                         cache_root)  # fmt: skip
+                _convert("convert_hf_to_gguf.py", [str(hf), "--outtype", outtype], part, cache_root)
                 return
             plain = Path(tmp) / "weights.gguf"
             _convert("convert_hf_to_gguf.py", [str(hf), "--outtype", outtype], plain, cache_root)
             with_tokenizer_of(plain, base, part)
 
-    return _cached(converted_dir(cache_root) / name, convert, f"{info.checkpoint_id}'s weights",
-                   log)  # fmt: skip
+    return _cached(
+        converted_dir(cache_root) / name, convert, f"{info.checkpoint_id}'s weights", log
+    )
 
 
 def _write_hf(registry: CheckpointRegistry, info: CheckpointInfo, out: Path) -> None:

@@ -101,6 +101,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="llama.cpp: the type a full-weights checkpoint is converted to (default f16)",
     )
     s.add_argument(
+        "--engine-gguf-dir",
+        type=Path,
+        default=None,
+        help="llama.cpp: where converted GGUF files are kept (default: the cache's "
+        "llama.cpp/<version>/converted)",
+    )
+    s.add_argument(
         "--engine-drain-s",
         type=float,
         default=600.0,
@@ -212,8 +219,13 @@ def _serve(args: argparse.Namespace) -> int:
         try:
             if args.upstream is not None:
                 raise ValueError("--engine starts its own upstream: not with --upstream")
-            engine = engine_settings(args.engine_threads, args.engine_slots,
-                                     args.engine_outtype, args.engine_drain_s)  # fmt: skip
+            engine = engine_settings(
+                args.engine_threads,
+                args.engine_slots,
+                args.engine_outtype,
+                args.engine_drain_s,
+                args.engine_gguf_dir,
+            )
         except (ValueError, RuntimeError) as exc:
             print(f"rtrl serve: {exc}", file=sys.stderr)
             return 2

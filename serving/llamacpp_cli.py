@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 from infra.kafka_dist import default_cache_root
 from serving.llamacpp_build import engine_dir, ensure_server
@@ -18,7 +19,9 @@ from serving.llamacpp_fleet import EngineSettings
 log = logging.getLogger("serving")
 
 
-def engine_settings(threads: int, slots: int, outtype: str, drain_s: float) -> EngineSettings:
+def engine_settings(
+    threads: int, slots: int, outtype: str, drain_s: float, gguf_dir: Path | None = None
+) -> EngineSettings:
     cache = default_cache_root(os.environ)
     binary = ensure_server(cache, log=lambda line: log.info("%s", line))
     return EngineSettings(
@@ -29,4 +32,5 @@ def engine_settings(threads: int, slots: int, outtype: str, drain_s: float) -> E
         slots=slots,
         outtype=outtype,
         drain_timeout_s=drain_s,
+        converted_dir=gguf_dir,
     )

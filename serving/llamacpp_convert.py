@@ -87,17 +87,20 @@ def engine_weights(
     cache_root: Path,
     outtype: str = OUTTYPE,
     log: Log = log.info,
+    out_dir: Path | None = None,
 ) -> EngineWeights:
-    """The GGUF files that serve ``info``, converted the first time."""
+    """The GGUF files that serve ``info``, converted the first time (into ``out_dir``,
+    default the cache's ``converted`` folder)."""
     if outtype not in OUTTYPES:
         raise ValueError(f"outtype {outtype!r}: one of {', '.join(OUTTYPES)}")
-    base = base_gguf(info.model, cache_root, outtype, log)
+    out_dir = out_dir or converted_dir(cache_root)
+    base = base_gguf(info.model, cache_root, out_dir, outtype, log)
     kind = info.weights.kind
     if kind == "base":
         return EngineWeights(base)
     if kind == "lora":
-        return EngineWeights(base, lora_gguf(registry, info, cache_root, log))
-    return EngineWeights(full_gguf(registry, info, cache_root, outtype, log))
+        return EngineWeights(base, lora_gguf(registry, info, cache_root, out_dir, log))
+    return EngineWeights(full_gguf(registry, info, cache_root, out_dir, outtype, log))
 
 
 def _short(sha: str | None) -> str:
@@ -136,7 +139,7 @@ def _convert(script: str, args: list[str], out: Path, cache_root: Path) -> None:
 
 
 def base_gguf(
-    model: ModelRef, cache_root: Path, outtype: str = OUTTYPE, log: Log = log.info
+    model: ModelRef, cache_root: Path, out_dir: Path, outtype: str = OUTTYPE, log: Log = log.info
 ) -> Path:
     """The base's GGUF file: itself (checked against its recorded sha256), or converted from a
     Hugging Face directory."""
@@ -153,7 +156,7 @@ def base_gguf(
         )
     if path.is_file() and path.suffix == ".gguf":
         return path
-    target = converted_dir(cache_root) / f"base-{_short(digest)}-{outtype}.gguf"
+    target = out_dir / f"base-{_short(digest)}-{outtype}.gguf"
     return _cached(
         target,
         lambda part: _convert(
@@ -176,7 +179,7 @@ def _write_config(config: object, out: Path) -> None:
     (out / "config.json").write_text(json.dumps(data, indent=2))
 
 
-def base_config_dir(model: ModelRef, cache_root: Path, log: Log = log.info) -> Path:
+def base_config_dir(model: ModelRef, out_dir: Path, log: Log = log.info) -> Path:
     """A directory with the base's ``config.json``: the base itself, or written once from a
     GGUF's metadata."""
     path = Path(model.base_path)
@@ -189,18 +192,22 @@ def base_config_dir(model: ModelRef, cache_root: Path, log: Log = log.info) -> P
         where = {"gguf_file": path.name, "local_files_only": True}
         _write_config(AutoConfig.from_pretrained(str(path.parent), **where), part)
 
-    target = converted_dir(cache_root) / f"config-{_short(model.base_sha256)}"
+    target = out_dir / f"config-{_short(model.base_sha256)}"
     return _cached(target, write, f"the config of {path.name}", log)
 
 
 def lora_gguf(
-    registry: CheckpointRegistry, info: CheckpointInfo, cache_root: Path, log: Log = log.info
+    registry: CheckpointRegistry,
+    info: CheckpointInfo,
+    cache_root: Path,
+    out_dir: Path,
+    log: Log = log.info,
 ) -> Path:
     """The checkpoint's adapter as a GGUF LoRA adapter over its base."""
     from serving.upstream import export_adapter
 
     name = f"lora-{_short(info.weights.sha256)}-{_short(info.model.base_sha256)}.gguf"
-    config = base_config_dir(info.model, cache_root, log)
+    config = base_config_dir(info.model, out_dir, log)
 
     def convert(part: Path) -> None:
         with tempfile.TemporaryDirectory(dir=part.parent) as tmp:
@@ -208,15 +215,14 @@ def lora_gguf(
             args = ["--base", str(config), "--outtype", "f32", str(peft_dir)]
             _convert("convert_lora_to_gguf.py", args, part, cache_root)
 
-    return _cached(
-        converted_dir(cache_root) / name, convert, f"{info.checkpoint_id}'s adapter", log
-    )
+    return _cached(out_dir / name, convert, f"{info.checkpoint_id}'s adapter", log)
 
 
 def full_gguf(
     registry: CheckpointRegistry,
     info: CheckpointInfo,
     cache_root: Path,
+    out_dir: Path,
     outtype: str = OUTTYPE,
     log: Log = log.info,
 ) -> Path:
@@ -235,9 +241,7 @@ def full_gguf(
             _convert("convert_hf_to_gguf.py", [str(hf), "--outtype", outtype], plain, cache_root)
             with_tokenizer_of(plain, base, part)
 
-    return _cached(
-        converted_dir(cache_root) / name, convert, f"{info.checkpoint_id}'s weights", log
-    )
+    return _cached(out_dir / name, convert, f"{info.checkpoint_id}'s weights", log)
 
 
 def _write_hf(registry: CheckpointRegistry, info: CheckpointInfo, out: Path) -> None:
@@ -299,6 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registry", type=Path, required=True, help="checkpoint registry")
     parser.add_argument("--checkpoint", required=True, help="checkpoint id")
     parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=None,
+        help="where converted files are kept (default: the cache's llama.cpp/<version>/converted)",
+    )
+    parser.add_argument(
         "--outtype",
         choices=OUTTYPES,
         default=OUTTYPE,
@@ -310,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         registry = CheckpointRegistry(args.registry)
         info = registry.get(args.checkpoint)
         cache = default_cache_root(os.environ)
-        weights = engine_weights(registry, info, cache, args.outtype)
+        weights = engine_weights(registry, info, cache, args.outtype, out_dir=args.out_dir)
     except (ConversionError, ValueError, KeyError, OSError) as exc:
         print(f"llama.cpp conversion: {exc}", file=sys.stderr)
         return 2

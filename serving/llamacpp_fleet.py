@@ -44,7 +44,8 @@ class EngineSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     binary: Path  # the built llama-server
-    cache_root: Path  # converted files go under its llama.cpp folder
+    cache_root: Path  # the llama.cpp tree (its converters) is under it
+    converted_dir: Path | None = None  # converted files (default: the cache's)
     log_dir: Path  # each server's output
     threads: int = Field(2, ge=1, description="CPU threads of each server")
     slots: int = Field(8, ge=1, description="requests one server decodes together")
@@ -105,7 +106,7 @@ class EngineFleet:
         child process."""
         base = Path(info.model.base_path)
         if info.weights.kind == "base" and base.suffix == ".gguf":
-            return EngineWeights(base_gguf(info.model, self.settings.cache_root))
+            return EngineWeights(base_gguf(info.model, self.settings.cache_root, Path()))
         cmd = [
             sys.executable,
             "-m",
@@ -117,6 +118,8 @@ class EngineFleet:
             "--outtype",
             self.settings.outtype,
         ]
+        if self.settings.converted_dir is not None:
+            cmd += ["--out-dir", str(self.settings.converted_dir)]
         env = {
             **os.environ,
             "RTRL_CACHE_DIR": str(self.settings.cache_root),

@@ -229,17 +229,23 @@ class UpstreamBackend:
             )
         return pool
 
-    async def _post(self, path: str, body: dict[str, Any], url: str | None = None) -> Any:
-        """The JSON answer of the upstream (or of ``url``) to ``body`` at ``path`` (None when it
-        is no JSON); its error status passed on, an unreachable upstream a 502."""
+    async def _post_body(self, path: str, body: dict[str, Any], url: str | None = None) -> bytes:
+        """The body the upstream (or ``url``) answers ``body`` at ``path`` with; its error
+        status passed on, an unreachable upstream a 502."""
         try:
             answer = await self._pool(url).post(path, orjson.dumps(body))
         except HttpError as exc:
             raise bad_gateway(f"upstream unreachable: {exc}"[:300]) from None
         if answer.status >= 400:
             raise UpstreamError(answer.status, answer.body)
+        return answer.body
+
+    async def _post(self, path: str, body: dict[str, Any], url: str | None = None) -> Any:
+        """The JSON answer of the upstream (or of ``url``) to ``body`` at ``path`` (None when it
+        is no JSON)."""
+        answer = await self._post_body(path, body, url)
         try:
-            return orjson.loads(answer.body)
+            return orjson.loads(answer)
         except orjson.JSONDecodeError:
             return None
 

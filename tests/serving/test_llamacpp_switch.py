@@ -186,6 +186,7 @@ def test_promoted_lora_and_full_checkpoints_are_served_by_the_engine(
         records = _records(gens)
         assert {r.checkpoint_id for r in records} == {checkpoint}
         kls[checkpoint] = {other: _kl(records, p) for other, p in policies.items()}
+    print({c: {o: round(v, 4) for o, v in kl.items()} for c, kl in kls.items()})
     for checkpoint, kl in kls.items():
         assert kl[checkpoint] < KL_LIMIT, kls  # served as the learner scores it
         for other in policies:
@@ -272,6 +273,8 @@ def test_no_answer_mixes_checkpoints_across_a_switch(
     records = list(got.values())
     for record in records:
         assert record.checkpoint_id == named[record.interaction_id]
+    print(f"{total} answers ({len(straddling)} on {BASE} still running when the first on {LORA} "
+          f"started), {recorded} recorded")  # fmt: skip
     scores = {c: _scored(policies[c], records) for c in (BASE, LORA)}
     mixed = [
         r.interaction_id

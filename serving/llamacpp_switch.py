@@ -163,6 +163,10 @@ class EngineBackend(LlamaCppBackend):
     def running(self) -> list[str]:
         return self._fleet.running()
 
+    def stop_engines(self) -> None:
+        """Stop every server (the gateway has answered what it admitted); again: nothing."""
+        self._fleet.close()
+
     async def close(self) -> None:
         await super().close()
-        self._fleet.close()
+        self.stop_engines()

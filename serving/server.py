@@ -139,12 +139,29 @@ class Gateway:
         if self.metrics_server is not None:
             self.metrics_server.shutdown()  # type: ignore[attr-defined]
         self.keys.close()
+        _stop_children(self.backend)
+
+
+def _stop_children(backend: Backend) -> None:
+    """Stop the processes a backend started (llama-server: they run in sessions of their own,
+    so nothing else would)."""
+    stop = getattr(backend, "stop_engines", None)
+    if stop is not None:
+        stop()
 
 
 def build(config: ServeConfig) -> Gateway:
     registry = CheckpointRegistry(config.registry)
-    topics = TopicNames(config.topic_prefix)
     backend = build_backend(config, registry)
+    try:
+        return _assemble(config, backend)
+    except BaseException:
+        _stop_children(backend)
+        raise
+
+
+def _assemble(config: ServeConfig, backend: Backend) -> Gateway:
+    topics = TopicNames(config.topic_prefix)
     recorder = (
         RolloutRecorder(config.bootstrap, topics.rollouts, config.spool_max)
         if config.record

@@ -198,7 +198,8 @@ class LlamaCppBackend(UpstreamBackend):
     """An upstream that is llama-server: its native endpoints, so that every id is exact.
     Checkpoints: the base it was started on; a promoted LoRA or full-weights checkpoint is
     reported (counted, logged) and serving stays where it was, as for any upstream that cannot
-    load it at runtime."""
+    load it at runtime (``rtrl serve --engine llama.cpp`` starts a server for each checkpoint
+    instead: ``serving.llamacpp_switch``)."""
 
     def _route_for(self, info: CheckpointInfo) -> Route | None:
         if info.weights.kind == "base":
@@ -206,8 +207,8 @@ class LlamaCppBackend(UpstreamBackend):
         with self._lock:
             self.not_loaded[f"{info.weights.kind}_weights"] += 1
         log.warning(
-            "serving: %s has %s weights, which llama-server cannot load at runtime: restart it "
-            "on their GGUF file",
+            "serving: %s has %s weights, which a running llama-server cannot load: serve with "
+            "--engine llama.cpp to follow such checkpoints",
             info.checkpoint_id,
             info.weights.kind,
         )

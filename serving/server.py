@@ -25,6 +25,7 @@ from serving.assignment import Assignment
 from serving.backend import Backend
 from serving.completions import GatewayConfig
 from serving.follower import CheckpointFollower
+from serving.llamacpp_fleet import EngineSettings
 from serving.metrics import GatewayMetrics
 from serving.recorder import RolloutRecorder
 from serving.routing import Split
@@ -46,6 +47,7 @@ class ServeConfig:
     upstream_model: str | None = None  # its base model's name; None: the first it lists
     upstream_api_key: str | None = None
     upstream_kind: str = "auto"  # openai, llama.cpp, or auto: asked of the upstream
+    engine: EngineSettings | None = None  # llama-server processes started and switched here
     adapter_dir: Path = Path(".rtrl/adapters")
     split: Split | None = None
     device: str = "cpu"
@@ -79,6 +81,16 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
             )
         checkpoint = current.checkpoint_id
     pinned = config.split.checkpoints() if config.split is not None else set()
+    if config.engine is not None:
+        from serving.llamacpp_fleet import EngineFleet
+        from serving.llamacpp_switch import EngineBackend
+
+        fleet = EngineFleet(config.engine, registry)
+        try:
+            return EngineBackend(fleet, registry, checkpoint, pinned)
+        except BaseException:
+            fleet.close()
+            raise
     if config.upstream is not None:
         from serving.llamacpp import backend_class
 
@@ -127,12 +139,29 @@ class Gateway:
         if self.metrics_server is not None:
             self.metrics_server.shutdown()  # type: ignore[attr-defined]
         self.keys.close()
+        _stop_children(self.backend)
+
+
+def _stop_children(backend: Backend) -> None:
+    """Stop the processes a backend started (llama-server: they run in sessions of their own,
+    so nothing else would)."""
+    stop = getattr(backend, "stop_engines", None)
+    if stop is not None:
+        stop()
 
 
 def build(config: ServeConfig) -> Gateway:
     registry = CheckpointRegistry(config.registry)
-    topics = TopicNames(config.topic_prefix)
     backend = build_backend(config, registry)
+    try:
+        return _assemble(config, backend)
+    except BaseException:
+        _stop_children(backend)
+        raise
+
+
+def _assemble(config: ServeConfig, backend: Backend) -> Gateway:
+    topics = TopicNames(config.topic_prefix)
     recorder = (
         RolloutRecorder(config.bootstrap, topics.rollouts, config.spool_max)
         if config.record

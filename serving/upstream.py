@@ -109,7 +109,7 @@ class UpstreamBackend:
         self._lock = threading.Lock()
         self.not_loaded: Counter[str] = Counter()
         self.switches = 0
-        self._http: HttpPool | None = None  # made on the serving loop, first use
+        self._pools: dict[str, HttpPool] = {}  # by origin, made on the serving loop, first use
         info = registry.get(checkpoint_id)
         self._current_info = info
         first = self._route_for(info)
@@ -216,27 +216,36 @@ class UpstreamBackend:
         answer = await self._ask("/v1/completions", body)
         return parse_completion(answer, route.checkpoint_id, route.identity)
 
-    def _pool(self) -> HttpPool:
-        if self._http is None:
-            self._http = HttpPool(
-                self.url,
+    def _pool(self, url: str | None = None) -> HttpPool:
+        """The connections to ``url`` (default: the upstream's), made on first use."""
+        url = url or self.url
+        pool = self._pools.get(url)
+        if pool is None:
+            pool = self._pools[url] = HttpPool(
+                url,
                 {**self._headers, "Content-Type": "application/json"},
                 MAX_CONNECTIONS,
                 self._timeout_s,
             )
-        return self._http
+        return pool
 
-    async def _post(self, path: str, body: dict[str, Any]) -> Any:
-        """The upstream's JSON answer to ``body`` at ``path`` (None when it is no JSON); its
-        error status passed on, an unreachable upstream a 502."""
+    async def _post_body(self, path: str, body: dict[str, Any], url: str | None = None) -> bytes:
+        """The body the upstream (or ``url``) answers ``body`` at ``path`` with; its error
+        status passed on, an unreachable upstream a 502."""
         try:
-            answer = await self._pool().post(path, orjson.dumps(body))
+            answer = await self._pool(url).post(path, orjson.dumps(body))
         except HttpError as exc:
             raise bad_gateway(f"upstream unreachable: {exc}"[:300]) from None
         if answer.status >= 400:
             raise UpstreamError(answer.status, answer.body)
+        return answer.body
+
+    async def _post(self, path: str, body: dict[str, Any], url: str | None = None) -> Any:
+        """The JSON answer of the upstream (or of ``url``) to ``body`` at ``path`` (None when it
+        is no JSON)."""
+        answer = await self._post_body(path, body, url)
         try:
-            return orjson.loads(answer.body)
+            return orjson.loads(answer)
         except orjson.JSONDecodeError:
             return None
 
@@ -252,5 +261,6 @@ class UpstreamBackend:
         return True
 
     async def close(self) -> None:
-        if self._http is not None:
-            await self._http.close()
+        pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            await pool.close()

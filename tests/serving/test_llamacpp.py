@@ -209,3 +209,56 @@ def test_rtrl_serve_engine_records_exact_rollouts(
 def test_the_upstream_kind_is_detected(engine: LlamaServer) -> None:
     assert detect_kind(engine.url) == LLAMA_CPP
     assert detect_kind(f"http://127.0.0.1:{free_port_block(1)}") == OPENAI  # nobody there
+
+
+def test_completions_with_stop_strings_are_recorded_exactly(
+    engine: LlamaServer, base: LoadedBase, policy: CausalLMPolicy, tmp_path: Path
+) -> None:
+    """A whole llama.cpp answer drops the probabilities of a stop string's tokens; asked
+    streamed, every sampled id comes with its own, so the rollout is recorded: every id up to
+    the one that completed the stop string (as the learner's sampler records it), the text cut
+    before the string, the log-probabilities those the learner scores."""
+    registry = base_registry(tmp_path / "registry", base)
+    backend = LlamaCppBackend(engine.url, registry, CHECKPOINT, "smol", tmp_path / "adapters")
+    counting = [{"role": "user", "content": "Count from 1 to 10, separated by commas."}]
+    asks = [
+        ({"messages": counting}, SamplingParams(temperature=0.7, max_tokens=32, stop=("5",))),
+        ({"prompt": "def add(a, b):"}, SamplingParams(temperature=0.7, max_tokens=24,
+                                                      stop=("return", "\n\n"))),
+    ] * 3  # fmt: skip
+
+    async def ask() -> list[Generation]:
+        route = backend.current
+        try:
+            return [
+                await (backend.chat if "messages" in raw else backend.complete)(
+                    route, None, raw, params
+                )
+                for raw, params in asks
+            ]
+        finally:
+            await backend.close()
+
+    gens = asyncio.run(ask())
+    tokenizer = base.tokenizer
+    records, stopped = [], 0
+    for (_, params), gen in zip(asks, gens, strict=True):
+        rollout = rollout_of(gen, "i", params, None, "2026-12-02T00:00:00Z")
+        assert isinstance(rollout, Rollout), (rollout, gen)
+        records.append(rollout)
+        decoded = tokenizer.decode(list(gen.token_ids or ()), skip_special_tokens=True)
+        hits = [decoded.find(s) for s in params.stop if s in decoded]
+        if hits:
+            stopped += 1
+            assert gen.finish_reason == "stop" and gen.text == decoded[: min(hits)]
+            before = tokenizer.decode(list(gen.token_ids or ())[:-1], skip_special_tokens=True)
+            assert not any(s in before for s in params.stop)  # its last id completed the string
+        else:
+            assert gen.text == decoded
+    assert stopped >= 2, [g.text for g in gens]
+    with torch.no_grad():
+        scored = policy.score(
+            [list(r.prompt_ids) for r in records], [list(r.completion_ids) for r in records], 0.7
+        )
+    served = mismatch([r.logprobs for r in records], [s.tolist() for s in scored])
+    assert served.kl_k3 < KL_LIMIT, served

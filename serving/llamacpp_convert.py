@@ -1,0 +1,332 @@
+"""A checkpoint as the files llama-server loads: a GGUF model and, for a LoRA checkpoint, a GGUF
+adapter, made by llama.cpp's own converters.
+
+The converters are those of the pinned llama.cpp tree the server is built from
+(``serving.llamacpp_build``): ``convert_lora_to_gguf.py`` and ``convert_hf_to_gguf.py``, each run
+as a child process in that tree (so it imports the tree's own ``gguf-py`` and ``conversion``
+package), offline (``HF_HUB_OFFLINE=1``). By kind of checkpoint:
+
+- ``base``: its GGUF file as it is; a base in the Hugging Face layout is converted once.
+- ``lora``: the adapter written as a peft directory (``serving.upstream.export_adapter``), then
+  converted against the base's ``config.json`` (the converter reads only hyper-parameters there;
+  for a GGUF base they are written from the GGUF's metadata by transformers, no weights). The
+  server applies the f32 adapter to the base's own (possibly quantized) weights.
+- ``full``: the weights loaded as the learner loads them (``checkpoints.weights.load_policy``),
+  written as safetensors beside the base's config and tokenizer, converted to ``outtype``
+  (f16 by default: half the file, and a per-token mismatch far under the trainer's limit). For a
+  GGUF base, the tokenizer transformers derives from the GGUF is not the GGUF's own (the
+  converter reads it back as a SentencePiece-style vocabulary), so the converted file is given
+  the base GGUF's ``tokenizer.*`` metadata instead: the server tokenizes exactly as on the base.
+  That rewrite uses the ``gguf`` package (pinned at the tree's gguf-py version, 0.19.0).
+
+Converted files are cached under ``<cache>/llama.cpp/<version>/converted/``, named by content
+(adapter and base sha256, weights sha256 and type), written atomically: a restart, or a rollback
+whose copy has the same weights, converts nothing. Each conversion is logged with its time.
+
+    python -m serving.llamacpp_convert --registry R --checkpoint C   # prints the files as JSON
+
+``rtrl serve --engine llama.cpp`` runs exactly that as a child process, so the gateway itself
+never loads torch or a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from checkpoints.record import CheckpointInfo, ModelRef
+from checkpoints.store import CheckpointRegistry
+from infra.kafka_dist import default_cache_root
+from models.catalog import file_sha256
+from serving.llamacpp_build import engine_dir, ensure_source
+
+log = logging.getLogger(__name__)
+OUTTYPES = ("f32", "f16", "bf16", "q8_0")
+OUTTYPE = "f16"
+Log = Callable[[str], None]
+
+
+class ConversionError(RuntimeError):
+    """A checkpoint could not be turned into GGUF; the message holds the converter's tail."""
+
+
+@dataclass(frozen=True)
+class EngineWeights:
+    """What one llama-server loads: a model file and at most one adapter."""
+
+    model: Path
+    lora: Path | None = None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"model": str(self.model), "lora": None if self.lora is None else str(self.lora)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, str | None]) -> EngineWeights:
+        lora = data.get("lora")
+        return cls(Path(str(data["model"])), Path(lora) if lora else None)
+
+
+def converted_dir(cache_root: Path) -> Path:
+    return engine_dir(cache_root) / "converted"
+
+
+def engine_weights(
+    registry: CheckpointRegistry,
+    info: CheckpointInfo,
+    cache_root: Path,
+    outtype: str = OUTTYPE,
+    log: Log = log.info,
+    out_dir: Path | None = None,
+) -> EngineWeights:
+    """The GGUF files that serve ``info``, converted the first time (into ``out_dir``,
+    default the cache's ``converted`` folder)."""
+    if outtype not in OUTTYPES:
+        raise ValueError(f"outtype {outtype!r}: one of {', '.join(OUTTYPES)}")
+    out_dir = out_dir or converted_dir(cache_root)
+    base = base_gguf(info.model, cache_root, out_dir, outtype, log)
+    kind = info.weights.kind
+    if kind == "base":
+        return EngineWeights(base)
+    if kind == "lora":
+        return EngineWeights(base, lora_gguf(registry, info, cache_root, out_dir, log))
+    return EngineWeights(full_gguf(registry, info, cache_root, out_dir, outtype, log))
+
+
+def _short(sha: str | None) -> str:
+    return (sha or "")[:16]
+
+
+def _cached(target: Path, make: Callable[[Path], None], what: str, log: Log) -> Path:
+    """``target``, made by ``make`` into a temporary name and renamed when it is whole."""
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.part")
+    started = time.monotonic()
+    log(f"llama.cpp: converting {what} to {target.name}")
+    try:
+        make(part)
+        os.replace(part, target)
+    finally:
+        if part.is_dir():
+            shutil.rmtree(part, ignore_errors=True)
+        elif part.exists():
+            part.unlink()
+    log(f"llama.cpp: {what} converted in {time.monotonic() - started:.1f} s ({target})")
+    return target
+
+
+def _convert(script: str, args: list[str], out: Path, cache_root: Path) -> None:
+    """One of the tree's converters, as a child process in the tree, offline."""
+    src = ensure_source(cache_root, log=lambda line: log.info("%s", line))
+    cmd = [sys.executable, str(src / script), *args, "--outfile", str(out)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True)
+    if done.returncode != 0 or not out.is_file():
+        tail = (done.stdout + done.stderr).strip()[-2000:]
+        raise ConversionError(f"{script} failed (exit {done.returncode}):\n{tail}")
+
+
+def base_gguf(
+    model: ModelRef, cache_root: Path, out_dir: Path, outtype: str = OUTTYPE, log: Log = log.info
+) -> Path:
+    """The base's GGUF file: itself (checked against its recorded sha256), or converted from a
+    Hugging Face directory."""
+    path = Path(model.base_path)
+    if path.is_file():
+        digest = file_sha256(path)
+    else:
+        from models.loading import content_sha256  # torch: only in the converting process
+
+        digest = content_sha256(path)
+    if digest != model.base_sha256:
+        raise ConversionError(
+            f"base {path} has content sha256 {digest}, not the recorded {model.base_sha256}"
+        )
+    if path.is_file() and path.suffix == ".gguf":
+        return path
+    target = out_dir / f"base-{_short(digest)}-{outtype}.gguf"
+    return _cached(
+        target,
+        lambda part: _convert(
+            "convert_hf_to_gguf.py", [str(path), "--outtype", outtype], part, cache_root
+        ),
+        f"base {path.name}",
+        log,
+    )
+
+
+def _write_config(config: object, out: Path) -> None:
+    """A transformers config as the converters read it: with its architecture named, without
+    the GGUF quantization note."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    data = config.to_dict()  # type: ignore[attr-defined]
+    data.pop("quantization_config", None)
+    data["architectures"] = [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[data["model_type"]]]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(data, indent=2))
+
+
+def base_config_dir(model: ModelRef, out_dir: Path, log: Log = log.info) -> Path:
+    """A directory with the base's ``config.json``: the base itself, or written once from a
+    GGUF's metadata."""
+    path = Path(model.base_path)
+    if path.is_dir():
+        return path
+
+    def write(part: Path) -> None:
+        from transformers import AutoConfig
+
+        where = {"gguf_file": path.name, "local_files_only": True}
+        _write_config(AutoConfig.from_pretrained(str(path.parent), **where), part)
+
+    target = out_dir / f"config-{_short(model.base_sha256)}"
+    return _cached(target, write, f"the config of {path.name}", log)
+
+
+def lora_gguf(
+    registry: CheckpointRegistry,
+    info: CheckpointInfo,
+    cache_root: Path,
+    out_dir: Path,
+    log: Log = log.info,
+) -> Path:
+    """The checkpoint's adapter as a GGUF LoRA adapter over its base."""
+    from serving.upstream import export_adapter
+
+    name = f"lora-{_short(info.weights.sha256)}-{_short(info.model.base_sha256)}.gguf"
+    config = base_config_dir(info.model, out_dir, log)
+
+    def convert(part: Path) -> None:
+        with tempfile.TemporaryDirectory(dir=part.parent) as tmp:
+            peft_dir = export_adapter(registry, info, Path(tmp))
+            args = ["--base", str(config), "--outtype", "f32", str(peft_dir)]
+            _convert("convert_lora_to_gguf.py", args, part, cache_root)
+
+    return _cached(out_dir / name, convert, f"{info.checkpoint_id}'s adapter", log)
+
+
+def full_gguf(
+    registry: CheckpointRegistry,
+    info: CheckpointInfo,
+    cache_root: Path,
+    out_dir: Path,
+    outtype: str = OUTTYPE,
+    log: Log = log.info,
+) -> Path:
+    """The checkpoint's full weights as a GGUF model (with the base GGUF's tokenizer)."""
+    name = f"full-{_short(info.weights.sha256)}-{outtype}.gguf"
+    base = Path(info.model.base_path)
+
+    def convert(part: Path) -> None:
+        with tempfile.TemporaryDirectory(dir=part.parent) as tmp:
+            hf = Path(tmp) / "hf"
+            _write_hf(registry, info, hf)
+            if base.suffix != ".gguf":
+                _convert("convert_hf_to_gguf.py", [str(hf), "--outtype", outtype], part, cache_root)
+                return
+            plain = Path(tmp) / "weights.gguf"
+            _convert("convert_hf_to_gguf.py", [str(hf), "--outtype", outtype], plain, cache_root)
+            with_tokenizer_of(plain, base, part)
+
+    return _cached(out_dir / name, convert, f"{info.checkpoint_id}'s weights", log)
+
+
+def _write_hf(registry: CheckpointRegistry, info: CheckpointInfo, out: Path) -> None:
+    """The checkpoint's model in the Hugging Face layout: config, safetensors, tokenizer (a
+    tied output matrix written once, under the embedding's name, as the converters expect)."""
+    from safetensors.torch import save_file
+
+    from checkpoints.weights import load_policy
+
+    policy = load_policy(registry, info)
+    model = policy.model
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    state = {
+        k: v.detach().contiguous()
+        for k, v in model.state_dict().items()
+        if not (tied and k == "lm_head.weight")
+    }
+    _write_config(model.config, out)
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    policy.tokenizer.save_pretrained(str(out))
+
+
+def with_tokenizer_of(weights: Path, vocabulary: Path, out: Path) -> None:
+    """``weights``' GGUF with ``vocabulary``'s ``tokenizer.*`` metadata in place of its own."""
+    import gguf
+
+    source, vocab = gguf.GGUFReader(weights), gguf.GGUFReader(vocabulary)
+    arch = source.fields[gguf.Keys.General.ARCHITECTURE]
+    writer = gguf.GGUFWriter(str(out), str(arch.contents()))
+
+    def copy(field: gguf.ReaderField) -> None:
+        kind = field.types[0]
+        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(field.name, field.contents(), kind, sub_type=sub)
+
+    for field in source.fields.values():
+        if field.name.startswith(("GGUF.", "tokenizer.")) or field.name == arch.name:
+            continue
+        copy(field)
+    for field in vocab.fields.values():
+        if field.name.startswith("tokenizer."):
+            copy(field)
+    for t in source.tensors:
+        writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for t in source.tensors:
+        writer.write_tensor_data(t.data)
+    writer.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m serving.llamacpp_convert",
+        description="Convert a checkpoint to the GGUF files llama-server loads (cached); print "
+        'them as JSON: {"model": PATH, "lora": PATH or null}.',
+    )
+    parser.add_argument("--registry", type=Path, required=True, help="checkpoint registry")
+    parser.add_argument("--checkpoint", required=True, help="checkpoint id")
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=None,
+        help="where converted files are kept (default: the cache's llama.cpp/<version>/converted)",
+    )
+    parser.add_argument(
+        "--outtype",
+        choices=OUTTYPES,
+        default=OUTTYPE,
+        help=f"full weights' type in the GGUF file (default {OUTTYPE})",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    try:
+        registry = CheckpointRegistry(args.registry)
+        info = registry.get(args.checkpoint)
+        cache = default_cache_root(os.environ)
+        weights = engine_weights(registry, info, cache, args.outtype, out_dir=args.out_dir)
+    except (ConversionError, ValueError, KeyError, OSError) as exc:
+        print(f"llama.cpp conversion: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(weights.to_json()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+"""The llama-server processes of ``rtrl serve --engine llama.cpp``: one for each checkpoint it
+serves, started on that checkpoint's GGUF files and stopped once no request admitted to it is
+left.
+
+Why one server per checkpoint, and a new one for each promotion: this llama.cpp loads adapters
+only at start (``--lora``; ``POST /lora-adapters`` sets scales of adapters already loaded), and a
+full-weights checkpoint is another model file, so a checkpoint the server was not started with
+needs a server started for it. Starting it beside the old one, then moving new requests to it,
+then stopping the old one when its last admitted request has finished, is what makes a switch
+clean: an answer comes wholly from one server, which holds one checkpoint's weights, so no
+answer mixes two, and each is recorded with the checkpoint of the server that produced it.
+Changing global adapter scales on a running server instead would change the weights under the
+requests it is decoding. The price is memory: two servers for the length of the drain.
+
+Conversion runs in a child process (``python -m serving.llamacpp_convert``), so that the gateway
+never loads torch; a base checkpoint whose base is a GGUF file needs none.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from checkpoints.record import CheckpointInfo
+from checkpoints.store import CheckpointRegistry
+from infra.ports import free_port_block
+from serving.llamacpp_convert import OUTTYPE, OUTTYPES, EngineWeights, base_gguf
+from serving.llamacpp_engine import EngineConfig, LlamaServer
+
+log = logging.getLogger("serving")
+REPO = Path(__file__).resolve().parent.parent
+
+
+class EngineSettings(BaseModel):
+    """How ``rtrl serve --engine llama.cpp`` runs its servers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    binary: Path  # the built llama-server
+    cache_root: Path  # the llama.cpp tree (its converters) is under it
+    converted_dir: Path | None = None  # converted files (default: the cache's)
+    log_dir: Path  # each server's output
+    threads: int = Field(2, ge=1, description="CPU threads of each server")
+    slots: int = Field(8, ge=1, description="requests one server decodes together")
+    context: int = Field(8192, ge=256, description="tokens of context, shared by the slots")
+    outtype: str = Field(OUTTYPE, pattern="^(" + "|".join(OUTTYPES) + ")$")
+    start_timeout_s: float = Field(120, gt=0)
+    convert_timeout_s: float = Field(1800, gt=0)
+    drain_timeout_s: float = Field(
+        600, gt=0, description="longest wait for a replaced server's admitted requests"
+    )
+
+
+class ServedEngine:
+    """One running server for one checkpoint, with the requests admitted to it counted: a
+    request takes a lease when it is bound to this server and gives it back when answered."""
+
+    def __init__(self, checkpoint_id: str, server: LlamaServer) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.server = server
+        self.url = server.url
+        self.retired = False
+        self._leases = 0
+        self._idle = threading.Condition()
+
+    def lease(self) -> None:
+        with self._idle:
+            self._leases += 1
+
+    def release(self) -> int:
+        """Give a lease back; the leases left."""
+        with self._idle:
+            self._leases -= 1
+            if self._leases == 0:
+                self._idle.notify_all()
+            return self._leases
+
+    @property
+    def in_flight(self) -> int:
+        with self._idle:
+            return self._leases
+
+    def drained(self, timeout_s: float) -> bool:
+        """Wait until no admitted request is left (False: ``timeout_s`` passed first)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._leases == 0, timeout_s)
+
+
+class EngineFleet:
+    def __init__(self, settings: EngineSettings, registry: CheckpointRegistry) -> None:
+        self.settings = settings
+        self._registry = registry
+        self._lock = threading.Lock()
+        self._running: list[ServedEngine] = []
+        self._retiring: list[threading.Thread] = []
+
+    def weights(self, info: CheckpointInfo) -> EngineWeights:
+        """``info``'s GGUF files: a GGUF base as it is, anything else converted (cached) by a
+        child process."""
+        base = Path(info.model.base_path)
+        if info.weights.kind == "base" and base.suffix == ".gguf":
+            return EngineWeights(base_gguf(info.model, self.settings.cache_root, Path()))
+        cmd = [
+            sys.executable,
+            "-m",
+            "serving.llamacpp_convert",
+            "--registry",
+            str(self._registry.root),
+            "--checkpoint",
+            info.checkpoint_id,
+            "--outtype",
+            self.settings.outtype,
+        ]
+        if self.settings.converted_dir is not None:
+            cmd += ["--out-dir", str(self.settings.converted_dir)]
+        env = {
+            **os.environ,
+            "RTRL_CACHE_DIR": str(self.settings.cache_root),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        }
+        started = time.monotonic()
+        log.info(
+            "serving: converting %s (%s weights) for llama.cpp",
+            info.checkpoint_id,
+            info.weights.kind,
+        )
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, timeout=self.settings.convert_timeout_s
+        )
+        for line in done.stderr.splitlines():
+            if line.startswith("llama.cpp"):
+                log.info("serving: %s", line)
+        if done.returncode != 0:
+            raise RuntimeError(f"{info.checkpoint_id} was not converted: {done.stderr[-1500:]}")
+        weights = EngineWeights.from_json(json.loads(done.stdout.strip().splitlines()[-1]))
+        log.info(
+            "serving: %s ready for llama.cpp in %.1f s",
+            info.checkpoint_id,
+            time.monotonic() - started,
+        )
+        return weights
+
+    def start(self, info: CheckpointInfo) -> ServedEngine:
+        """A server for ``info``, healthy (its GGUF files converted first when needed)."""
+        weights = self.weights(info)
+        s = self.settings
+        port = free_port_block(1)
+        config = EngineConfig(
+            s.binary,
+            weights.model,
+            port,
+            s.threads,
+            s.slots,
+            s.context,
+            alias=info.checkpoint_id,
+            lora=weights.lora,
+        )
+        s.log_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        server = LlamaServer(config, s.log_dir / f"llama-server-{port}.log", s.start_timeout_s)
+        log.info(
+            "serving: llama-server for %s on port %d (%s%s), up in %.1f s",
+            info.checkpoint_id,
+            port,
+            weights.model.name,
+            f" + {weights.lora.name}" if weights.lora else "",
+            time.monotonic() - started,
+        )
+        engine = ServedEngine(info.checkpoint_id, server)
+        with self._lock:
+            self._running.append(engine)
+        return engine
+
+    def retire(self, engine: ServedEngine) -> None:
+        """Stop ``engine`` once every request admitted to it has been answered (on a thread of
+        its own: nothing waits for it); no new request is bound to it any more."""
+        engine.retired = True
+        thread = threading.Thread(
+            target=self._drain_and_stop,
+            args=(engine,),
+            name=f"rtrl-retire-{engine.checkpoint_id}",
+            daemon=True,
+        )
+        with self._lock:
+            self._retiring.append(thread)
+        thread.start()
+
+    def _drain_and_stop(self, engine: ServedEngine) -> None:
+        started, waiting = time.monotonic(), engine.in_flight
+        if not engine.drained(self.settings.drain_timeout_s):
+            log.warning(
+                "serving: %s still had %d requests after %.0f s; stopping its server",
+                engine.checkpoint_id,
+                engine.in_flight,
+                self.settings.drain_timeout_s,
+            )
+        self._stop(engine)
+        log.info(
+            "serving: llama-server for %s stopped after draining %d requests in %.1f s",
+            engine.checkpoint_id,
+            waiting,
+            time.monotonic() - started,
+        )
+
+    def _stop(self, engine: ServedEngine) -> None:
+        with self._lock:
+            if engine not in self._running:
+                return
+            self._running.remove(engine)
+        engine.server.stop()
+
+    def running(self) -> list[str]:
+        """The checkpoints whose servers are running now."""
+        with self._lock:
+            return [e.checkpoint_id for e in self._running]
+
+    def close(self, timeout_s: float = 30) -> None:
+        """Stop every server (the gateway has answered what it admitted)."""
+        with self._lock:
+            threads, engines = list(self._retiring), list(self._running)
+        for thread in threads:
+            thread.join(timeout_s)
+        for engine in engines:
+            self._stop(engine)

@@ -1,0 +1,284 @@
+"""Checkpoints reach llama.cpp: a promoted LoRA checkpoint (its adapter converted to GGUF by
+llama.cpp's converter) and a promoted full-weights checkpoint (converted to a GGUF model) are
+served by real llama-server processes that the engine starts, and a switch drains.
+
+What is served is what the checkpoint is: the behaviour log-probabilities llama.cpp records are
+those the checkpoint's own transformers weights give the same tokens (per-token mismatch KL
+under ``KL_LIMIT``), and far from the previous checkpoint's. Across a switch under concurrent
+requests, no request fails, and every recorded rollout is closer, under transformers scoring, to
+the checkpoint it names than to the other one: no answer mixes checkpoints, none is recorded
+under the wrong one.
+
+Slow by nature (SmolLM2 loaded by transformers three times, two conversions, several servers);
+skipped only when the server binary is not built (``python -m serving.llamacpp_build``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+
+from checkpoints.publish import publish_checkpoint
+from checkpoints.record import PROMOTED, CheckpointInfo, TrainingRef, WeightsRef
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import load_policy, model_ref, weight_writers
+from infra.kafka_dist import default_cache_root
+from models.catalog import fetch, models_dir
+from models.loading import LoadedBase, LoraSettings, load_base, with_lora
+from models.mismatch import mismatch
+from models.policy import CausalLMPolicy
+from models.rollout import Rollout
+from models.sampling import SamplingParams
+from serving.generation import Generation, rollout_of
+from serving.llamacpp_build import server_binary
+from serving.llamacpp_fleet import EngineFleet, EngineSettings
+from serving.llamacpp_switch import EngineBackend
+from serving.routing import CURRENT
+from tests.support.gateway import Serve, api_key, rollouts
+
+CACHE = default_cache_root(os.environ)
+BINARY = server_binary(CACHE)
+pytestmark = pytest.mark.skipif(
+    not BINARY.is_file(),
+    reason=f"llama-server is not built at {BINARY} (python -m serving.llamacpp_build)",
+)
+KL_LIMIT = 0.015  # nats per token, as tests/serving/test_llamacpp.py
+APART = 10 * KL_LIMIT  # another checkpoint's weights are at least this far
+BASE, LORA, FULL = "smol-0000", "smol-lora", "smol-full"
+PARAMS = SamplingParams(temperature=1.0, max_tokens=16)
+CHATS = [
+    [{"role": "user", "content": "Write `reverse(xs)` in Python."}],
+    [{"role": "user", "content": "What is 17 times 3? Answer briefly."}],
+    [{"role": "user", "content": "Name three colours."}],
+    [{"role": "user", "content": "Write a haiku about rain."}],
+]
+TS = "2026-12-02T00:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def base() -> LoadedBase:
+    return load_base(fetch("smollm2-135m", models_dir(), log=lambda _: None))
+
+
+def _register(
+    registry: CheckpointRegistry,
+    checkpoint_id: str,
+    base: LoadedBase,
+    policy: CausalLMPolicy | None,
+    lora: LoraSettings | None,
+) -> CheckpointInfo:
+    if policy is None:
+        weights, files = WeightsRef(kind="base"), {}
+    else:
+        weights, files = weight_writers(policy, lora, None)
+    return registry.register(checkpoint_id=checkpoint_id, parent=None, model=model_ref(base),
+                             weights=weights, training=TrainingRef(), files=files, evals={},
+                             batches=(), status=PROMOTED)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def registry(base: LoadedBase, tmp_path_factory: pytest.TempPathFactory) -> CheckpointRegistry:
+    """The GGUF base; a LoRA checkpoint over it whose adapter is seeded noise (a fresh one
+    changes nothing: its B matrices start at zero); full weights that are the base's plus
+    seeded noise. Registered in this order, so each is newer than the one before."""
+    registry = CheckpointRegistry(tmp_path_factory.mktemp("switch") / "registry")
+    _register(registry, BASE, base, None, None)
+    generator = torch.Generator().manual_seed(7)
+    settings = LoraSettings(r=4, alpha=8, targets=("q_proj", "v_proj"))
+    adapted = with_lora(copy.deepcopy(base.model), settings)
+    with torch.no_grad():
+        for name, p in adapted.named_parameters():
+            if "lora_B" in name:
+                p.copy_(0.3 * torch.randn(p.shape, generator=generator))
+    _register(registry, LORA, base, CausalLMPolicy(adapted, base.tokenizer), settings)
+    full = copy.deepcopy(base.model)
+    with torch.no_grad():
+        for name, p in full.named_parameters():
+            if p.dim() == 2 and ("self_attn" in name or "mlp" in name):
+                p.add_(0.02 * torch.randn(p.shape, generator=generator))
+    _register(registry, FULL, base, CausalLMPolicy(full, base.tokenizer), None)
+    return registry
+
+
+@pytest.fixture(scope="module")
+def policies(base: LoadedBase, registry: CheckpointRegistry) -> dict[str, CausalLMPolicy]:
+    """Each checkpoint as the learner loads it."""
+    out = {BASE: CausalLMPolicy(base.model, base.tokenizer)}
+    for checkpoint in (LORA, FULL):
+        out[checkpoint] = load_policy(registry, registry.get(checkpoint))
+        out[checkpoint].model.eval()
+    return out
+
+
+@pytest.fixture(scope="module")
+def gguf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Converted files, new for this module: every run converts."""
+    return tmp_path_factory.mktemp("gguf")
+
+
+def _scored(policy: CausalLMPolicy, records: list[Rollout]) -> list[list[float]]:
+    with torch.no_grad():
+        scores = policy.score(
+            [list(r.prompt_ids) for r in records],
+            [list(r.completion_ids) for r in records],
+            [r.sampling.temperature for r in records],
+            [r.sampling.top_p for r in records],
+        )
+    return [s.tolist() for s in scores]
+
+
+def _kl(records: list[Rollout], policy: CausalLMPolicy) -> float:
+    return mismatch([list(r.logprobs) for r in records], _scored(policy, records)).kl_k3
+
+
+def _records(gens: list[Generation]) -> list[Rollout]:
+    out = [rollout_of(g, "i", PARAMS, None, TS) for g in gens]
+    records = [r for r in out if isinstance(r, Rollout)]
+    assert len(records) >= len(gens) - 1, out  # at most one cut inside a character
+    return records
+
+
+def test_promoted_lora_and_full_checkpoints_are_served_by_the_engine(
+    registry: CheckpointRegistry,
+    policies: dict[str, CausalLMPolicy],
+    gguf_dir: Path,
+    tmp_path: Path,
+) -> None:
+    settings = EngineSettings(binary=BINARY, cache_root=CACHE, log_dir=tmp_path / "logs",
+                              converted_dir=gguf_dir, threads=2, slots=4)  # fmt: skip
+    fleet = EngineFleet(settings, registry)
+
+    async def ask(backend: EngineBackend) -> list[Generation]:
+        gens = []
+        for chat in CHATS:
+            route = backend.target(CURRENT)
+            gens.append(await backend.chat(route, None, {"messages": chat}, PARAMS))
+        return gens
+
+    async def run() -> dict[str, list[Generation]]:
+        backend = EngineBackend(fleet, registry, BASE)
+        served = {BASE: await ask(backend)}
+        try:
+            for checkpoint in (LORA, FULL):
+                assert await asyncio.to_thread(backend.take_up, registry.get(checkpoint))
+                served[checkpoint] = await ask(backend)
+                deadline = time.monotonic() + 30  # the replaced server is stopped once drained
+                while fleet.running() != [checkpoint] and time.monotonic() < deadline:
+                    await asyncio.sleep(0.1)
+                assert fleet.running() == [checkpoint]
+            assert backend.switches == 2
+        finally:
+            await backend.close()
+        return served
+
+    served = asyncio.run(run())
+    assert fleet.running() == []
+    kls = {}
+    for checkpoint, gens in served.items():
+        records = _records(gens)
+        assert {r.checkpoint_id for r in records} == {checkpoint}
+        kls[checkpoint] = {other: _kl(records, p) for other, p in policies.items()}
+    print({c: {o: round(v, 4) for o, v in kl.items()} for c, kl in kls.items()})
+    for checkpoint, kl in kls.items():
+        assert kl[checkpoint] < KL_LIMIT, kls  # served as the learner scores it
+        for other in policies:
+            if other != checkpoint:
+                assert kl[other] > APART, kls  # and not as any other checkpoint
+
+
+def _closer_to_its_own(record: Rollout, scores: dict[str, list[float]]) -> bool:
+    """Whether the recorded log-probabilities are closer to the named checkpoint's scoring
+    than to any other's (squared distance per token)."""
+
+    def distance(scored: list[float]) -> float:
+        return sum((a - b) ** 2 for a, b in zip(record.logprobs, scored, strict=True))
+
+    own = distance(scores[record.checkpoint_id])
+    return all(own < distance(s) for c, s in scores.items() if c != record.checkpoint_id)
+
+
+def test_no_answer_mixes_checkpoints_across_a_switch(
+    registry: CheckpointRegistry,
+    policies: dict[str, CausalLMPolicy],
+    gguf_dir: Path,
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    topic_names,
+) -> None:
+    key = api_key(tmp_path / "keys.sqlite")
+    front = Serve(
+        ["--registry", str(registry.root), "--db", str(tmp_path / "keys.sqlite"),
+         "--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix,
+         "--checkpoint", BASE, "--engine", "llama.cpp", "--engine-slots", "4",
+         "--engine-gguf-dir", str(gguf_dir), "--max-tokens", "16"],
+        tmp_path / "front.log",
+    )  # fmt: skip
+    answers: list[tuple[str, int, str, float, float]] = []  # id, status, checkpoint, start, end
+    stop = threading.Event()
+
+    def worker(n: int) -> None:
+        with httpx.Client(base_url=front.url, timeout=120) as http:
+            i = 0
+            while not stop.is_set():
+                interaction = f"w{n}-{i}"
+                started = time.monotonic()
+                answer = http.post(
+                    "/v1/chat/completions",
+                    json={"model": "default", "messages": CHATS[(n + i) % len(CHATS)]},
+                    headers={"Authorization": f"Bearer {key}",
+                             "X-Rtrl-Interaction-Id": interaction},
+                )  # fmt: skip
+                checkpoint = answer.headers.get("X-Rtrl-Checkpoint-Id", "")
+                answers.append((interaction, answer.status_code, checkpoint, started,
+                                time.monotonic()))  # fmt: skip
+                i += 1
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(3)
+        publish_checkpoint(kafka_bootstrap, topic_names.checkpoints, registry.get(LORA))
+        switched = front.metrics_when("rtrl_gateway_checkpoint_switches_total", 1, 300)
+        assert switched.get("rtrl_gateway_checkpoint_switches_total") == 1, front.log.read_text()
+        time.sleep(4)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(180)
+    try:
+        total = len(answers)
+        counts = front.metrics_when('rtrl_gateway_rollouts_total{outcome="recorded"}', total, 30)
+    finally:
+        assert front.stop() == 0, front.log.read_text()[-3000:]
+
+    failed = [a for a in answers if a[1] != 200]
+    assert not failed, (failed, front.log.read_text()[-3000:])
+    named = {a[0]: a[2] for a in answers}
+    assert set(named.values()) == {BASE, LORA}
+    first_new = min(a[3] for a in answers if a[2] == LORA)
+    straddling = [a for a in answers if a[2] == BASE and a[4] > first_new]
+    assert straddling, "no request on the old checkpoint was in flight across the switch"
+    recorded = int(counts['rtrl_gateway_rollouts_total{outcome="recorded"}'])
+    assert recorded >= total - 2, counts  # a completion cut inside a character has none
+    got = rollouts(kafka_bootstrap, topic_names.rollouts, recorded)
+    records = list(got.values())
+    for record in records:
+        assert record.checkpoint_id == named[record.interaction_id]
+    print(f"{total} answers ({len(straddling)} on {BASE} still running when the first on {LORA} "
+          f"started), {recorded} recorded")  # fmt: skip
+    scores = {c: _scored(policies[c], records) for c in (BASE, LORA)}
+    mixed = [
+        r.interaction_id
+        for i, r in enumerate(records)
+        if not _closer_to_its_own(r, {c: s[i] for c, s in scores.items()})
+    ]
+    assert not mixed, mixed

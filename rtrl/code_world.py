@@ -7,9 +7,9 @@ hidden case, expected value or grader is in any prompt, so none is in any rollou
 reads. The agent harness takes the code out of the answer's text and the sandbox runs the
 task's hidden cases (``agent.sandbox.grade``). The users' stated rule (``rtrl.text_users.by_rule``):
 
-- an answer without Python code is no edit: the user follows up dissatisfied at once;
-- an edit is **accepted** when its code runs and defines the function asked for (the sandbox
-  could call it on every hidden case), else **rejected**, with a dissatisfied follow-up;
+- an answer without a code block is no edit: the user follows up dissatisfied at once;
+- an edit is **accepted** when its Python code runs and defines the function asked for (the
+  sandbox could call it on every hidden case), else **rejected**, with a dissatisfied follow-up;
 - ``LOOK_AGAIN_S`` later (inside the run's shortened reward window) the user looks again at an
   accepted edit: **kept** whole (``edit.retention`` 1.0) when it passed every hidden case, else
   **reverted** (``edit.reverted``), with a dissatisfied follow-up.
@@ -60,19 +60,21 @@ class CodeWorldSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    round_users: int = Field(48, ge=1, description="users per round, one easy task each")
+    round_users: int = Field(120, ge=1, description="users per round, one easy task each")
     ab_users: int = Field(40, ge=0, description="closing A/B users, two asks each")
     max_tokens: int = Field(128, ge=16, description="an easy task's answer fits in ~60 tokens")
     temperature: float = Field(0.7, gt=0, description="where SmolLM2 passes ~22 % of easy")
     eval_samples: int = Field(8, ge=0, description="answers per held-out task (0: no eval)")
     learner: tuple[str, ...] = (
-        "--lora-r", "16", "--lora-alpha", "32", "--lr", "0.0005", "--epochs", "3",
+        "--lora-r", "16", "--lora-alpha", "32", "--lr", "0.001", "--epochs", "4",
         "--minibatch", "16", "--micro-batch", "8", "--device", "cpu", "--clip", "0.3",
-        "--eval-prompts", "0", "--mismatch-sample", "16",
+        "--held-out", "0.5", "--eval-prompts", "0", "--mismatch-sample", "16",
     )  # fmt: skip
     """`rtrl train`'s options: a LoRA adapter (minutes on a CPU, not an hour of full
-    fine-tuning), and no candidate evals: theirs are the shipped tasks, where SmolLM2 passes
-    almost nothing; the held-out pass rate is measured here instead."""
+    fine-tuning); half the users held out, since the gate judges only with 50 held-out
+    interactions or more (120 users hold out 53); no candidate evals: theirs are the shipped
+    tasks, where SmolLM2 passes almost nothing, so the held-out pass rate is measured here
+    instead."""
 
     @property
     def sampling(self) -> SamplingParams:

@@ -111,9 +111,9 @@ def test_code_world_run_every_hop_from_answer_to_reward(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "rtrl.cli", "run", "--world", "code", "--data-dir", str(tmp_path),
          "--port", str(kafka_port), "--collector-port", str(http_port),
-         "--gateway-port", str(http_port + 1), "--interactions", "1", "--window-s", "4",
+         "--gateway-port", str(http_port + 1), "--interactions", "30", "--window-s", "4",
          "--rounds", "1", "--round-users", "12", "--ab-users", "0", "--held-out-samples", "1",
-         "--max-tokens", "24", "--seed", "4"],
+         "--max-tokens", "24", "--seed", "1"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

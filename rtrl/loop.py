@@ -170,9 +170,10 @@ def _loop(
     emit_workload(sdk, args.interactions, args.seed, pace_s=10)
     from rtrl.gateway_stage import GatewaySetup
 
-    gateway = GatewaySetup(
-        str(root / "checkpoints"), str(keys_db), kafka, args.gateway_port, api_key, args.seed
-    )
+    # an answer of the code world is up to --max-tokens long, sampled 16 together on the CPU
+    wait_s = 120.0 if args.world == "tokens" else 900.0
+    gateway = GatewaySetup(str(root / "checkpoints"), str(keys_db), kafka, args.gateway_port,
+                           api_key, args.seed, wait_s)  # fmt: skip
     rounds = TrainingRounds(
         root,
         bootstrap,

@@ -100,7 +100,7 @@ def test_the_rule_accepts_keeps_and_reverts(text, accepted, kept, reverted, diss
     assert expected_reward(turn, reaction, 900) == pytest.approx(reward)
 
 
-def test_a_gateway_answer_is_judged_the_same_every_time():
+def test_the_same_code_always_gets_the_same_reaction():
     text = fenced("def square(x):\n    return x * x")
     assert [judged(text)[1] for _ in range(3)] == [judged(text)[1]] * 3
 

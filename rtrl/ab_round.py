@@ -11,6 +11,10 @@ through the SDK stamped with the interaction, checkpoint and arm the gateway ret
 headers. The warehouse's A/B report then compares the arms per user, the unit of
 randomisation, with the delta method's 95 % intervals: edits kept, dissatisfied follow-ups,
 latency and mean reward.
+
+In the code world (``rtrl run --world code``) the users are the rounds' text users instead
+(``rtrl.code_world``): each asks for two easy tasks, the harness reads the answer, the sandbox
+grades it, and they accept, keep or revert by the same stated rule.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import httpx
 
 from ingest.sdk import Client
 from models.sampling import SamplingParams
+from rtrl.code_world import play_users, round_asks
 from rtrl.gateway_stage import GatewaySetup, gateway
 from rtrl.http_users import ask_all
 from rtrl.rl_sim import Later, react_and_report, report_later
@@ -64,11 +69,24 @@ def play_ab(http: httpx.Client, client: Client, population: Population, users: i
     return served
 
 
+def play_code_ab(http: httpx.Client, client: Client, users: int, per_user: int, seed: int,
+                 params: SamplingParams) -> Counter[str]:  # fmt: skip
+    """The code world's users, ``per_user`` easy tasks each, through the gateway's split;
+    interactions per arm."""
+    drawn = round_asks(users * per_user, seed)
+    asks = [(f"u_ab{seed}_{n // per_user:05d}", task) for n, (_, task) in enumerate(drawn)]
+    outcomes = play_users(http, client, asks, params)
+    return Counter(o.answer.experiment[1] if o.answer.experiment else "outside the experiment"
+                   for o in outcomes)  # fmt: skip
+
+
 def run_final_ab(setup: GatewaySetup, first: str, last: str, client: Client,
-                 population: Population, users: int, params: SamplingParams,
+                 population: Population | None, users: int, params: SamplingParams,
                  log_file: Path) -> Counter[str]:  # fmt: skip
     """Start the gateway with the split, play ``users`` users (two asks each) through it, stop
-    it; the interactions per arm."""
+    it; the interactions per arm. ``population`` None: the code world's text users."""
     split = ["--experiment", EXPERIMENT, "--arms", arms(first, last), "--no-follow"]
     with gateway(setup, last, split, log_file) as http:
+        if population is None:
+            return play_code_ab(http, client, users, 2, setup.seed, params)
         return play_ab(http, client, population, users, 2, setup.seed, params)

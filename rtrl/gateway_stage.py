@@ -23,6 +23,7 @@ class GatewaySetup:
     port: int
     api_key: str
     seed: int
+    timeout_s: float = 120.0  # a user's longest wait for one answer (the code world's are long)
 
 
 @contextmanager
@@ -43,7 +44,7 @@ def gateway(setup: GatewaySetup, checkpoint: str, extra: list[str],
         with httpx.Client(
             base_url=f"http://127.0.0.1:{setup.port}",
             headers={"Authorization": f"Bearer {setup.api_key}"},
-            timeout=120,
+            timeout=setup.timeout_s,
         ) as http:
             yield http
     finally:

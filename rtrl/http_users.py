@@ -1,9 +1,10 @@
 """Simulated users' side of the gateway: one chat completion over HTTP, as an editor plugin
-asks `rtrl serve` (or any OpenAI-compatible server with vLLM's ``return_token_ids``).
+asks `rtrl serve` (or any OpenAI-compatible server with vLLM's ``return_token_ids``), and the
+users' second look at their edits a few seconds later.
 
-The users of `rtrl run` react to token ids, so they ask for them; the gateway names in its
-headers the interaction, the checkpoint that served it and the experiment arm, which the users
-stamp on their events.
+The token users of `rtrl run` react to token ids, so they ask for them; the text users (the code
+world, `rtrl simulate`) read the answer's text. The gateway names in its headers the interaction,
+the checkpoint that served it and the experiment arm, which the users stamp on their events.
 """
 
 from __future__ import annotations
@@ -12,11 +13,26 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import httpx
 
 from ingest.contract import uuid7
 from models.sampling import SamplingParams
+
+LOOK_AGAIN_S = 3.0
+"""How long after reacting the users look at their accepted edits again (keep or revert them):
+well inside `rtrl run`'s shortened reward window, so the reward and the A/B see it."""
+
+Later = list[tuple[str, str, dict[str, Any], dict[str, Any]]]
+"""Events to send later: (type, interaction id, payload, stamp)."""
+
+
+class Emitter(Protocol):
+    """What the users report through: the SDK's client (``ingest.sdk.Client``)."""
+
+    def emit(self, kind: str, interaction_id: str, payload: dict[str, Any],
+             **fields: Any) -> Any: ...  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -28,41 +44,68 @@ class Answer:
     latency_ms: int = 0
     """The user's wait for the answer, request sent to answer read: the gateway's real timing
     (its batching and queueing included), which the users report as the interaction's latency."""
+    text: str = ""  # the answer's text
+    output_tokens: int = 0  # as the gateway counted them
 
 
 def ask(http: httpx.Client, user_id: str, task: str, params: SamplingParams,
         private: bool = False) -> Answer:  # fmt: skip
     """One chat completion for ``user_id`` asking for ``task``, with its token ids;
     ``private`` (privacy mode) keeps it out of the rollouts."""
+    return ask_text(http, user_id, f"Write `{task}` in Python.", params, private, token_ids=True)
+
+
+def ask_text(http: httpx.Client, user_id: str, prompt: str, params: SamplingParams,
+             private: bool = False, token_ids: bool = False) -> Answer:  # fmt: skip
+    """One chat completion of ``prompt`` for ``user_id``: its text, and its token ids when
+    ``token_ids`` (vLLM's extension); ``private`` (privacy mode) keeps it out of the rollouts."""
     interaction = f"i_{uuid7()}"
     headers = {"X-Rtrl-User-Id": user_id, "X-Rtrl-Interaction-Id": interaction}
     if private:
         headers["X-Rtrl-Privacy-Mode"] = "true"
+    request: dict[str, Any] = {
+        "model": "default", "max_tokens": params.max_tokens, "temperature": params.temperature,
+        "top_p": params.top_p, "messages": [{"role": "user", "content": prompt}],
+    }  # fmt: skip
+    if token_ids:
+        request["return_token_ids"] = True
     sent = time.perf_counter()
-    answer = http.post(
-        "/v1/chat/completions",
-        json={"model": "default", "return_token_ids": True, "max_tokens": params.max_tokens,
-              "temperature": params.temperature, "top_p": params.top_p,
-              "messages": [{"role": "user", "content": f"Write `{task}` in Python."}]},
-        headers=headers,
-    )  # fmt: skip
+    answer = http.post("/v1/chat/completions", json=request, headers=headers)
     answer.raise_for_status()
     latency_ms = round((time.perf_counter() - sent) * 1000)
+    body = answer.json()
+    choice = body["choices"][0]
     name, _, arm = (answer.headers.get("x-rtrl-experiment") or "").partition(":")
     return Answer(
         answer.headers.get("x-rtrl-interaction-id") or interaction,
-        tuple(answer.json()["choices"][0]["token_ids"] or ()),
+        tuple(choice.get("token_ids") or ()),
         answer.headers["x-rtrl-checkpoint-id"],
         (name, arm) if arm else None,
         latency_ms,
+        choice["message"]["content"] or "",
+        int(body.get("usage", {}).get("completion_tokens", 0)),
     )
 
 
 def ask_all(http: httpx.Client, asks: Sequence[tuple[str, str]], params: SamplingParams,
-            concurrency: int = 16) -> list[Answer]:  # fmt: skip
-    """Every ``(user_id, task)``, ``concurrency`` at a time (the gateway batches them)."""
+            concurrency: int = 16, text: bool = False) -> list[Answer]:  # fmt: skip
+    """Every ``(user_id, task)``, ``concurrency`` at a time (the gateway batches them); with
+    ``text``, each ``task`` is the whole prompt and the answers come back as text."""
+
+    def one(a: tuple[str, str]) -> Answer:
+        return ask_text(http, *a, params) if text else ask(http, *a, params)
+
     with ThreadPoolExecutor(concurrency) as pool:
-        return list(pool.map(lambda a: ask(http, a[0], a[1], params), asks))
+        return list(pool.map(one, asks))
+
+
+def report_later(client: Emitter, later: Later, delay_s: float = LOOK_AGAIN_S) -> None:
+    """After ``delay_s``, the users' second look at their accepted edits, through the SDK."""
+    if not later:
+        return
+    time.sleep(delay_s)
+    for event_type, interaction_id, payload, stamp in later:
+        client.emit(event_type, interaction_id, payload, **stamp)
 
 
 def serving(http: httpx.Client) -> str:

@@ -11,6 +11,18 @@ own `rtrl` subcommand, logging to a file under ``--data-dir``.
 
 The reward windows are shortened (``--window-s``) so that the run finishes in a few minutes;
 everything else is the production code path.
+
+Two worlds (``--world``). ``tokens`` (the default): the rounds' users react to the token ids of
+the answer (``--users``, ``--scenario``), a world in which the tiny model learns in seconds.
+``code``: users ask for real functions (the easy tasks of agent/tasks.toml) and judge the code in
+the answer's text by a stated rule: accepted when it runs and defines the function asked for,
+kept when it passes the task's hidden tests, reverted a few seconds later when it does not, a
+dissatisfied follow-up after a rejected, reverted or missing edit (``rtrl.code_world``). Each
+round then prints the share of code passing the hidden tests, edits kept, dissatisfied
+follow-ups, the served checkpoint's pass rate on held-out tasks no user asks for, and the gate's
+decision; the closing A/B test uses the same users. Its defaults (users per round, answer
+length, LoRA training) fit three rounds of SmolLM2-135M (``--model smollm2-135m``) on two CPU
+cores in about 30 minutes.
 """
 
 from __future__ import annotations
@@ -27,11 +39,11 @@ from typing import TYPE_CHECKING
 
 from infra import broker
 from infra.broker_config import ClusterLayout
-from infra.cli import positive_int
 from infra.kafka_dist import BrokerSetupError, default_cache_root
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
 from rtrl.procs import Stage, http_ready, run_stage, wait_until
+from rtrl.run_options import add_run_options, with_world_defaults
 from rtrl.scenarios import SCENARIOS
 
 if TYPE_CHECKING:
@@ -48,82 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path(".rtrl/run"),
-        help="everything the run writes: broker data, logs, warehouse (default .rtrl/run)",
-    )
-    p.add_argument("--port", type=int, default=9092, help="Kafka client port (default 9092)")
-    p.add_argument("--collector-port", type=int, default=8080)
-    p.add_argument(
-        "--interactions",
-        type=positive_int,
-        default=1500,
-        help="simulated agent interactions (about 10 events each)",
-    )
-    p.add_argument(
-        "--rounds",
-        type=int,
-        default=3,
-        help="training rounds: serve, train, gate, switch (default 3; 0 for none)",
-    )
-    p.add_argument(
-        "--round-users",
-        type=positive_int,
-        default=1000,
-        help="simulated users served per training round (default 1000)",
-    )
-    p.add_argument(
-        "--ab-users",
-        type=int,
-        default=1000,
-        help="users of the closing A/B test, two asks each: the last promoted checkpoint "
-        "against the first through the gateway's split (default 1000; 0: none)",
-    )
-    p.add_argument("--gateway-port", type=int, default=8081)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument(
-        "--users",
-        choices=("default", "indifferent"),
-        default="default",
-        help="the training rounds' simulated users: default (they like edits low in the "
-        "vocabulary) or indifferent (reactions that ignore what was served: every checkpoint is "
-        "truly equal, the gate's calibration population)",
-    )
-    p.add_argument(
-        "--scenario",
-        choices=sorted(SCENARIOS),
-        default="default",
-        help="the world the rounds train in: "
-        + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values())
-        + " (default: default)",
-    )
-    p.add_argument(
-        "--truth-samples",
-        type=int,
-        default=512,
-        help="completions per checkpoint with which the simulator measures each candidate's "
-        "true value, to show the gate's decisions beside the truth (default 512; 0: none)",
-    )
-    p.add_argument(
-        "--model",
-        default="tiny",
-        help="the model the rounds serve and train: tiny (built here, trains in seconds), "
-        "smollm2-135m (SmolLM2-135M-Instruct, slow on a CPU), or a local model path",
-    )
-    p.add_argument(
-        "--window-s",
-        type=positive_int,
-        default=20,
-        help="reward window W for this run (the spec's default is 1800 s)",
-    )
-    p.add_argument(
-        "--keep",
-        action="store_true",
-        help="leave the broker running afterwards (stop: rtrl broker stop --data-dir ...)",
-    )
-    p.add_argument("--fresh", action="store_true", help="delete --data-dir first")
+    add_run_options(p)
     p.set_defaults(func=run)
 
 
@@ -131,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
     if args.scenario != "default" and args.users != "default":
         log.error("--scenario %s brings its own users: no --users with it", args.scenario)
         return 2
+    if args.world == "code" and (args.scenario != "default" or args.users != "default"):
+        log.error("--world code brings its own users: no --scenario or --users with it")
+        return 2
+    with_world_defaults(args)
     root: Path = args.data_dir.resolve()
     if args.fresh and root.exists():
         shutil.rmtree(root)
@@ -229,9 +170,10 @@ def _loop(
     emit_workload(sdk, args.interactions, args.seed, pace_s=10)
     from rtrl.gateway_stage import GatewaySetup
 
-    gateway = GatewaySetup(
-        str(root / "checkpoints"), str(keys_db), kafka, args.gateway_port, api_key, args.seed
-    )
+    # an answer of the code world is up to --max-tokens long, sampled 16 together on the CPU
+    wait_s = 120.0 if args.world == "tokens" else 900.0
+    gateway = GatewaySetup(str(root / "checkpoints"), str(keys_db), kafka, args.gateway_port,
+                           api_key, args.seed, wait_s)  # fmt: skip
     rounds = TrainingRounds(
         root,
         bootstrap,
@@ -245,6 +187,8 @@ def _loop(
         scenario.eval_reader,
         tuple(scenario.train_args()),
         gateway_setup=gateway,
+        world=args.world,
+        code=args.code,
     )
     try:
         if args.rounds:
@@ -268,7 +212,8 @@ def _land_and_train(
     closing: GatewaySetup,
 ) -> int:
     from rtrl.ab_round import EXPERIMENT as FINAL_AB
-    from rtrl.rounds import print_summary, settle
+    from rtrl.round_tables import print_summary
+    from rtrl.rounds import settle
 
     warehouse = root / "warehouse"
     wh = ["--root", str(warehouse)]
@@ -368,9 +313,11 @@ def _final_ab(args: argparse.Namespace, root: Path, logs: Path, rounds: Training
              "%d users", first, last, args.ab_users)  # fmt: skip
     assert last is not None
     rounds.close()  # the rounds' gateway gives its port to the experiment's
-    population = POPULATIONS[rounds.users](rounds.vocab_size)
+    code = rounds.world == "code"  # the code world's text users, else the rounds' token users
+    population = None if code else POPULATIONS[rounds.users](rounds.vocab_size)
+    params = rounds.code.sampling if code else SAMPLING
     with Client(replace(rounds.sdk, spool_path=root / "ab.db")) as client:
-        served = run_final_ab(closing, first, last, client, population, args.ab_users, SAMPLING,
+        served = run_final_ab(closing, first, last, client, population, args.ab_users, params,
                               logs / "gateway.log")  # fmt: skip
         left = client.flush(timeout=60)
     log.info("closing A/B: interactions per arm %s%s", dict(served),

@@ -102,14 +102,24 @@ def ab_table(test: AbTest) -> str:
 def render(title: str, summary: RunSummary, plots: Sequence[Plot]) -> str:
     rounds = summary.rounds
     verdicts = {c.checkpoint_id: c for c in summary.checkpoints}
-    cycle_table = table(
-        ["round", "served by", "users", "accepted", "invalid tool calls", "questions", "taste",
-         "mean reward", "candidate trained on it", "gate"],
-        [[r.round, r.served_by, r.users, r.accepted_share, r.invalid_tool_call_share,
-          r.question_share, r.taste, r.mean_reward, r.candidate or "-",
-          verdicts[r.candidate].status if r.candidate in verdicts else "-"]
-         for r in rounds],
-    )  # fmt: skip
+    gate = [verdicts[r.candidate].status if r.candidate in verdicts else "-" for r in rounds]
+    if summary.world == "code":
+        cycle_table = table(
+            ["round", "served by", "users", "code passing hidden tests", "edits kept",
+             "dissatisfied follow-ups", "held-out pass rate", "mean reward",
+             "candidate trained on it", "gate"],
+            [[r.round, r.served_by, r.users, r.pass_share, r.edits_kept_share,
+              r.dissatisfied_share, r.held_out_pass_rate, r.mean_reward, r.candidate or "-", g]
+             for r, g in zip(rounds, gate, strict=True)],
+        )  # fmt: skip
+    else:
+        cycle_table = table(
+            ["round", "served by", "users", "accepted", "invalid tool calls", "questions",
+             "taste", "mean reward", "candidate trained on it", "gate"],
+            [[r.round, r.served_by, r.users, r.accepted_share, r.invalid_tool_call_share,
+              r.question_share, r.taste, r.mean_reward, r.candidate or "-", g]
+             for r, g in zip(rounds, gate, strict=True)],
+        )  # fmt: skip
     times = table(
         ["cycle", *summary.stage_names, "total"],
         [[c.cycle, *(c.stages.get(s) for s in summary.stage_names), c.total_s]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,7 +18,7 @@ from ingest.sdk import Client
 from models.policy import CausalLMPolicy
 from models.sampling import SamplingParams
 from rewards.config import RewardConfig
-from rtrl.http_users import Answer, ask_all
+from rtrl.http_users import LOOK_AGAIN_S, Answer, Later, ask_all, report_later
 from rtrl.token_users import (
     TASKS,
     Population,
@@ -31,12 +30,7 @@ from rtrl.token_users import (
     interaction_events,
 )
 
-LOOK_AGAIN_S = 3.0
-"""How long after reacting the users look at their accepted edits again (keep or revert them):
-well inside `rtrl run`'s shortened reward window, so the reward and the A/B see it."""
-
-Later = list[tuple[str, str, dict[str, Any], dict[str, Any]]]
-"""Events to send later: (type, interaction id, payload, stamp)."""
+__all__ = ["LOOK_AGAIN_S", "Later", "RoundFigures", "play_round", "report_later", "true_value"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +43,9 @@ class RoundFigures:
     """The mean acceptance probability: what the users' taste says of the served policy."""
     clarifying: int = 0
     """Questions instead of an edit (only the agent users ask)."""
+    passed: int = 0  # the code world: answers whose code passed the task's hidden tests
+    kept: int = 0  # the code world: accepted edits kept on the second look
+    dissatisfied: int = 0  # the code world: interactions with a dissatisfied follow-up
 
 
 def react_and_report(client: Client, population: Population, rng: random.Random, task: str,
@@ -71,15 +68,6 @@ def react_and_report(client: Client, population: Population, rng: random.Random,
         for event_type, payload in fate_events(fate, edit_id, round(LOOK_AGAIN_S)):
             later.append((event_type, answer.interaction_id, payload, stamp))
     return reaction, accepted
-
-
-def report_later(client: Client, later: Later, delay_s: float = LOOK_AGAIN_S) -> None:
-    """After ``delay_s``, the users' second look at their accepted edits, through the SDK."""
-    if not later:
-        return
-    time.sleep(delay_s)
-    for event_type, interaction_id, payload, stamp in later:
-        client.emit(event_type, interaction_id, payload, **stamp)
 
 
 def play_round(http: httpx.Client, client: Client, taste: Population, interactions: int,

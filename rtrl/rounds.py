@@ -3,11 +3,11 @@
 A causal language model (``--model``: the tiny one built here by default, or SmolLM2-135M) is
 registered as the first checkpoint and served by the gateway, `rtrl serve`, in its own process
 (it publishes every completion on ``rollouts`` and follows the ``checkpoints`` topic).
-Simulated users (`rtrl.rl_sim`, ``--users``) ask it over HTTP and react to its edits through
-the SDK. Once their windows closed, the warehouse lands rewards and rollouts and offers a batch
-per checkpoint; `rtrl train` (its own process) updates the served checkpoint on its batch,
-gates the candidate and announces it; the gateway hot-swaps to it when it is promoted, and the
-next round is served by it.
+Simulated users (`rtrl.rl_sim`, ``--users``; in the code world the text users of
+`rtrl.code_world`) ask it over HTTP and react to its edits through the SDK. Once their windows
+closed, the warehouse lands rewards and rollouts and offers a batch per checkpoint; `rtrl train`
+(its own process) updates the served checkpoint on its batch, gates the candidate and announces
+it; the gateway hot-swaps to it when it is promoted, and the next round is served by it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from checkpoints.record import PROMOTED, CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from ingest.sdk import Client, SdkConfig
 from models.sampling import SamplingParams
+from rtrl.code_world import CodeWorldSettings, PassRate, rate_text
 from rtrl.cycle_clock import CycleClock
 from rtrl.gateway_stage import GatewaySetup, gateway
 from rtrl.http_users import serving
@@ -70,6 +71,9 @@ class TrainingRounds:
     truths: dict[str, TrueValue] = field(default_factory=dict)  # the simulator's, per checkpoint
     clock: CycleClock = field(default_factory=CycleClock)
     gateway_setup: GatewaySetup | None = None  # where the rounds' `rtrl serve` runs
+    world: str = "tokens"  # "code": text users ask for easy tasks (rtrl.code_world)
+    code: CodeWorldSettings = field(default_factory=CodeWorldSettings)
+    held_out: dict[str, PassRate] = field(default_factory=dict)  # the code world's, per checkpoint
     serving: str | None = None  # the checkpoint the gateway serves
     vocab_size: int = 0
     _http: httpx.Client | None = None
@@ -105,7 +109,8 @@ class TrainingRounds:
         )
         from checkpoints.weights import load_policy
 
-        self.vocab_size = load_policy(self.registry, self.registry.get(root_id)).vocab_size
+        if self.world == "tokens":
+            self.vocab_size = load_policy(self.registry, self.registry.get(root_id)).vocab_size
         assert self.gateway_setup is not None
         self._http = self._gateway.enter_context(
             gateway(self.gateway_setup, root_id, [], self.root / "logs" / "gateway.log")
@@ -116,6 +121,8 @@ class TrainingRounds:
         """One round of simulated users against the served checkpoint."""
         assert self._http is not None
         self.clock.start_cycle()
+        if self.world == "code":
+            return self._play_code(number)
         with self.clock.stage("serve"), Client(self.sdk) as client:
             population = POPULATIONS[self.users](self.vocab_size)
             figures = play_round(
@@ -141,6 +148,53 @@ class TrainingRounds:
         self.figures.append(figures)
         return figures
 
+    def _play_code(self, number: int) -> RoundFigures:
+        """The code world's round: text users ask for easy tasks; then the served checkpoint's
+        pass rate on the held-out tasks."""
+        from rtrl.code_world import play_users, round_asks, tally
+
+        assert self._http is not None
+        with self.clock.stage("serve"), Client(self.sdk) as client:
+            asks = round_asks(self.interactions, self.seed * 1000 + number)
+            outcomes = play_users(self._http, client, asks, self.code.sampling)
+            left = client.flush(timeout=60)
+        if left:
+            log.warning("round %d: %d events not yet acknowledged (kept in the spool)", number,
+                        left)  # fmt: skip
+        served = {o.answer.checkpoint_id for o in outcomes}
+        if len(served) != 1:
+            raise RuntimeError(f"the served checkpoint changed within a round: {sorted(served)}")
+        t, n = tally(outcomes), len(outcomes)
+        figures = RoundFigures(served.pop(), n, t["accepted"], t["invalid_tool_calls"],
+                               t["accepted"] / n, 0, t["passed"], t["kept"],
+                               t["dissatisfied"])  # fmt: skip
+        self.figures.append(figures)
+        rate = self._held_out_rate(figures.checkpoint_id)
+        log.info("round %d: %d users served by %s: code passing the hidden tests %.2f, edits "
+                 "kept %.2f, dissatisfied follow-ups %.2f, no code %.2f; held-out pass rate %s",
+                 number, n, figures.checkpoint_id, t["passed"] / n, t["kept"] / n,
+                 t["dissatisfied"] / n, t["no_code"] / n, rate_text(rate))  # fmt: skip
+        return figures
+
+    def _held_out_rate(self, checkpoint_id: str) -> PassRate | None:
+        """The checkpoint's pass rate on the held-out tasks (measured once per checkpoint; the
+        simulator's, never trained on)."""
+        if not self.code.eval_samples:
+            return None
+        if checkpoint_id not in self.held_out:
+            from checkpoints.weights import load_policy
+            from rtrl.code_world import held_out_pass_rate
+
+            started = time.monotonic()
+            policy = load_policy(self.registry, self.registry.get(checkpoint_id))
+            self.held_out[checkpoint_id] = held_out_pass_rate(
+                policy, self.code.sampling, self.code.eval_samples, self.seed
+            )
+            spent = time.monotonic() - started
+            log.info("held-out eval of %s: %s in %.0fs", checkpoint_id,
+                     rate_text(self.held_out[checkpoint_id]), spent)  # fmt: skip
+        return self.held_out[checkpoint_id]
+
     def train(self, warehouse: Path) -> CheckpointInfo:
         """`rtrl train` on the served checkpoint's new batch; wait until a promoted one is
         served."""
@@ -157,10 +211,7 @@ class TrainingRounds:
                     str(warehouse),
                     "--checkpoint",
                     parent,
-                    *LEARNER_ARGS,
-                    "--eval-reader",
-                    self.eval_reader,
-                    *self.train_args,
+                    *self._learner_args(),
                     "--publish",
                     *self._kafka,
                 ],
@@ -170,12 +221,23 @@ class TrainingRounds:
         print(trained, end="")
         decision = self.registry.list()[-1]
         self.decisions.append(decision)
-        if self.truth_samples:
+        if self.world == "code":
+            log.info("gate: %s (trained on %s's users) %s%s; held-out pass rate %s, its parent "
+                     "%s", decision.checkpoint_id, parent, decision.status,
+                     "" if decision.status == PROMOTED else ": " + "; ".join(decision.reasons),
+                     rate_text(self._held_out_rate(decision.checkpoint_id)),
+                     rate_text(self._held_out_rate(parent)))  # fmt: skip
+        elif self.truth_samples:
             self._judge_truth(parent, decision)
         with self.clock.stage("switch"):
             if decision.status == PROMOTED:
                 self._wait_until_served(decision.checkpoint_id, 60)
         return decision
+
+    def _learner_args(self) -> list[str]:
+        if self.world == "code":  # real text: the candidate evals (if any) read it with the harness
+            return [*self.code.learner, "--eval-reader", "harness", *self.train_args]
+        return [*LEARNER_ARGS, "--eval-reader", self.eval_reader, *self.train_args]
 
     def _wait_until_served(self, checkpoint_id: str, timeout_s: float) -> None:
         """Until the gateway, following the ``checkpoints`` topic, serves ``checkpoint_id``."""
@@ -212,90 +274,6 @@ class TrainingRounds:
         """Stop the rounds' gateway (idempotent)."""
         self._gateway.close()
         self._http = None
-
-
-def print_summary(rounds: TrainingRounds, db: Path) -> None:
-    """Per served checkpoint: what the users' taste says, and what the platform measured."""
-    import duckdb
-
-    with duckdb.connect(str(db), read_only=True) as con:
-        measured = dict(
-            con.sql(
-                "SELECT checkpoint_id, avg(reward) FROM rewards WHERE status = 'scored' GROUP BY 1"
-            ).fetchall()
-        )
-    verdicts = {d.checkpoint_id: d for d in rounds.decisions}
-    print(
-        "training rounds (simulated users; taste: their mean chance of accepting an edit, "
-        "which the trainer never sees):"
-    )
-    print(
-        f"  {'checkpoint':<11} {'users':>5} {'taste':>6} {'accepted':>8} {'invalid':>7} "
-        f"{'asked':>6} {'reward':>7}  gate"
-    )
-    for f in rounds.figures:
-        reward = measured.get(f.checkpoint_id)
-        verdict = verdicts.get(f.checkpoint_id)
-        print(
-            f"  {f.checkpoint_id:<11} {f.interactions:>5} {f.taste:>6.2f} "
-            f"{f.accepted / f.interactions:>8.2f} {f.invalid_tool_calls / f.interactions:>7.2f}"
-            f" {f.clarifying / f.interactions:>6.2f}"
-            f" {'-' if reward is None else f'{reward:+.3f}':>7}  "
-            f"{verdict.status if verdict else 'first checkpoint'}"
-        )
-    rejected = [d for d in rounds.decisions if d.status != PROMOTED]
-    for d in rejected:
-        print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")
-    print_candidate_evals(rounds.decisions)
-    if rounds.truths:
-        print_truth(rounds)
-    if rounds.clock.complete():
-        print("cycle time (s, wall): first user served -> the next checkpoint serving")
-        print(rounds.clock.table())
-
-
-WATCHED = ("invalid_tool_call_rate", "clarifying_rate", "edit_rate")
-
-
-def print_candidate_evals(decisions: list[CheckpointInfo]) -> None:
-    """Each candidate's behaviour rates against its parent's, on the same eval prompts: where a
-    reward hack shows before any user sees the candidate."""
-    rows = [(d, {t["metric"]: t for t in d.evals.get("candidate_evals", [])}) for d in decisions]
-    if not any(tests for _, tests in rows):
-        return
-    print("candidate evals (parent -> candidate on the same prompts; ! an alarm):")
-    for d, tests in rows:
-        cells = [
-            f"{m} {t['parent']:.3f} -> {t['candidate']:.3f}{' !' if t['alarm'] else ''}"
-            for m in WATCHED
-            if (t := tests.get(m)) is not None
-        ]
-        print(f"  {d.checkpoint_id:<11} " + ", ".join(cells))
-
-
-def print_truth(rounds: TrainingRounds) -> None:
-    """Each gate decision beside the candidate's true gain (which the simulator alone knows):
-    better or worse when the gain is more than twice its standard error from 0."""
-    print("gate decisions against the truth (true expected reward, candidate minus parent):")
-    tally: dict[str, list[int]] = {"better": [0, 0], "worse": [0, 0], "no different": [0, 0]}
-    for d in rounds.decisions:
-        if d.parent is None or d.checkpoint_id not in rounds.truths:
-            continue
-        cand, parent = rounds.truths[d.checkpoint_id], rounds.truths[d.parent]
-        gain = cand.reward - parent.reward
-        se = (cand.reward_stderr**2 + parent.reward_stderr**2) ** 0.5
-        kind = "better" if gain > 2 * se else "worse" if gain < -2 * se else "no different"
-        tally[kind][0] += d.status == PROMOTED
-        tally[kind][1] += 1
-        print(
-            f"  {d.checkpoint_id:<11} true gain {gain:+.3f} (se {se:.3f}, {kind}); invalid calls"
-            f" {parent.invalid:.2f} -> {cand.invalid:.2f}, questions {parent.clarifying:.2f} -> "
-            f"{cand.clarifying:.2f}: {d.status}"
-        )
-    print(
-        "  promoted: "
-        + ", ".join(f"{k} {promoted} of {n}" for k, (promoted, n) in tally.items() if n)
-    )
 
 
 def settle(seconds: float) -> None:

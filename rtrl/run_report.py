@@ -34,8 +34,11 @@ def round_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[Round
     """Round i is served by ``figures[i]``; the candidate trained on its data is
     ``decisions[i]`` (the last round has none: nothing trains after it)."""
     rows = []
+    code = rounds.world == "code"
     for i, f in enumerate(rounds.figures):
         decision = rounds.decisions[i] if i < len(rounds.decisions) else None
+        held_out = rounds.held_out.get(f.checkpoint_id)
+        n = f.interactions
         rows.append(
             Round(
                 round=i + 1,
@@ -47,6 +50,12 @@ def round_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[Round
                 taste=f.taste,
                 mean_reward=measured.get(f.checkpoint_id),
                 candidate=decision.checkpoint_id if decision else None,
+                gate_decision=decision.status if decision else None,
+                pass_share=f.passed / n if code else None,
+                edits_kept_share=f.kept / n if code else None,
+                dissatisfied_share=f.dissatisfied / n if code else None,
+                held_out_pass_rate=held_out.rate if held_out else None,
+                held_out_answers=held_out.n if held_out else None,
             )
         )
     return rows
@@ -74,6 +83,7 @@ def build_summary(rounds: TrainingRounds, rows: list[Round], experiment: str, cl
     lineage = [checkpoint(c.checkpoint_id, c.parent, c.status, c.reasons, c.evals.get("gate", {}))
                for c in rounds.registry.list()]  # fmt: skip
     return RunSummary(
+        world="code" if rounds.world == "code" else "tokens",
         rounds=rows,
         checkpoints=lineage,
         ab=ab_tests(experiment, closing, ab),
@@ -83,13 +93,21 @@ def build_summary(rounds: TrainingRounds, rows: list[Round], experiment: str, cl
 
 
 def plot_rounds(rows: list[Round], path: Path) -> Path:
-    """Per round: the users' hidden taste of the served policy, what they accepted, and the
+    """Per round: the users' hidden taste of the served policy and what they accepted (in the
+    code world: code passing the hidden tests, edits kept, the held-out pass rate), and the
     mean reward the platform measured."""
     fig = Figure(figsize=(max(4.5, 0.8 * len(rows) + 2.5), 3.6))
     ax = fig.add_subplot()
     x = [r.round for r in rows]
-    ax.plot(x, [r.taste for r in rows], "o-", label="hidden taste of the served policy")
-    ax.plot(x, [r.accepted_share for r in rows], "s--", label="accepted edits")
+    if rows[0].pass_share is None:
+        ax.plot(x, [r.taste for r in rows], "o-", label="hidden taste of the served policy")
+        ax.plot(x, [r.accepted_share for r in rows], "s--", label="accepted edits")
+    else:  # the code world: the hidden tests' verdicts, and the held-out tasks no user asks
+        ax.plot(x, [r.pass_share for r in rows], "o-", label="code passing the hidden tests")
+        ax.plot(x, [r.edits_kept_share for r in rows], "s--", label="edits kept")
+        held = [(r.round, r.held_out_pass_rate) for r in rows if r.held_out_pass_rate is not None]
+        if held:
+            ax.plot(*zip(*held, strict=True), "D-.", label="held-out pass rate")
     rewards = [(r.round, r.mean_reward) for r in rows if r.mean_reward is not None]
     if rewards:
         ax2 = ax.twinx()

@@ -41,6 +41,15 @@ class Round(_Model):
     taste: float  # the simulated users' hidden taste of the served policy (never trained on)
     mean_reward: float | None  # measured by the platform (the rewards mart)
     candidate: str | None  # the checkpoint trained on this round's data; None after the last
+    gate_decision: str | None = None  # the gate's decision on that candidate
+    # the code world's (None in the token world): shares of the round's interactions whose code
+    # passed the hidden tests, whose edit was kept, with a dissatisfied follow-up; and the
+    # served checkpoint's pass rate on the held-out tasks over so many answers
+    pass_share: float | None = None
+    edits_kept_share: float | None = None
+    dissatisfied_share: float | None = None
+    held_out_pass_rate: float | None = None
+    held_out_answers: int | None = None
 
 
 class Checkpoint(_Model):
@@ -95,6 +104,7 @@ class Cycle(_Model):
 
 class RunSummary(_Model):
     schema_version: Literal[1] = 1  # SCHEMA_VERSION
+    world: Literal["tokens", "code"] = "tokens"  # rtrl run --world
     rounds: list[Round]
     checkpoints: list[Checkpoint]
     ab: list[AbTest]  # one per treatment arm of the experiment the run closed with

@@ -13,89 +13,45 @@ import argparse
 import logging
 import os
 import random
-import time
 from collections import Counter
-from dataclasses import dataclass
 
 import httpx
 
 from agent.harness import Harness
-from agent.sandbox import grade
 from agent.tasks import load_tasks
-from ingest.contract import uuid7
 from ingest.sdk import Client, SdkConfig
-from rtrl.text_users import HiddenTaste, plugin_events, react
+from models.sampling import SamplingParams
+from rtrl.code_world import Outcome, answer_and_react, tally
+from rtrl.http_users import Later, ask_text, report_later
+from rtrl.text_users import HiddenTaste, react
 
 log = logging.getLogger("rtrl.simulate")
 KEY_ENV = "RTRL_API_KEY"
 
 
-@dataclass(frozen=True)
-class Served:
-    interaction_id: str
-    text: str
-    output_tokens: int
-    latency_ms: int
-    checkpoint_id: str | None
-    experiment: dict[str, str] | None
-
-
-def ask(http: httpx.Client, user_id: str, prompt: str, max_tokens: int) -> Served:
-    """One chat completion from the gateway for ``user_id``."""
-    interaction = f"i_{uuid7()}"
-    started = time.perf_counter()
-    answer = http.post(
-        "/v1/chat/completions",
-        json={"model": "default", "messages": [{"role": "user", "content": prompt}],
-              "max_tokens": max_tokens},
-        headers={"X-Rtrl-User-Id": user_id, "X-Rtrl-Interaction-Id": interaction},
-    )  # fmt: skip
-    answer.raise_for_status()
-    latency_ms = round((time.perf_counter() - started) * 1000)
-    body = answer.json()
-    name, _, arm = (answer.headers.get("x-rtrl-experiment") or "").partition(":")
-    return Served(
-        answer.headers.get("x-rtrl-interaction-id") or interaction,
-        body["choices"][0]["message"]["content"] or "",
-        int(body.get("usage", {}).get("completion_tokens", 0)),
-        latency_ms,
-        answer.headers.get("x-rtrl-checkpoint-id"),
-        {"name": name, "arm": arm} if arm else None,
-    )
-
-
 def simulate(http: httpx.Client, sdk: Client, users: int, per_user: int, seed: int,
              max_tokens: int = 256) -> Counter[str]:  # fmt: skip
-    """``users`` users with hidden tastes, ``per_user`` tasks each; returns what happened."""
+    """``users`` users with hidden tastes, ``per_user`` tasks each; returns what happened
+    (``rtrl.code_world.tally``). Their second looks at accepted edits are reported a few
+    seconds after the last answer."""
     rng = random.Random(seed)
     tasks = load_tasks()
     harness = Harness()
-    tally: Counter[str] = Counter()
+    params = SamplingParams(max_tokens=max_tokens)
+    outcomes: list[Outcome] = []
+    later: Later = []
     for u in range(users):
         user_id, taste = f"u_sim{seed}_{u:05d}", HiddenTaste.draw(rng)
         for _ in range(per_user):
             task = rng.choice(tasks)
-            served = ask(http, user_id, task.prompt, max_tokens)
-            turn = harness.read(served.text)
-            code = turn.code()
-            passed = bool(code) and grade(code, task).passed
-            reaction = react(turn, passed, taste, rng)
-            fields: dict[str, object] = {"user_id": user_id, "session_id": f"s_{user_id}"}
-            if served.checkpoint_id:
-                fields["checkpoint_id"] = served.checkpoint_id
-            if served.experiment:
-                fields["experiment"] = served.experiment
-            for event in plugin_events(turn, reaction, served.latency_ms, served.output_tokens):
-                sdk.emit(event.type, served.interaction_id, event.payload, **fields)
-            tally.update(
-                interactions=1,
-                edits=bool(turn.edits),
-                passed=passed,
-                accepted=bool(reaction.accepted),
-                dissatisfied=reaction.dissatisfied,
-                invalid_tool_calls=any(not c.valid for c in turn.tool_calls),
-            )
-    return tally
+            answer = ask_text(http, user_id, task.prompt, params)
+            fields = {"user_id": user_id, "session_id": f"s_{user_id}"}
+            outcomes.append(answer_and_react(
+                sdk, answer, task,
+                lambda turn, graded, t=taste: react(turn, bool(graded and graded.passed), t, rng),
+                fields, later, harness))  # fmt: skip
+    report_later(sdk, later)
+    return tally(outcomes)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -8,7 +8,13 @@ after a failed or missing edit, and reports how much of a kept edit is still the
 hidden preferences the trainer never sees (how noisy, how quick to revert, how patient, and how
 long an edit they put up with).
 
-Pure: a user's reaction to a graded turn, and the events an editor plugin would send for it.
+The code world's users (`rtrl run --world code`) follow a stated rule instead of a hidden taste
+(:func:`by_rule`): they accept an edit whose code runs and defines the function they asked for,
+keep it when it passes the task's hidden tests and revert it when it does not, and follow up
+dissatisfied after a rejected, reverted or missing edit.
+
+Pure: a user's reaction to a graded turn, and the events an editor plugin would send for it, at
+once (:func:`now_events`) and on the user's second look at the edit (:func:`later_events`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import random
 from dataclasses import dataclass
 
 from agent.harness import AgentEvent, Harness, Turn
+from agent.sandbox import Grade
 
 RETENTION_AFTER_S = 600
 
@@ -69,33 +76,61 @@ def react(turn: Turn, passed: bool, taste: HiddenTaste, rng: random.Random) -> R
     return Reaction(accepted, reverted, dissatisfied, retained)
 
 
+def by_rule(turn: Turn, graded: Grade | None) -> Reaction:
+    """The code world's stated rule, for a turn whose code got the sandbox's ``graded`` (None:
+    the turn holds no Python code). Accept an edit whose code runs and defines the function
+    asked for (the sandbox could call it on every hidden case); keep it whole when it passes
+    every case, else revert it; follow up dissatisfied after a rejected, reverted or missing
+    edit. The same code always gets the same reaction.
+
+    >>> from agent.sandbox import Failure
+    >>> turn = Harness().read("```python\\ndef f():\\n    return 1\\n```")
+    >>> ran = Grade(3, 1, None, "", (), False)
+    >>> by_rule(turn, ran)
+    Reaction(accepted=True, reverted=True, dissatisfied=True, retained_fraction=None)
+    >>> by_rule(turn, Grade(3, 3, Failure.missing_function, "f", (), False)).accepted
+    False
+    """
+    if not turn.edits:
+        return Reaction(None, False, True, None)
+    accepted = graded is not None and graded.failure is None
+    kept = accepted and graded is not None and graded.passed
+    return Reaction(accepted, accepted and not kept, not kept, 1.0 if kept else None)
+
+
+def now_events(turn: Turn, reaction: Reaction, latency_ms: int,
+               output_tokens: int) -> list[AgentEvent]:  # fmt: skip
+    """What the editor plugin reports at once: started, the agent's actions (the harness), the
+    user's verdicts, and the follow-up of a user who did not accept the edit."""
+    events = [AgentEvent("interaction.started", {"mode": "agent"})]
+    events += Harness().events(turn, latency_ms=latency_ms, output_tokens=output_tokens)
+    if reaction.accepted is not None:
+        verdict = "edit.accepted" if reaction.accepted else "edit.rejected"
+        events += [AgentEvent(verdict, {"edit_id": edit.edit_id}) for edit in turn.edits]
+    if not reaction.accepted and (reaction.dissatisfied or reaction.accepted is not None):
+        events.append(AgentEvent("followup.sent", {"dissatisfied": reaction.dissatisfied}))
+    return events
+
+
+def later_events(turn: Turn, reaction: Reaction,
+                 after_s: int = RETENTION_AFTER_S) -> list[AgentEvent]:  # fmt: skip
+    """What the plugin reports on the user's second look, ``after_s`` later, at an accepted
+    edit: reverted, or how much of it is still there; then the user's follow-up."""
+    if not reaction.accepted:
+        return []
+    events = []
+    for edit in turn.edits:
+        if reaction.reverted:
+            events.append(AgentEvent("edit.reverted", {"edit_id": edit.edit_id}))
+        elif reaction.retained_fraction is not None:
+            events.append(AgentEvent("edit.retention", {
+                "edit_id": edit.edit_id, "retained_fraction": reaction.retained_fraction,
+                "after_s": after_s}))  # fmt: skip
+    return [*events, AgentEvent("followup.sent", {"dissatisfied": reaction.dissatisfied})]
+
+
 def plugin_events(turn: Turn, reaction: Reaction, latency_ms: int,
                   output_tokens: int) -> list[AgentEvent]:  # fmt: skip
     """The interaction as the editor plugin reports it: started, the agent's actions (the
     harness), then the user's verdicts, later measurements and follow-up."""
-    events = [AgentEvent("interaction.started", {"mode": "agent"})]
-    events += Harness().events(turn, latency_ms=latency_ms, output_tokens=output_tokens)
-    for edit in turn.edits:
-        if reaction.accepted is None:
-            break
-        events.append(
-            AgentEvent(
-                "edit.accepted" if reaction.accepted else "edit.rejected", {"edit_id": edit.edit_id}
-            )  # fmt: skip
-        )
-        if reaction.reverted:
-            events.append(AgentEvent("edit.reverted", {"edit_id": edit.edit_id}))
-        elif reaction.retained_fraction is not None:
-            events.append(
-                AgentEvent(
-                    "edit.retention",
-                    {
-                        "edit_id": edit.edit_id,
-                        "retained_fraction": reaction.retained_fraction,
-                        "after_s": RETENTION_AFTER_S,
-                    },
-                )  # fmt: skip
-            )
-    if reaction.dissatisfied or reaction.accepted is not None:
-        events.append(AgentEvent("followup.sent", {"dissatisfied": reaction.dissatisfied}))
-    return events
+    return now_events(turn, reaction, latency_ms, output_tokens) + later_events(turn, reaction)

@@ -1,0 +1,194 @@
+"""The code world of `rtrl run --world code`: users who ask for real functions and judge the
+code in the answer's text by a stated rule.
+
+Each user asks the gateway over HTTP for one of the *easy* tasks (``agent/tasks.toml``: one
+obvious line each, where SmolLM2-135M starts near a quarter), with the task's prompt alone: no
+hidden case, expected value or grader is in any prompt, so none is in any rollout the trainer
+reads. The agent harness takes the code out of the answer's text and the sandbox runs the
+task's hidden cases (``agent.sandbox.grade``). The users' stated rule (``rtrl.text_users.by_rule``):
+
+- an answer without a code block is no edit: the user follows up dissatisfied at once;
+- an edit is **accepted** when its Python code runs and defines the function asked for (the
+  sandbox could call it on every hidden case), else **rejected**, with a dissatisfied follow-up;
+- ``LOOK_AGAIN_S`` later (inside the run's shortened reward window) the user looks again at an
+  accepted edit: **kept** whole (``edit.retention`` 1.0) when it passed every hidden case, else
+  **reverted** (``edit.reverted``), with a dissatisfied follow-up.
+
+So, under reward v1, a passing edit earns about +2, a running but wrong one -1, code that does
+not run -1.5, no code at all -1 (less the latency term): the reward ranks the answers by the
+hidden tests without ever showing them. The *held_out* tasks are never asked: only the
+held-out pass rate (:func:`held_out_pass_rate`, the simulator's own measurement of each
+checkpoint, which the platform never trains on) sees them.
+
+`rtrl simulate` shares the per-answer path (:func:`answer_and_react`), with users of a hidden
+taste instead of the rule.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.harness import Harness, Turn
+from agent.sandbox import Grade, grade
+from agent.tasks import Task, load_tasks
+from models.sampling import SamplingParams
+from rtrl.http_users import (
+    LOOK_AGAIN_S,
+    Answer,
+    Emitter,
+    Later,
+    ask_all,
+    report_later,
+)
+from rtrl.text_users import Reaction, by_rule, later_events, now_events
+
+if TYPE_CHECKING:
+    from models.policy import CausalLMPolicy
+
+React = Callable[[Turn, Grade | None], Reaction]
+
+
+class CodeWorldSettings(BaseModel):
+    """The code world's defaults, sized for SmolLM2-135M on two CPU cores (40 to 70 new tokens
+    a second with transformers, batched or not): three rounds and the closing A/B test in
+    about 30 minutes, of which serving takes half (four rounds of 112 answers and 80 more for
+    the A/B, up to 96 tokens each) and the held-out evals, LoRA updates and windows the rest."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    round_users: int = Field(112, ge=1, description="users per round, one easy task each")
+    ab_users: int = Field(40, ge=0, description="closing A/B users, two asks each")
+    max_tokens: int = Field(96, ge=16, description="an easy task's answer fits in ~60 tokens")
+    temperature: float = Field(0.7, gt=0, description="where SmolLM2 passes ~22 % of easy")
+    eval_samples: int = Field(8, ge=0, description="answers per held-out task (0: no eval)")
+    learner: tuple[str, ...] = (
+        "--lora-r", "16", "--lora-alpha", "32", "--lr", "0.00003", "--epochs", "2",
+        "--minibatch", "16", "--micro-batch", "8", "--device", "cpu", "--clip", "0.3",
+        "--target-kl", "0.02", "--held-out", "0.5", "--eval-prompts", "0",
+        "--mismatch-sample", "16",
+    )  # fmt: skip
+    """`rtrl train`'s options: a LoRA adapter (minutes on a CPU, not an hour of full
+    fine-tuning) at a learning rate small enough for the gate's KL limit (1 nat a rollout: at
+    0.001, four steps moved SmolLM2 1.4 nats a token, 16 a rollout), stopped early past 0.02
+    nats a token; half the users held out, since the gate judges only with 50 held-out
+    interactions or more (the split is by user id: the 112 users hold out 51); no candidate
+    evals, since theirs are the shipped tasks, where SmolLM2 passes almost nothing: the
+    held-out pass rate is measured here instead."""
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(max_tokens=self.max_tokens, temperature=self.temperature)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One interaction of a text user, from the answer to the reaction."""
+
+    answer: Answer
+    task: Task
+    turn: Turn
+    graded: Grade | None  # None: no Python code to grade
+    reaction: Reaction
+
+    @property
+    def passed(self) -> bool:
+        return self.graded is not None and self.graded.passed
+
+
+def answer_and_react(client: Emitter, answer: Answer, task: Task, react: React,
+                     fields: dict[str, Any], later: Later,
+                     harness: Harness | None = None) -> Outcome:  # fmt: skip
+    """Read ``answer`` with the harness, grade its code with ``task``'s hidden cases, react,
+    and report through ``client`` stamped with the interaction and checkpoint the gateway
+    named and ``fields``; what the user does on the second look is appended to ``later``."""
+    turn = (harness or Harness()).read(answer.text)
+    code = turn.code()
+    graded = grade(code, task) if code else None
+    reaction = react(turn, graded)
+    stamp = {**fields, "checkpoint_id": answer.checkpoint_id}
+    if answer.experiment:
+        stamp["experiment"] = {"name": answer.experiment[0], "arm": answer.experiment[1]}
+    for event in now_events(turn, reaction, answer.latency_ms, answer.output_tokens):
+        client.emit(event.type, answer.interaction_id, event.payload, **stamp)
+    for event in later_events(turn, reaction, round(LOOK_AGAIN_S)):
+        later.append((event.type, answer.interaction_id, event.payload, stamp))
+    return Outcome(answer, task, turn, graded, reaction)
+
+
+def tally(outcomes: Sequence[Outcome]) -> Counter[str]:
+    """What happened, counted: interactions, edits, passed, accepted, kept, reverted,
+    dissatisfied, no_code, invalid_tool_calls."""
+    out: Counter[str] = Counter()
+    for o in outcomes:
+        r = o.reaction
+        out.update(interactions=1, edits=bool(o.turn.edits), passed=o.passed,
+                   accepted=bool(r.accepted), kept=bool(r.accepted) and not r.reverted,
+                   reverted=r.reverted, dissatisfied=r.dissatisfied, no_code=o.graded is None,
+                   invalid_tool_calls=any(not c.valid for c in o.turn.tool_calls))  # fmt: skip
+    return out
+
+
+def play_users(http: Any, client: Emitter, asks: Sequence[tuple[str, Task]],
+               params: SamplingParams, react: React = by_rule, concurrency: int = 16,
+               fields: Callable[[str], dict[str, Any]] | None = None) -> list[Outcome]:  # fmt: skip
+    """Every ``(user_id, task)`` asks the gateway (``concurrency`` at a time: it batches them),
+    reads, grades and reacts; the second looks are reported ``LOOK_AGAIN_S`` after the last
+    answer. ``fields``: a user's stamp (default: the user and a session of their own)."""
+    answers = ask_all(http, [(u, t.prompt) for u, t in asks], params, concurrency, text=True)
+    harness, later, outcomes = Harness(), [], []
+    for (user_id, task), answer in zip(asks, answers, strict=True):
+        stamp = fields(user_id) if fields else {"user_id": user_id, "session_id": f"s_{user_id}"}
+        outcomes.append(answer_and_react(client, answer, task, react, stamp, later, harness))
+    report_later(client, later)
+    return outcomes
+
+
+def round_asks(
+    users: int, seed: int, tasks: Sequence[Task] | None = None
+) -> list[tuple[str, Task]]:
+    """``users`` users of a round, each asking for one task drawn from ``tasks`` (default: the
+    easy ones, never a held-out one).
+
+    >>> [(u, t.function) for u, t in round_asks(2, 1)]
+    [('u_code0000', 'is_even'), ('u_code0001', 'count_a')]
+    """
+    rng = random.Random(seed)
+    pool = tuple(tasks or load_tasks("easy"))
+    return [(f"u_code{n:04d}", rng.choice(pool)) for n in range(users)]
+
+
+@dataclass(frozen=True)
+class PassRate:
+    """A checkpoint's pass rate on the held-out tasks: ``passed`` of ``n`` answers."""
+
+    passed: int
+    n: int
+
+    @property
+    def rate(self) -> float:
+        return self.passed / self.n if self.n else 0.0
+
+
+def rate_text(rate: PassRate | None) -> str:
+    """A pass rate and its counts, "-" when not measured.
+
+    >>> rate_text(PassRate(3, 40)), rate_text(None)
+    ('0.075 (3/40)', '-')
+    """
+    return "-" if rate is None else f"{rate.rate:.3f} ({rate.passed}/{rate.n})"
+
+
+def held_out_pass_rate(policy: CausalLMPolicy, params: SamplingParams, samples: int,
+                       seed: int) -> PassRate:  # fmt: skip
+    """``samples`` answers per held-out task, graded by the sandbox (``release.task_evals``):
+    the same prompts and seeds for every checkpoint."""
+    from release.task_evals import task_passes
+
+    passes = task_passes(policy, params, samples, seed, load_tasks("held_out"))
+    return PassRate(sum(passes), len(passes))

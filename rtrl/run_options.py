@@ -1,0 +1,128 @@
+"""The options of `rtrl run`, and the defaults that depend on the world it runs in."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from infra.cli import positive_int
+from rtrl.code_world import CodeWorldSettings
+from rtrl.scenarios import SCENARIOS
+
+TOKEN_ROUND_USERS = TOKEN_AB_USERS = 1000
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(".rtrl/run"),
+        help="everything the run writes: broker data, logs, warehouse (default .rtrl/run)",
+    )
+    p.add_argument("--port", type=int, default=9092, help="Kafka client port (default 9092)")
+    p.add_argument("--collector-port", type=int, default=8080)
+    p.add_argument(
+        "--interactions",
+        type=positive_int,
+        default=1500,
+        help="simulated agent interactions (about 10 events each)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="training rounds: serve, train, gate, switch (default 3; 0 for none)",
+    )
+    p.add_argument(
+        "--world",
+        choices=("tokens", "code"),
+        default="tokens",
+        help="tokens: the rounds' users react to the answer's token ids (--users, --scenario); "
+        "code: they ask for real functions and judge the code in the answer's text by the "
+        "hidden tests (accepted if it runs and defines the function, kept if it passes, "
+        "reverted if not) (default: tokens)",
+    )
+    code = CodeWorldSettings()
+    p.add_argument(
+        "--round-users",
+        type=positive_int,
+        default=None,
+        help=f"simulated users served per training round (default 1000; code world "
+        f"{code.round_users})",
+    )
+    p.add_argument(
+        "--ab-users",
+        type=int,
+        default=None,
+        help="users of the closing A/B test, two asks each: the last promoted checkpoint "
+        f"against the first through the gateway's split (default 1000, code world "
+        f"{code.ab_users}; 0: none)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        default=code.max_tokens,
+        help=f"code world: tokens per answer at most (default {code.max_tokens})",
+    )
+    p.add_argument(
+        "--held-out-samples",
+        type=int,
+        default=code.eval_samples,
+        help="code world: answers per held-out task with which each checkpoint's held-out pass "
+        f"rate is measured (default {code.eval_samples}; 0: none)",
+    )
+    p.add_argument("--gateway-port", type=int, default=8081)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--users",
+        choices=("default", "indifferent"),
+        default="default",
+        help="the training rounds' simulated users: default (they like edits low in the "
+        "vocabulary) or indifferent (reactions that ignore what was served: every checkpoint is "
+        "truly equal, the gate's calibration population)",
+    )
+    p.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        default="default",
+        help="the world the rounds train in: "
+        + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values())
+        + " (default: default)",
+    )
+    p.add_argument(
+        "--truth-samples",
+        type=int,
+        default=512,
+        help="completions per checkpoint with which the simulator measures each candidate's "
+        "true value, to show the gate's decisions beside the truth (default 512; 0: none)",
+    )
+    p.add_argument(
+        "--model",
+        default="tiny",
+        help="the model the rounds serve and train: tiny (built here, trains in seconds), "
+        "smollm2-135m (SmolLM2-135M-Instruct, slow on a CPU), or a local model path",
+    )
+    p.add_argument(
+        "--window-s",
+        type=positive_int,
+        default=20,
+        help="reward window W for this run (the spec's default is 1800 s)",
+    )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the broker running afterwards (stop: rtrl broker stop --data-dir ...)",
+    )
+    p.add_argument("--fresh", action="store_true", help="delete --data-dir first")
+
+
+def with_world_defaults(args: argparse.Namespace) -> None:
+    """Fill in what the options left to the world: users per round and of the closing A/B
+    test, and (``args.code``) the code world's settings."""
+    code = CodeWorldSettings(max_tokens=args.max_tokens, eval_samples=args.held_out_samples)
+    tokens = args.world == "tokens"
+    args.code = code
+    if args.round_users is None:
+        args.round_users = TOKEN_ROUND_USERS if tokens else code.round_users
+    if args.ab_users is None:
+        args.ab_users = TOKEN_AB_USERS if tokens else code.ab_users

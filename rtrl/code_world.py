@@ -141,7 +141,8 @@ def play_users(http: Any, client: Emitter, asks: Sequence[tuple[str, Task]],
     reads, grades and reacts; the second looks are reported ``LOOK_AGAIN_S`` after the last
     answer. ``fields``: a user's stamp (default: the user and a session of their own)."""
     answers = ask_all(http, [(u, t.prompt) for u, t in asks], params, concurrency, text=True)
-    harness, later, outcomes = Harness(), [], []
+    harness, outcomes = Harness(), []
+    later: Later = []
     for (user_id, task), answer in zip(asks, answers, strict=True):
         stamp = fields(user_id) if fields else {"user_id": user_id, "session_id": f"s_{user_id}"}
         outcomes.append(answer_and_react(client, answer, task, react, stamp, later, harness))

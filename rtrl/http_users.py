@@ -10,7 +10,7 @@ the checkpoint that served it and the experiment arm, which the users stamp on t
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -31,8 +31,8 @@ Later = list[tuple[str, str, dict[str, Any], dict[str, Any]]]
 class Emitter(Protocol):
     """What the users report through: the SDK's client (``ingest.sdk.Client``)."""
 
-    def emit(self, kind: str, interaction_id: str, payload: dict[str, Any],
-             **fields: Any) -> Any: ...  # fmt: skip
+    def emit(self, event_type: str, interaction_id: str,
+             payload: Mapping[str, Any] | None = None, **fields: Any) -> Any: ...  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -103,8 +103,8 @@ def plot_rounds(rows: list[Round], path: Path) -> Path:
         ax.plot(x, [r.taste for r in rows], "o-", label="hidden taste of the served policy")
         ax.plot(x, [r.accepted_share for r in rows], "s--", label="accepted edits")
     else:  # the code world: the hidden tests' verdicts, and the held-out tasks no user asks
-        ax.plot(x, [r.pass_share for r in rows], "o-", label="code passing the hidden tests")
-        ax.plot(x, [r.edits_kept_share for r in rows], "s--", label="edits kept")
+        ax.plot(x, [r.pass_share or 0.0 for r in rows], "o-", label="code passing the hidden tests")
+        ax.plot(x, [r.edits_kept_share or 0.0 for r in rows], "s--", label="edits kept")
         held = [(r.round, r.held_out_pass_rate) for r in rows if r.held_out_pass_rate is not None]
         if held:
             ax.plot(*zip(*held, strict=True), "D-.", label="held-out pass rate")

@@ -17,13 +17,14 @@ from collections import Counter
 
 import httpx
 
-from agent.harness import Harness
+from agent.harness import Harness, Turn
+from agent.sandbox import Grade
 from agent.tasks import load_tasks
 from ingest.sdk import Client, SdkConfig
 from models.sampling import SamplingParams
-from rtrl.code_world import Outcome, answer_and_react, tally
+from rtrl.code_world import Outcome, React, answer_and_react, tally
 from rtrl.http_users import Later, ask_text, report_later
-from rtrl.text_users import HiddenTaste, react
+from rtrl.text_users import HiddenTaste, Reaction, react
 
 log = logging.getLogger("rtrl.simulate")
 KEY_ENV = "RTRL_API_KEY"
@@ -47,9 +48,7 @@ def simulate(http: httpx.Client, sdk: Client, users: int, per_user: int, seed: i
             answer = ask_text(http, user_id, task.prompt, params)
             fields = {"user_id": user_id, "session_id": f"s_{user_id}"}
             outcomes.append(answer_and_react(
-                sdk, answer, task,
-                lambda turn, graded, t=taste: react(turn, bool(graded and graded.passed), t, rng),
-                fields, later, harness))  # fmt: skip
+                sdk, answer, task, _reacting(taste, rng), fields, later, harness))  # fmt: skip
     report_later(sdk, later)
     return tally(outcomes)
 
@@ -86,3 +85,12 @@ def _run(args: argparse.Namespace) -> int:
     if left:
         log.warning("%d events not yet acknowledged (kept in the SDK's spool)", left)
     return 0
+
+
+def _reacting(taste: HiddenTaste, rng: random.Random) -> React:
+    """How a user of this taste reacts to a graded turn (``rtrl.text_users.react``)."""
+
+    def reacting(turn: Turn, graded: Grade | None) -> Reaction:
+        return react(turn, bool(graded and graded.passed), taste, rng)
+
+    return reacting

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import openai
 import pytest
@@ -221,7 +221,7 @@ def test_completions_with_stop_strings_are_recorded_exactly(
     registry = base_registry(tmp_path / "registry", base)
     backend = LlamaCppBackend(engine.url, registry, CHECKPOINT, "smol", tmp_path / "adapters")
     counting = [{"role": "user", "content": "Count from 1 to 10, separated by commas."}]
-    asks = [
+    asks: list[tuple[dict[str, Any], SamplingParams]] = [
         ({"messages": counting}, SamplingParams(temperature=0.7, max_tokens=32, stop=("5",))),
         ({"prompt": "def add(a, b):"}, SamplingParams(temperature=0.7, max_tokens=24,
                                                       stop=("return", "\n\n"))),

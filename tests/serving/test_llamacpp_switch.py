@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -76,7 +77,7 @@ def _register(
     lora: LoraSettings | None,
 ) -> CheckpointInfo:
     if policy is None:
-        weights, files = WeightsRef(kind="base"), {}
+        weights, files = WeightsRef(kind="base"), dict[str, Any]()
     else:
         weights, files = weight_writers(policy, lora, None)
     return registry.register(checkpoint_id=checkpoint_id, parent=None, model=model_ref(base),

@@ -96,11 +96,12 @@ def train_rounds(registry: CheckpointRegistry, tmp: Path, scenario: Scenario,
     learner = replace(LearnerConfig(lr=0.002, epochs=4, minibatch=64, micro_batch=64),
                       **dict(scenario.learner))  # type: ignore[arg-type]  # fmt: skip
     # The off-policy rules are switched off (a bound far below any gain, a KL no update here
-    # reaches): a flawed reward pays for the hack, so the candidate evals alone must stop it,
-    # and the hack grows round over round as its candidates are promoted.
+    # reaches, no ESS floor: the untruncated weights of these rollouts, served at top_p 1, see
+    # the whole spread): a flawed reward pays for the hack, so the candidate evals alone must
+    # stop it, and the hack grows round over round as its candidates are promoted.
     gate = GateConfig(eval_prompts=16, eval_samples=scenario.eval_samples,
                       eval_reader=scenario.eval_reader, min_gain=-1000.0,
-                      max_kl=100.0)  # fmt: skip
+                      max_kl=100.0, min_ess_fraction=0.0)  # fmt: skip
     parent, out = "t-0000", []
     for number in range(1, rounds + 1):
         examples = serve_round(registry, parent, config, seed=number)

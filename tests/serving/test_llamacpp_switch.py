@@ -250,7 +250,14 @@ def test_no_answer_mixes_checkpoints_across_a_switch(
         publish_checkpoint(kafka_bootstrap, topic_names.checkpoints, registry.get(LORA))
         switched = front.metrics_when("rtrl_gateway_checkpoint_switches_total", 1, 300)
         assert switched.get("rtrl_gateway_checkpoint_switches_total") == 1, front.log.read_text()
-        time.sleep(4)
+        # the answers in flight at the switch finish on the old weights; wait (not a fixed sleep:
+        # a slow machine takes seconds an answer) until every worker has had one on the new one
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            on_new = {a[0].split("-")[0] for a in list(answers) if a[2] == LORA}
+            if len(on_new) == len(threads):
+                break
+            time.sleep(0.5)
     finally:
         stop.set()
         for t in threads:

@@ -24,6 +24,7 @@ class GatewaySetup:
     api_key: str
     seed: int
     timeout_s: float = 120.0  # a user's longest wait for one answer (the code world's are long)
+    serve_args: tuple[str, ...] = ()  # every gateway's other options (its engine)
 
 
 @contextmanager
@@ -35,12 +36,14 @@ def gateway(setup: GatewaySetup, checkpoint: str, extra: list[str],
         "gateway",
         ["serve", "--registry", setup.registry, "--checkpoint", checkpoint, "--db",
          setup.keys_db, *setup.kafka, "--port", str(setup.port), "--device", "cpu", "--seed",
-         str(setup.seed), *extra],
+         str(setup.seed), *setup.serve_args, *extra],
         log_file,
     )  # fmt: skip
     stage.start()
     try:
-        wait_until("gateway", lambda: http_ready(setup.port), 120, stage)
+        # an engine starts its servers first, and may convert a checkpoint for them
+        ready_s = 900 if setup.serve_args else 120
+        wait_until("gateway", lambda: http_ready(setup.port), ready_s, stage)
         with httpx.Client(
             base_url=f"http://127.0.0.1:{setup.port}",
             headers={"Authorization": f"Bearer {setup.api_key}"},

@@ -43,7 +43,7 @@ from infra.kafka_dist import BrokerSetupError, default_cache_root
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
 from rtrl.procs import Stage, http_ready, run_stage, wait_until
-from rtrl.run_options import add_run_options, with_world_defaults
+from rtrl.run_options import add_run_options, serve_args, with_world_defaults
 from rtrl.scenarios import SCENARIOS
 
 if TYPE_CHECKING:
@@ -70,6 +70,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.world == "code" and (args.scenario != "default" or args.users != "default"):
         log.error("--world code brings its own users: no --scenario or --users with it")
+        return 2
+    if args.engine == "llama.cpp" and args.model == "tiny":
+        # its tokenizer is a BPE trained here, which llama.cpp's converter does not recognise
+        log.error("--engine llama.cpp serves GGUF-convertible models: use --model smollm2-135m "
+                  "(the tiny model's own tokenizer cannot be converted)")  # fmt: skip
         return 2
     with_world_defaults(args)
     root: Path = args.data_dir.resolve()
@@ -173,7 +178,7 @@ def _loop(
     # an answer of the code world is up to --max-tokens long, sampled 16 together on the CPU
     wait_s = 120.0 if args.world == "tokens" else 900.0
     gateway = GatewaySetup(str(root / "checkpoints"), str(keys_db), kafka, args.gateway_port,
-                           api_key, args.seed, wait_s)  # fmt: skip
+                           api_key, args.seed, wait_s, tuple(serve_args(args)))  # fmt: skip
     rounds = TrainingRounds(
         root,
         bootstrap,
@@ -185,7 +190,9 @@ def _loop(
         scenario.users if scenario.name != "default" else args.users,
         args.truth_samples,
         scenario.eval_reader,
-        tuple(scenario.train_args()),
+        # the code world's learner is its own (CodeWorldSettings.learner): a scenario's, made
+        # for the tiny model's token world, would override its learning rate
+        tuple(scenario.train_args()) if args.world == "tokens" else (),
         gateway_setup=gateway,
         world=args.world,
         code=args.code,

@@ -72,6 +72,22 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         f"rate is measured (default {code.eval_samples}; 0: none)",
     )
     p.add_argument("--gateway-port", type=int, default=8081)
+    p.add_argument(
+        "--engine",
+        choices=("transformers", "llama.cpp"),
+        default="transformers",
+        help="what samples the gateway's answers: transformers (the learner's own code, in the "
+        "gateway's process; the reference) or llama.cpp (`rtrl serve --engine llama.cpp`: "
+        "llama.cpp's server, built once into the cache, on the checkpoint's GGUF files; each "
+        "promoted LoRA checkpoint converted to a GGUF adapter; several times faster on a CPU). "
+        "The rollouts are exact either way (default: transformers)",
+    )
+    p.add_argument(
+        "--engine-slots",
+        type=positive_int,
+        default=16,
+        help="llama.cpp: answers one server decodes together (default 16, the users' concurrency)",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--users",
@@ -114,6 +130,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="leave the broker running afterwards (stop: rtrl broker stop --data-dir ...)",
     )
     p.add_argument("--fresh", action="store_true", help="delete --data-dir first")
+
+
+def serve_args(args: argparse.Namespace) -> list[str]:
+    """The options every `rtrl serve` of the run gets for ``--engine``."""
+    if args.engine == "transformers":
+        return []
+    return ["--engine", args.engine, "--engine-slots", str(args.engine_slots)]
 
 
 def with_world_defaults(args: argparse.Namespace) -> None:

@@ -171,3 +171,6 @@ def test_code_world_run_every_hop_from_answer_to_reward(tmp_path: Path) -> None:
     first = summary.rounds[0]
     assert first.held_out_pass_rate is not None and first.edits_kept_share is not None
     assert first.gate_decision in ("promoted", "rejected")
+    # the candidate was trained with the code world's learner, not a token-world scenario's
+    learner = registry.get("tiny-0001").evals["learner"]
+    assert learner["lr"] == 0.0002 and learner["target_kl"] == 0.01, learner

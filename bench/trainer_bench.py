@@ -10,7 +10,15 @@
 
 Models: the tiny test model and SmolLM2-135M-Instruct (``--models``), full fine-tuning and LoRA.
 On a GPU (``--device cuda``) the same figures and the update's MFU (6 x parameters x tokens/s
-over the chip's bf16 peak, ``--peak-tflops``). Figures to stdout and ``bench/out/trainer.json``.
+over the chip's bf16 peak, ``--peak-tflops``). On a CPU, the compute limit is measured in the
+same run: a 2,048-square float32 matmul's GFLOP/s (the best of a few), beside each path's model
+GFLOP/s, counted as in MFU (N parameters, embeddings included; attention's own flops left out):
+generation 2N per generated token (the prompts' prefill not counted); the update, per token of
+every sequence it processes (prompt and completion), 2N for each forward pass (the scoring of
+pi_old before the first step and of the final weights after the last, and each epoch's) and,
+each epoch, 4N more for the backward of full fine-tuning or 2N for LoRA's (the gradients of the
+activations only; the adapter's own weight gradients are negligible). Figures to stdout and
+``bench/out/trainer.json``.
 """
 
 from __future__ import annotations
@@ -142,7 +150,29 @@ def bare_update(policy: CausalLMPolicy, batch: list[Example], steps: int) -> flo
     return tokens * steps / (time.perf_counter() - started)
 
 
-def bench_model(name: str, device: str, batch: int, tokens: int, peak: float) -> list[list]:
+def matmul_peak_gflops(device: str, n: int = 2048, repeats: int = 8) -> float:
+    """The best GFLOP/s of an ``n``-square float32 matmul: the machine's compute limit."""
+    a, b = (torch.randn(n, n, device=device) for _ in range(2))
+    best = float("inf")
+    for _ in range(repeats + 1):  # the first one warms up
+        started = time.perf_counter()
+        torch.mm(a, b)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - started)
+    return 2 * n**3 / best / 1e9
+
+
+def update_flops(params: int, batch: list[Example], epochs: int, lora: bool) -> float:
+    """The model FLOPs of ``trainer.learner.update`` on ``batch`` (the module docstring's
+    accounting)."""
+    tokens = sum(len(e.rollout.prompt_ids) + len(e.rollout.completion_ids) for e in batch)
+    backward = 2 if lora else 4
+    return 2 * params * tokens * (2 + epochs) + backward * params * tokens * epochs
+
+
+def bench_model(name: str, device: str, batch: int, tokens: int, peak: float,
+                cpu_peak: float) -> list[list]:  # fmt: skip
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         registry = CheckpointRegistry(Path(tmp))
@@ -153,6 +183,7 @@ def bench_model(name: str, device: str, batch: int, tokens: int, peak: float) ->
             params = sum(p.numel() for p in policy.model.parameters())
             if lora is None:
                 ours, bare = bench_generation(policy, batch, tokens)
+                gflops = 2 * params * ours / 1e9
                 rows.append(
                     [
                         name,
@@ -161,6 +192,8 @@ def bench_model(name: str, device: str, batch: int, tokens: int, peak: float) ->
                         round(ours),
                         round(bare),
                         round(ours / bare, 2),
+                        round(gflops, 1),
+                        f"{gflops / cpu_peak:.0%}" if device == "cpu" else "-",
                         "-",
                     ]
                 )
@@ -182,6 +215,8 @@ def bench_model(name: str, device: str, batch: int, tokens: int, peak: float) ->
             # the learner also scores every example twice without gradients (pi_old, final KL)
             ours = stats.tokens_per_s
             mfu = (6 * params * ours / (peak * 1e12)) if device == "cuda" else None
+            gflops = update_flops(params, batch_examples, config.epochs, lora is not None)
+            gflops /= stats.seconds * 1e9
             rows.append(
                 [
                     name,
@@ -190,6 +225,8 @@ def bench_model(name: str, device: str, batch: int, tokens: int, peak: float) ->
                     round(ours),
                     round(bare),
                     round(ours / bare, 2),
+                    round(gflops, 1),
+                    f"{gflops / cpu_peak:.0%}" if device == "cpu" else "-",
                     f"{mfu:.1%}" if mfu is not None else "-",
                 ]
             )
@@ -213,19 +250,34 @@ def main() -> int:
     )
     args = parser.parse_args()
     rows = []
+    cpu_peak = matmul_peak_gflops(args.device)
+    print(f"compute limit: a 2048x2048 float32 matmul at {cpu_peak:.1f} GFLOP/s "
+          f"({torch.get_num_threads()} threads)")  # fmt: skip
     for name in args.models.split(","):
-        rows += bench_model(name, args.device, args.batch, args.tokens, args.peak_tflops)
+        rows += bench_model(name, args.device, args.batch, args.tokens, args.peak_tflops,
+                            cpu_peak)  # fmt: skip
     print(
         format_table(
-            ["model", "path", "batch", "tokens/s", "limit tokens/s", "ratio to its limit", "MFU"],
+            [
+                "model",
+                "path",
+                "batch",
+                "tokens/s",
+                "limit tokens/s",
+                "ratio to its limit",
+                "GFLOP/s",
+                "of matmul peak",
+                "MFU",
+            ],
             rows,
-        )
+        )  # fmt: skip
     )
     write_results(
         "trainer",
         {
             "machine": machine(),
             "device": args.device,
+            "matmul_peak_gflops": cpu_peak,
             "rows": [
                 dict(
                     zip(
@@ -236,6 +288,8 @@ def main() -> int:
                             "tokens_per_s",
                             "limit_tokens_per_s",
                             "ratio",
+                            "gflops",
+                            "of_matmul_peak",
                             "mfu",
                         ],
                         r,

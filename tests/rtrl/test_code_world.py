@@ -15,6 +15,7 @@ terms give for that reaction. The prompt the model saw is the task's own, never 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -27,11 +28,13 @@ from agent.harness import Harness, Turn
 from agent.sandbox import grade
 from agent.tasks import get_task, load_tasks
 from agent.telemetry import envelope
+from infra.kafka_dist import default_cache_root
 from rewards import terms
 from rewards.config import RewardConfig
 from rewards.function import compute_record
 from rtrl.run_summary import read_summary
 from rtrl.text_users import Reaction, by_rule, later_events, now_events
+from serving.llamacpp_build import server_binary
 from tests.support.kafka import free_port_block
 
 HARNESS = Harness()
@@ -105,26 +108,42 @@ def test_the_same_code_always_gets_the_same_reaction():
     assert [judged(text)[1] for _ in range(3)] == [judged(text)[1]] * 3
 
 
+LLAMA_SERVER = server_binary(default_cache_root(os.environ))
+ENGINES = [
+    pytest.param("tiny", "transformers", id="tiny-transformers"),
+    pytest.param("smollm2-135m", "llama.cpp", id="smollm2-llamacpp", marks=pytest.mark.skipif(
+        not LLAMA_SERVER.is_file(), reason=f"llama-server is not built at {LLAMA_SERVER}")),
+]  # fmt: skip
+
+
 @pytest.mark.slow
-def test_code_world_run_every_hop_from_answer_to_reward(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("model", "engine"), ENGINES)
+def test_code_world_run_every_hop_from_answer_to_reward(
+    tmp_path: Path, model: str, engine: str
+) -> None:
+    """With the transformers sampler on the tiny model, and with llama.cpp's server on SmolLM2
+    (its GGUF file as it is, the rollouts' ids and log-probs from the engine's answers)."""
     kafka_port, http_port = free_port_block(2), free_port_block(2)  # collector, gateway
     done = subprocess.run(
         [sys.executable, "-m", "rtrl.cli", "run", "--world", "code", "--data-dir", str(tmp_path),
          "--port", str(kafka_port), "--collector-port", str(http_port),
          "--gateway-port", str(http_port + 1), "--interactions", "30", "--window-s", "4",
          "--rounds", "1", "--round-users", "12", "--ab-users", "0", "--held-out-samples", "1",
-         "--max-tokens", "24", "--seed", "1"],
-        capture_output=True, text=True, timeout=600,
+         "--max-tokens", "24", "--seed", "1", "--model", model, "--engine", engine],
+        capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "held-out pass rate" in done.stderr and "code passing the hidden tests" in done.stderr
     assert "training rounds (code world" in done.stdout
+    served_by = (tmp_path / "logs" / "gateway.log").read_text()
+    assert f"({'llama.cpp engine' if engine == 'llama.cpp' else 'local'} backend" in served_by
 
     from checkpoints.store import CheckpointRegistry
     from checkpoints.weights import load_policy
 
     registry = CheckpointRegistry(tmp_path / "checkpoints")
-    tokenizer = load_policy(registry, registry.get("tiny-0000")).tokenizer
+    prefix = model.split("-")[0]
+    tokenizer = load_policy(registry, registry.get(f"{prefix}-0000")).tokenizer
     with duckdb.connect(str(tmp_path / "warehouse" / "warehouse.duckdb"), read_only=True) as con:
         rollouts = [json.loads(r) for (r,) in con.execute(
             "select rollout_json from stg_rollouts").fetchall()]  # fmt: skip
@@ -172,5 +191,9 @@ def test_code_world_run_every_hop_from_answer_to_reward(tmp_path: Path) -> None:
     assert first.held_out_pass_rate is not None and first.edits_kept_share is not None
     assert first.gate_decision in ("promoted", "rejected")
     # the candidate was trained with the code world's learner, not a token-world scenario's
-    learner = registry.get("tiny-0001").evals["learner"]
-    assert learner["lr"] == 0.0002 and learner["target_kl"] == 0.01, learner
+    candidate = registry.get(f"{prefix}-0001").evals
+    assert candidate["learner"]["lr"] == 0.0002, candidate["learner"]
+    assert candidate["learner"]["target_kl"] == 0.006, candidate["learner"]
+    # the learner scored the served rollouts as they were sampled: the engine's too
+    assert not candidate["quarantined"], candidate["mismatch"]
+    assert [m["k3"] < 0.02 for m in candidate["mismatch"].values()] == [True], candidate

@@ -87,7 +87,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "stopped, so no answer mixes checkpoints. The gateway records its rollouts as for any "
         "upstream",
     )
-    s.add_argument("--engine-threads", type=positive_int, default=2, help="llama.cpp: CPU threads")
+    s.add_argument(
+        "--engine-threads",
+        type=positive_int,
+        default=2,
+        help="llama.cpp: CPU threads of all its servers together (default 2), divided among "
+        "the checkpoints served at start (the followed one and the split's arms), since "
+        "servers that each take every core fight over them",
+    )
     s.add_argument(
         "--engine-slots",
         type=positive_int,

@@ -47,7 +47,11 @@ class EngineSettings(BaseModel):
     cache_root: Path  # the llama.cpp tree (its converters) is under it
     converted_dir: Path | None = None  # converted files (default: the cache's)
     log_dir: Path  # each server's output
-    threads: int = Field(2, ge=1, description="CPU threads of each server")
+    threads: int = Field(
+        2,
+        ge=1,
+        description="CPU threads of the gateway's servers together (see threads_per_server)",
+    )
     slots: int = Field(8, ge=1, description="requests one server decodes together")
     context: int = Field(8192, ge=256, description="tokens of context, shared by the slots")
     outtype: str = Field(OUTTYPE, pattern="^(" + "|".join(OUTTYPES) + ")$")
@@ -56,6 +60,20 @@ class EngineSettings(BaseModel):
     drain_timeout_s: float = Field(
         600, gt=0, description="longest wait for a replaced server's admitted requests"
     )
+
+
+def threads_per_server(threads: int, servers: int) -> int:
+    """Each server's share of the gateway's ``threads``, for ``servers`` running at once.
+
+    Why divide: llama.cpp's workers spin while they wait for work (``--poll``), so two servers
+    that each take every core fight over them. Measured on 2 cores, 16 slots each, SmolLM2:
+    one server with 2 threads 161 tokens/s; two with 2 threads each 54 together; two with 1
+    thread each 163 together (bench/RESULTS.md).
+
+    >>> threads_per_server(2, 2), threads_per_server(8, 3), threads_per_server(2, 1)
+    (1, 2, 2)
+    """
+    return max(1, threads // max(1, servers))
 
 
 class ServedEngine:

@@ -82,10 +82,18 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
         checkpoint = current.checkpoint_id
     pinned = config.split.checkpoints() if config.split is not None else set()
     if config.engine is not None:
-        from serving.llamacpp_fleet import EngineFleet
+        from serving.llamacpp_fleet import EngineFleet, threads_per_server
         from serving.llamacpp_switch import EngineBackend
 
-        fleet = EngineFleet(config.engine, registry)
+        servers = len({checkpoint} | pinned)  # the followed checkpoint and the split's arms
+        threads = threads_per_server(config.engine.threads, servers)
+        log.info(
+            "serving: %d llama.cpp server(s) at once, %d thread(s) each, of %d",
+            servers,
+            threads,
+            config.engine.threads,
+        )
+        fleet = EngineFleet(config.engine.model_copy(update={"threads": threads}), registry)
         try:
             return EngineBackend(fleet, registry, checkpoint, pinned)
         except BaseException:

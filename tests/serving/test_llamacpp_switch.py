@@ -290,3 +290,27 @@ def test_no_answer_mixes_checkpoints_across_a_switch(
         if not _closer_to_its_own(r, {c: s[i] for c, s in scores.items()})
     ]
     assert not mixed, mixed
+
+
+def test_a_split_divides_the_threads_among_its_arms_servers(
+    registry: CheckpointRegistry, gguf_dir: Path, tmp_path: Path
+) -> None:
+    """The closing A/B's gateway serves two checkpoints at once: each server gets half the
+    threads, since two servers that each take every core fight over them (bench/RESULTS.md)."""
+    from serving.routing import parse_arms
+    from serving.server import ServeConfig, build_backend
+
+    settings = EngineSettings(binary=BINARY, cache_root=CACHE, log_dir=tmp_path / "logs",
+                              converted_dir=gguf_dir, threads=2, slots=4)  # fmt: skip
+    split = parse_arms("ab", f"control={BASE}:50,treatment={LORA}:50")
+    config = ServeConfig(registry=registry.root, checkpoint=LORA, key_db=tmp_path / "keys.db",
+                         bootstrap="127.0.0.1:9", engine=settings, split=split)  # fmt: skip
+    backend = build_backend(config, registry)
+    assert isinstance(backend, EngineBackend)
+    try:
+        assert sorted(backend.running()) == [BASE, LORA]
+        commands = [r.engine.server.config.command() for r in backend._pinned.values()]
+        assert [c[c.index("-t") + 1] for c in commands] == ["1", "1"], commands
+    finally:
+        asyncio.run(backend.close())
+    assert backend.running() == []

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Several llama-servers on one machine, as the closing A/B and a canary run them (one server a
+checkpoint): completion tokens/s of all of them together, with each taking every thread, and with
+the threads divided among them (``serving.llamacpp_fleet.threads_per_server``), beside one
+server alone on the same cores.
+
+    python bench/llamacpp_servers.py [--servers 2] [--threads 2] [--slots 16] [--requests 32]
+
+Each server is asked ``--requests`` completions of ``--max-tokens`` tokens (``ignore_eos``, so
+every configuration decodes the same tokens), ``--slots`` at a time. Needs the built server
+(``python -m serving.llamacpp_build``) and SmolLM2's GGUF (``rtrl models fetch smollm2-135m``).
+Figures to stdout and ``bench/out/llamacpp_servers.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import format_table, machine, quiet_port_block, reexec_in_venv, write_results  # noqa: E402
+
+reexec_in_venv(__file__)
+
+import httpx  # noqa: E402
+
+from infra.kafka_dist import default_cache_root  # noqa: E402
+from models.catalog import fetch, models_dir  # noqa: E402
+from serving.llamacpp_build import server_binary  # noqa: E402
+from serving.llamacpp_engine import EngineConfig, LlamaServer  # noqa: E402
+from serving.llamacpp_fleet import threads_per_server  # noqa: E402
+
+PROMPT = "<|im_start|>user\nWrite a Python function number {n} that reverses a list.<|im_end|>\n"
+
+
+async def ask(url: str, requests: int, at_once: int, max_tokens: int) -> int:
+    """``requests`` completions from one server, ``at_once`` in flight; the tokens decoded."""
+    gate = asyncio.Semaphore(at_once)
+    async with httpx.AsyncClient(timeout=900) as http:
+
+        async def one(n: int) -> int:
+            async with gate:
+                body = {"prompt": PROMPT.format(n=n) + "<|im_start|>assistant\n",
+                        "n_predict": max_tokens, "temperature": 0.7, "ignore_eos": True,
+                        "seed": n}  # fmt: skip
+                answer = await http.post(f"{url}/completion", json=body)
+                answer.raise_for_status()
+                return int(answer.json()["tokens_predicted"])
+
+        return sum(await asyncio.gather(*(one(n) for n in range(requests))))
+
+
+def measure(binary: Path, gguf: Path, servers: int, threads: int, args: argparse.Namespace,
+            log_dir: Path) -> tuple[int, float]:  # fmt: skip
+    """Start ``servers`` servers of ``threads`` threads each, warm them, load them all at once;
+    (tokens, seconds)."""
+    started: list[LlamaServer] = []
+    try:
+        for _ in range(servers):
+            port = quiet_port_block(1)
+            config = EngineConfig(binary, gguf, port, threads=threads, slots=args.slots)
+            started.append(LlamaServer(config, log_dir / f"server-{port}.log"))
+        for server in started:
+            asyncio.run(ask(server.url, 2, 2, 8))
+
+        async def all_at_once() -> list[int]:
+            jobs = (ask(s.url, args.requests, args.slots, args.max_tokens) for s in started)
+            return list(await asyncio.gather(*jobs))
+
+        t0 = time.monotonic()
+        tokens = sum(asyncio.run(all_at_once()))
+        return tokens, time.monotonic() - t0
+    finally:
+        for server in started:
+            server.stop()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--servers", type=int, default=2, help="servers running at once")
+    ap.add_argument("--threads", type=int, default=2, help="the machine's threads for serving")
+    ap.add_argument("--slots", type=int, default=16, help="each server's parallel slots")
+    ap.add_argument("--requests", type=int, default=32, help="completions asked of each server")
+    ap.add_argument("--max-tokens", type=int, default=96)
+    args = ap.parse_args()
+    binary = server_binary(default_cache_root(os.environ))
+    if not binary.is_file():
+        print(f"llama-server is not built at {binary}: python -m serving.llamacpp_build")
+        return 2
+    gguf = fetch("smollm2-135m", models_dir())
+    shared = threads_per_server(args.threads, args.servers)
+    configs = [
+        ("one server alone", 1, args.threads),
+        (f"{args.servers} servers, {args.threads} threads each", args.servers, args.threads),
+        (f"{args.servers} servers, threads divided ({shared} each)", args.servers, shared),
+    ]
+    rows, results = [], {"machine": machine(), "args": vars(args), "runs": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, servers, threads in configs:
+            tokens, seconds = measure(binary, gguf, servers, threads, args, Path(tmp))
+            rows.append([name, servers * args.requests, tokens, round(seconds, 1),
+                         round(tokens / seconds, 1)])  # fmt: skip
+            results["runs"].append(dict(zip(["configuration", "requests", "tokens", "seconds",
+                                             "tokens_per_s"], rows[-1], strict=True)))  # fmt: skip
+            print(format_table(["configuration", "requests", "tokens", "s", "tokens/s"], rows[-1:]))
+    print()
+    print(format_table(["configuration", "requests", "tokens", "s", "tokens/s"], rows))
+    print(f"figures: {write_results('llamacpp_servers', results)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

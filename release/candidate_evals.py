@@ -9,6 +9,15 @@ the agent's actions, and each rate is compared with a one-sided two-proportion z
 bad direction only: a rate that moves the good way (invalid calls halved) is never an alarm.
 An alarm needs significance at ``alpha`` *and* a move past the monitors' thresholds.
 
+The test is paired (:func:`paired_test`): the i-th generation of the parent and of the candidate
+share their prompt and their random numbers (the same seeded generator over the same batches), so
+where the candidate is a small step from its parent most pairs come out alike, and only the pairs
+that differ carry evidence. A one-sided exact McNemar test on those needs far fewer generations
+than comparing two independent rates (``one_sided_test``) to see the same move, which is what
+makes the evals fit a round on a CPU (bench/candidate_evals_bench.py measures both on SmolLM2).
+What is tested is the rate on these prompts (the eval's fixed set, each sampled with its own
+seeds), as for the unpaired test.
+
 The reader is the agent harness over real text (``agent.behaviour.HarnessBehaviour``, the
 default), or one a simulator plugs in by name (``module:factory``; `rtrl run`'s token-level users
 read tokens with ``rtrl.token_reader``). With the harness, the shipped tasks' pass rate under
@@ -66,12 +75,17 @@ class RateTest:
     z: float
     p_value: float  # one-sided, in the metric's bad direction
     alarm: bool
+    discordant: tuple[int, int] | None = None  # paired: pairs that moved (bad way, good way)
 
     @property
     def message(self) -> str:
+        pairs = "" if self.discordant is None else (
+            f"paired: {self.discordant[0]} pairs moved the bad way, {self.discordant[1]} the "
+            "good way; "
+        )  # fmt: skip
         return (
             f"candidate eval: {self.metric} {self.parent:.3f} -> {self.candidate:.3f} on "
-            f"{self.n} prompts (one-sided z {self.z:+.2f}, p {self.p_value:.4f})"
+            f"{self.n} prompts ({pairs}one-sided z {self.z:+.2f}, p {self.p_value:.4f})"
         )
 
 
@@ -83,7 +97,8 @@ def one_sided_test(
     min_relative: float,
     min_absolute: float,
 ) -> RateTest:
-    """Two-proportion z-test (pooled) of a move in ``metric``'s bad direction.
+    """Two-proportion z-test (pooled) of a move in ``metric``'s bad direction, for two
+    independent samples (the paired evals use :func:`paired_test`).
 
     >>> t = one_sided_test("invalid_tool_call_rate", [True] * 10 + [False] * 90,
     ...                    [True] * 25 + [False] * 75, 0.05, 0.5, 0.02)
@@ -97,30 +112,75 @@ def one_sided_test(
     if n == 0 or len(candidate) != n:
         raise ValueError("the same number of generations from both checkpoints, at least one")
     p0, p1 = sum(parent) / n, sum(candidate) / n
-    sign = 1.0 if EVAL_DIRECTION.get(metric, "up") == "up" else -1.0
     pooled = (p0 + p1) / 2
     spread = math.sqrt(2 * pooled * (1 - pooled) / n)
-    z = sign * (p1 - p0) / spread if spread > 0 else 0.0
+    z = _sign(metric) * (p1 - p0) / spread if spread > 0 else 0.0
     p_value = 0.5 * math.erfc(z / math.sqrt(2))
-    moved = sign * (p1 - p0)
-    big = moved >= min_absolute and (p0 == 0 or moved / p0 >= min_relative)
-    return RateTest(metric, p0, p1, n, z, p_value, p_value < alpha and big)
+    alarm = p_value < alpha and _big(metric, p0, p1, min_relative, min_absolute)
+    return RateTest(metric, p0, p1, n, z, p_value, alarm)
+
+
+def _big(metric: str, p0: float, p1: float, min_relative: float, min_absolute: float) -> bool:
+    """Whether the move from ``p0`` to ``p1`` passes the monitors' thresholds the bad way."""
+    moved = _sign(metric) * (p1 - p0)
+    return moved >= min_absolute and (p0 == 0 or moved / p0 >= min_relative)
+
+
+def _sign(metric: str) -> float:
+    return 1.0 if EVAL_DIRECTION.get(metric, "up") == "up" else -1.0
+
+
+def paired_test(
+    metric: str,
+    parent: Sequence[bool],
+    candidate: Sequence[bool],
+    alpha: float,
+    min_relative: float,
+    min_absolute: float,
+) -> RateTest:
+    """One-sided exact McNemar test of a move in ``metric``'s bad direction, on pairs
+    (``parent[i]`` and ``candidate[i]`` from the same prompt and random numbers).
+
+    Only the discordant pairs count: under no change each is as likely to have moved the bad
+    way as the good way, so the p-value is a binomial tail at one half.
+
+    >>> same, moved = [True] * 10 + [False] * 90, [True] * 16 + [False] * 84
+    >>> t = paired_test("invalid_tool_call_rate", same, moved, 0.05, 0.5, 0.02)
+    >>> t.discordant, round(t.p_value, 4), t.alarm  # 6 pairs moved, all the bad way
+    ((6, 0), 0.0156, True)
+    >>> one_sided_test("invalid_tool_call_rate", same, moved, 0.05, 0.5, 0.02).alarm
+    False
+    """
+    n = len(parent)
+    if n == 0 or len(candidate) != n:
+        raise ValueError("the same number of generations from both checkpoints, at least one")
+    bad_way = (True, False) if _sign(metric) > 0 else (False, True)  # (candidate, parent)
+    worse = sum((c, p) == bad_way for p, c in zip(parent, candidate, strict=True))
+    better = sum((p, c) == bad_way for p, c in zip(parent, candidate, strict=True))
+    moved = worse + better
+    p_value = sum(math.comb(moved, k) for k in range(worse, moved + 1)) / 2**moved
+    z = (worse - better) / math.sqrt(moved) if moved else 0.0
+    p0, p1 = sum(parent) / n, sum(candidate) / n
+    alarm = p_value < alpha and _big(metric, p0, p1, min_relative, min_absolute)
+    return RateTest(metric, p0, p1, n, z, p_value, alarm, (worse, better))
 
 
 def eval_prompts(
-    policy: CausalLMPolicy, recent: Sequence[Sequence[int]], limit: int
+    policy: CausalLMPolicy,
+    recent: Sequence[Sequence[int]],
+    limit: int,
+    tasks: Sequence[str] | None = None,
 ) -> list[list[int]]:
-    """Up to ``limit`` distinct recent prompts, then every shipped eval task."""
+    """Up to ``limit`` distinct recent prompts, then every eval task's (``tasks``: their texts;
+    default: the shipped eval tasks, ``EVAL_TASKS``)."""
     seen: dict[tuple[int, ...], None] = {}
     for prompt in recent:
         if len(seen) >= limit:
             break
         seen.setdefault(tuple(prompt), None)
-    tasks = [
-        policy.chat_prompt([{"role": "user", "content": f"Write `{t}` in Python."}])
-        for t in EVAL_TASKS
-    ]
-    return [list(p) for p in seen] + tasks
+    texts = [f"Write `{t}` in Python." for t in EVAL_TASKS] if tasks is None else list(tasks)
+    asks = [policy.chat_prompt([{"role": "user", "content": text}]) for text in texts]
+    return [list(p) for p in seen] + asks
 
 
 def compare_behaviour(parent: CausalLMPolicy, candidate: CausalLMPolicy,
@@ -129,7 +189,7 @@ def compare_behaviour(parent: CausalLMPolicy, candidate: CausalLMPolicy,
                       alpha: float = 0.05, min_relative: float = 0.5,
                       min_absolute: float = 0.02, seed: int = 0) -> list[RateTest]:  # fmt: skip
     """Each behaviour rate of ``candidate`` against ``parent``: ``samples`` generations each
-    per prompt, the same prompts and seeds for both."""
+    per prompt, the same prompts and seeds for both, compared pair by pair."""
     rows: dict[str, tuple[list[bool], list[bool]]] = {}
     for who, policy in ((0, parent), (1, candidate)):
         generator = torch.Generator(policy.device).manual_seed(seed)
@@ -139,6 +199,6 @@ def compare_behaviour(parent: CausalLMPolicy, candidate: CausalLMPolicy,
                 for metric, value in reader(done).items():
                     rows.setdefault(metric, ([], []))[who].append(value)
     return [
-        one_sided_test(metric, p, c, alpha, min_relative, min_absolute)
+        paired_test(metric, p, c, alpha, min_relative, min_absolute)
         for metric, (p, c) in rows.items()
     ]

@@ -25,8 +25,9 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
+from agent.tasks import Group
 from release.offpolicy_bound import WEIGHT_CAP
 from rewards.config import RewardConfig
 
@@ -37,6 +38,9 @@ if TYPE_CHECKING:  # types only: importing them would load polars
 
 _READER = re.compile(r"harness|[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 """``harness``, or ``module:factory`` (see ``release.candidate_evals.behaviour_reader``)."""
+
+
+EVAL_TASK_GROUPS: tuple[str, ...] = get_args(Group)
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,9 @@ class GateConfig:
     # how a generation is read into the agent's actions: "harness" (agent, real text) or a
     # simulator's reader named "module:factory" (rtrl run's users: rtrl.token_reader)
     eval_reader: str = "harness"
+    # the task group whose pass rate under the hidden tests must not fall (harness reader only):
+    # shipped, easy or held_out (agent/tasks.toml)
+    eval_tasks: Group = "shipped"
 
     def __post_init__(self) -> None:
         if not _finite(self.min_gain):
@@ -104,6 +111,11 @@ class GateConfig:
             raise ValueError(
                 "GateConfig.eval_reader must be 'harness' or 'module:factory', "
                 f"got {self.eval_reader!r}"
+            )
+        if self.eval_tasks not in EVAL_TASK_GROUPS:
+            raise ValueError(
+                f"GateConfig.eval_tasks must be one of {', '.join(EVAL_TASK_GROUPS)}, "
+                f"got {self.eval_tasks!r}"
             )
         if not isinstance(self.block_on_alarms, bool):
             raise ValueError(

@@ -67,11 +67,16 @@ class CodeWorldSettings(BaseModel):
     max_tokens: int = Field(96, ge=16, description="an easy task's answer fits in ~60 tokens")
     temperature: float = Field(0.7, gt=0, description="where SmolLM2 passes ~22 % of easy")
     eval_samples: int = Field(8, ge=0, description="answers per held-out task (0: no eval)")
+    gate_eval_samples: int = Field(
+        4,
+        ge=0,
+        description="the gate's candidate evals: answers per prompt and held-out task, from "
+        "the candidate and from its parent (0: no candidate evals)",
+    )
     learner: tuple[str, ...] = (
         "--lora-r", "16", "--lora-alpha", "32", "--lr", "0.0002", "--epochs", "2",
         "--minibatch", "16", "--micro-batch", "8", "--device", "cpu", "--clip", "0.3",
-        "--target-kl", "0.006", "--held-out", "0.5", "--eval-prompts", "0",
-        "--mismatch-sample", "16",
+        "--target-kl", "0.006", "--held-out", "0.5", "--mismatch-sample", "16",
     )  # fmt: skip
     """`rtrl train`'s options: a LoRA adapter (minutes on a CPU, not an hour of full
     fine-tuning) at a learning rate that keeps a round inside the gate's KL limit (1 nat a
@@ -81,8 +86,19 @@ class CodeWorldSettings(BaseModel):
     rollout and kept an ESS of 35 %); half the users held out, since the gate judges only
     with 50 held-out interactions or more (the split is by user id: the 112 users hold out
     51; it passed nothing before about 165, so the learning run in bench/RESULTS.md used 336
-    users a round); no candidate evals, since theirs are the shipped tasks, where SmolLM2
-    passes almost nothing: the held-out pass rate is measured here instead."""
+    users a round). The candidate evals are :meth:`train_args`'."""
+
+    def train_args(self) -> list[str]:
+        """`rtrl train`'s options: the learner's, then the candidate evals': before it may
+        serve, the candidate and its parent answer 4 of the round's prompts and the held-out
+        tasks ``gate_eval_samples`` times each (the same seeds for both, compared pair by
+        pair), and its held-out pass rate must not fall. The shipped tasks, the default's,
+        are where SmolLM2 passes almost nothing. At 4 samples that is 36 answers and 20
+        graded ones from each checkpoint (bench/RESULTS.md: the minutes it takes)."""
+        if self.gate_eval_samples == 0:
+            return [*self.learner, "--eval-prompts", "0"]
+        return [*self.learner, "--eval-prompts", "4", "--eval-tasks", "held_out",
+                "--eval-samples", str(self.gate_eval_samples)]  # fmt: skip
 
     @property
     def sampling(self) -> SamplingParams:

@@ -236,7 +236,7 @@ class TrainingRounds:
 
     def _learner_args(self) -> list[str]:
         if self.world == "code":  # real text: the candidate evals (if any) read it with the harness
-            return [*self.code.learner, "--eval-reader", "harness", *self.train_args]
+            return [*self.code.train_args(), "--eval-reader", "harness", *self.train_args]
         return [*LEARNER_ARGS, "--eval-reader", self.eval_reader, *self.train_args]
 
     def _wait_until_served(self, checkpoint_id: str, timeout_s: float) -> None:

@@ -71,6 +71,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="code world: answers per held-out task with which each checkpoint's held-out pass "
         f"rate is measured (default {code.eval_samples}; 0: none)",
     )
+    p.add_argument(
+        "--gate-eval-samples",
+        type=int,
+        default=code.gate_eval_samples,
+        help="code world: the gate's candidate evals, answers per prompt and held-out task from "
+        "the candidate and from its parent, compared pair by pair; the candidate's held-out "
+        f"pass rate must not fall (default {code.gate_eval_samples}; 0: no candidate evals)",
+    )
     p.add_argument("--gateway-port", type=int, default=8081)
     p.add_argument(
         "--engine",
@@ -142,7 +150,8 @@ def serve_args(args: argparse.Namespace) -> list[str]:
 def with_world_defaults(args: argparse.Namespace) -> None:
     """Fill in what the options left to the world: users per round and of the closing A/B
     test, and (``args.code``) the code world's settings."""
-    code = CodeWorldSettings(max_tokens=args.max_tokens, eval_samples=args.held_out_samples)
+    code = CodeWorldSettings(max_tokens=args.max_tokens, eval_samples=args.held_out_samples,
+                             gate_eval_samples=args.gate_eval_samples)  # fmt: skip
     tokens = args.world == "tokens"
     args.code = code
     if args.round_users is None:

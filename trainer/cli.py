@@ -123,6 +123,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "rtrl.token_reader:simulated, rtrl.token_reader:simulated_agent)",
     )
     t.add_argument(
+        "--eval-tasks",
+        choices=("shipped", "easy", "held_out"),
+        default="shipped",
+        help="the tasks (agent/tasks.toml) whose pass rate under their hidden tests the "
+        "candidate must not lower, with the harness reader: shipped (the default), easy, or "
+        "held_out (tasks no user asks, so never trained on)",
+    )
+    t.add_argument(
         "--reward-config",
         type=Path,
         default=None,
@@ -212,6 +220,7 @@ def _train(args: argparse.Namespace) -> int:
                 eval_prompts=args.eval_prompts,
                 eval_samples=args.eval_samples,
                 eval_reader=args.eval_reader,
+                eval_tasks=args.eval_tasks,
             ),
             held_out=args.held_out,
             catalog=args.catalog,

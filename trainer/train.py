@@ -45,19 +45,13 @@ from models.loading import LoraSettings
 from models.policy import CausalLMPolicy
 from models.scoring import score_examples
 from release.canary import CanaryConfig, canary_stage
-from release.candidate_evals import (
-    RateTest,
-    behaviour_reader,
-    compare_behaviour,
-    eval_prompts,
-    one_sided_test,
-)
+from release.candidate_evals import RateTest
+from release.eval_round import candidate_evals
 from release.evidence import FILE as EVIDENCE_FILE
 from release.evidence import estimate_rows, evidence_bytes
 from release.gate import GateConfig, GateDecision, attempt_level, decide
 from release.offpolicy import evidence_rows
 from release.offpolicy_bound import Estimate, user_key
-from release.task_evals import task_passes
 from rewards.monitors import Alarm
 from trainer.learner import LearnerConfig, Progress, UpdateStats, update
 from trainer.mismatch import BatchMismatch, check_batches
@@ -329,23 +323,8 @@ def _candidate_evals(registry: CheckpointRegistry, parent_info: CheckpointInfo,
     if gate.eval_prompts == 0:
         return []
     parent = load_policy(registry, parent_info).to(candidate.device)
-    prompts = eval_prompts(candidate, [e.rollout.prompt_ids for e in held], gate.eval_prompts)
-    tests = compare_behaviour(
-        parent,
-        candidate,
-        prompts,
-        held[0].rollout.sampling,
-        behaviour_reader(gate.eval_reader, candidate.vocab_size),
-        samples=gate.eval_samples,
-        alpha=gate.eval_alpha,
-        seed=seed,
-    )
-    if gate.eval_reader == "harness":
-        params = held[0].rollout.sampling
-        before, after = (
-            task_passes(policy, params, gate.eval_samples, seed) for policy in (parent, candidate)
-        )
-        tests.append(one_sided_test("task_pass_rate", before, after, gate.eval_alpha, 0.2, 0.05))
+    recent = [e.rollout.prompt_ids for e in held]
+    tests = candidate_evals(parent, candidate, recent, held[0].rollout.sampling, gate, seed)
     for test in tests:
         log.info("%s%s", test.message, " ALARM" if test.alarm else "")
     return tests

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from release.candidate_evals import one_sided_test
+from release.candidate_evals import one_sided_test, paired_test
 
 
 def test_the_behaviour_alarm_fires_at_about_its_level_when_nothing_changed():
@@ -27,3 +27,53 @@ def test_the_behaviour_alarm_fires_at_about_its_level_when_nothing_changed():
     assert 0.02 <= significant / trials <= 0.08  # nominal 0.05
     # The thresholds on the size of the move silence part of the significant noise.
     assert 0 < alarms < significant
+
+
+def _pairs(rng: random.Random, rates: list[float], samples: int, coupled: float,
+           shift: float) -> tuple[list[bool], list[bool]]:  # fmt: skip
+    """Generations of a parent and a candidate on the same prompts and random numbers: with
+    probability ``coupled`` a pair comes out alike (the candidate is a small step from its
+    parent), else the candidate draws afresh at its own rate (the parent's + ``shift``)."""
+    parent, candidate = [], []
+    for rate in rates:
+        for _ in range(samples):
+            p = rng.random() < rate
+            c = p if rng.random() < coupled else rng.random() < rate + shift
+            parent.append(p)
+            candidate.append(c)
+    return parent, candidate
+
+
+def _paired_size(seed: int, prompts: int, coupled: float) -> float:
+    rng = random.Random(seed)
+    trials, significant = 2000, 0
+    for _ in range(trials):
+        rates = [rng.choice((0.02, 0.1, 0.3, 0.5)) for _ in range(prompts)]
+        parent, candidate = _pairs(rng, rates, 4, coupled, 0.0)
+        test = paired_test("invalid_tool_call_rate", parent, candidate, 0.05, 0, 0)
+        significant += test.p_value < 0.05
+    return significant / trials
+
+
+def test_the_paired_alarm_holds_its_level_on_prompts_of_different_rates():
+    """No change: each prompt's rate is the same for both, the rates differ between prompts
+    (0.02 to 0.5). The exact McNemar test stays under 5 %: far under with few pairs that
+    differ (a tail of 4 discordant pairs cannot go under 1/16), near it with many."""
+    few, many = _paired_size(5, 16, 0.8), _paired_size(7, 64, 0.3)
+    assert few <= 0.05, few
+    assert 0.02 <= many <= 0.055, many
+
+
+def test_pairing_sees_a_move_that_two_independent_rates_miss():
+    """The same 64 pairs, most of them alike, and a candidate worse where it differs from its
+    parent: the paired test finds the move far more often than the unpaired one (which is
+    what lets the evals run on a CPU with few generations)."""
+    rng = random.Random(6)
+    trials, paired, unpaired = 500, 0, 0
+    for _ in range(trials):
+        rates = [rng.choice((0.05, 0.1, 0.2)) for _ in range(16)]
+        parent, candidate = _pairs(rng, rates, 4, 0.85, 0.6)
+        paired += paired_test("invalid_tool_call_rate", parent, candidate, 0.05, 0, 0).alarm
+        unpaired += one_sided_test("invalid_tool_call_rate", parent, candidate, 0.05, 0, 0).alarm
+    assert paired / trials >= 0.6, (paired, unpaired)
+    assert paired >= 1.5 * unpaired, (paired, unpaired)

@@ -129,7 +129,7 @@ def test_code_world_run_every_hop_from_answer_to_reward(
          "--port", str(kafka_port), "--collector-port", str(http_port),
          "--gateway-port", str(http_port + 1), "--interactions", "30", "--window-s", "4",
          "--rounds", "1", "--round-users", "12", "--ab-users", "0", "--held-out-samples", "1",
-         "--max-tokens", "24", "--seed", "1", "--model", model, "--engine", engine],
+         "--gate-eval-samples", "1", "--max-tokens", "24", "--seed", "1", "--model", model, "--engine", engine],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -197,3 +197,8 @@ def test_code_world_run_every_hop_from_answer_to_reward(
     # the learner scored the served rollouts as they were sampled: the engine's too
     assert not candidate["quarantined"], candidate["mismatch"]
     assert [m["k3"] < 0.02 for m in candidate["mismatch"].values()] == [True], candidate
+    # its candidate evals ran on the held-out tasks, pair by pair: 5 tasks, 1 answer each
+    assert candidate["gate_config"]["eval_tasks"] == "held_out"
+    evals = {e["metric"]: e for e in candidate["candidate_evals"]}
+    assert evals["task_pass_rate"]["n"] == len(load_tasks("held_out")), evals
+    assert all(e["discordant"] is not None for e in evals.values()), evals

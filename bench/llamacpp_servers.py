@@ -99,17 +99,19 @@ def main() -> int:
         (f"{args.servers} servers, {args.threads} threads each", args.servers, args.threads),
         (f"{args.servers} servers, threads divided ({shared} each)", args.servers, shared),
     ]
-    rows, results = [], {"machine": machine(), "args": vars(args), "runs": []}
+    rows: list[list[object]] = []
+    runs: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, servers, threads in configs:
             tokens, seconds = measure(binary, gguf, servers, threads, args, Path(tmp))
             rows.append([name, servers * args.requests, tokens, round(seconds, 1),
                          round(tokens / seconds, 1)])  # fmt: skip
-            results["runs"].append(dict(zip(["configuration", "requests", "tokens", "seconds",
+            runs.append(dict(zip(["configuration", "requests", "tokens", "seconds",
                                              "tokens_per_s"], rows[-1], strict=True)))  # fmt: skip
             print(format_table(["configuration", "requests", "tokens", "s", "tokens/s"], rows[-1:]))
     print()
     print(format_table(["configuration", "requests", "tokens", "s", "tokens/s"], rows))
+    results = {"machine": machine(), "args": vars(args), "runs": runs}
     print(f"figures: {write_results('llamacpp_servers', results)}")
     return 0
 

@@ -129,7 +129,8 @@ def test_code_world_run_every_hop_from_answer_to_reward(
          "--port", str(kafka_port), "--collector-port", str(http_port),
          "--gateway-port", str(http_port + 1), "--interactions", "30", "--window-s", "4",
          "--rounds", "1", "--round-users", "12", "--ab-users", "0", "--held-out-samples", "1",
-         "--gate-eval-samples", "1", "--max-tokens", "24", "--seed", "1", "--model", model, "--engine", engine],
+         "--gate-eval-samples", "1", "--max-tokens", "24", "--seed", "1", "--model", model,
+         "--engine", engine],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

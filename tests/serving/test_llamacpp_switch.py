@@ -297,6 +297,7 @@ def test_a_split_divides_the_threads_among_its_arms_servers(
 ) -> None:
     """The closing A/B's gateway serves two checkpoints at once: each server gets half the
     threads, since two servers that each take every core fight over them (bench/RESULTS.md)."""
+    from serving.llamacpp_switch import EngineRoute
     from serving.routing import parse_arms
     from serving.server import ServeConfig, build_backend
 
@@ -309,7 +310,8 @@ def test_a_split_divides_the_threads_among_its_arms_servers(
     assert isinstance(backend, EngineBackend)
     try:
         assert sorted(backend.running()) == [BASE, LORA]
-        commands = [r.engine.server.config.command() for r in backend._pinned.values()]
+        routes = [r for r in backend._pinned.values() if isinstance(r, EngineRoute)]
+        commands = [r.engine.server.config.command() for r in routes]
         assert [c[c.index("-t") + 1] for c in commands] == ["1", "1"], commands
     finally:
         asyncio.run(backend.close())

@@ -76,6 +76,22 @@ def machine() -> dict[str, Any]:
     }
 
 
+def matmul_peak_gflops(device: str = "cpu", n: int = 2048, repeats: int = 8) -> float:
+    """The best GFLOP/s of an ``n``-square float32 matmul on torch's threads: the machine's
+    compute limit, beside which the model benchmarks print what they reach."""
+    import torch
+
+    a, b = (torch.randn(n, n, device=device) for _ in range(2))
+    best = float("inf")
+    for _ in range(repeats + 1):  # the first one warms up
+        started = time.perf_counter()
+        torch.mm(a, b)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - started)
+    return 2 * n**3 / best / 1e9
+
+
 def write_results(name: str, results: dict[str, Any]) -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{name}.json"

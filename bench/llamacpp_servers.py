@@ -2,7 +2,8 @@
 """Several llama-servers on one machine, as the closing A/B and a canary run them (one server a
 checkpoint): completion tokens/s of all of them together, with each taking every thread, and with
 the threads divided among them (``serving.llamacpp_fleet.threads_per_server``), beside one
-server alone on the same cores.
+server alone on the same cores; each beside a float32 matmul's GFLOP/s measured in the same run
+(the machine's compute limit), counting 2N model FLOPs a decoded token as MFU does.
 
     python bench/llamacpp_servers.py [--servers 2] [--threads 2] [--slots 16] [--requests 32]
 
@@ -23,11 +24,19 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import format_table, machine, quiet_port_block, reexec_in_venv, write_results  # noqa: E402
+from _common import (  # noqa: E402
+    format_table,
+    machine,
+    matmul_peak_gflops,
+    quiet_port_block,
+    reexec_in_venv,
+    write_results,
+)
 
 reexec_in_venv(__file__)
 
 import httpx  # noqa: E402
+import torch  # noqa: E402
 
 from infra.kafka_dist import default_cache_root  # noqa: E402
 from models.catalog import fetch, models_dir  # noqa: E402
@@ -55,10 +64,17 @@ async def ask(url: str, requests: int, at_once: int, max_tokens: int) -> int:
         return sum(await asyncio.gather(*(one(n) for n in range(requests))))
 
 
+def model_params(url: str) -> int:
+    """The served model's parameter count, as llama-server reports it."""
+    answer = httpx.get(f"{url}/v1/models", timeout=30)
+    answer.raise_for_status()
+    return int(answer.json()["data"][0]["meta"]["n_params"])
+
+
 def measure(binary: Path, gguf: Path, servers: int, threads: int, args: argparse.Namespace,
-            log_dir: Path) -> tuple[int, float]:  # fmt: skip
+            log_dir: Path) -> tuple[int, float, int]:  # fmt: skip
     """Start ``servers`` servers of ``threads`` threads each, warm them, load them all at once;
-    (tokens, seconds)."""
+    (tokens, seconds, the model's parameters)."""
     started: list[LlamaServer] = []
     try:
         for _ in range(servers):
@@ -74,7 +90,7 @@ def measure(binary: Path, gguf: Path, servers: int, threads: int, args: argparse
 
         t0 = time.monotonic()
         tokens = sum(asyncio.run(all_at_once()))
-        return tokens, time.monotonic() - t0
+        return tokens, time.monotonic() - t0, model_params(started[0].url)
     finally:
         for server in started:
             server.stop()
@@ -99,19 +115,26 @@ def main() -> int:
         (f"{args.servers} servers, {args.threads} threads each", args.servers, args.threads),
         (f"{args.servers} servers, threads divided ({shared} each)", args.servers, shared),
     ]
+    torch.set_num_threads(args.threads)
+    peak = matmul_peak_gflops()
+    print(f"compute limit: a 2048x2048 float32 matmul at {peak:.1f} GFLOP/s "
+          f"on {args.threads} threads")  # fmt: skip
+    header = ["configuration", "requests", "tokens", "s", "tokens/s", "GFLOP/s", "of peak"]
     rows: list[list[object]] = []
-    runs: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, servers, threads in configs:
-            tokens, seconds = measure(binary, gguf, servers, threads, args, Path(tmp))
+            tokens, seconds, params = measure(binary, gguf, servers, threads, args, Path(tmp))
+            gflops = 2 * params * tokens / seconds / 1e9  # 2N a decoded token, as MFU counts
             rows.append([name, servers * args.requests, tokens, round(seconds, 1),
-                         round(tokens / seconds, 1)])  # fmt: skip
-            runs.append(dict(zip(["configuration", "requests", "tokens", "seconds",
-                                             "tokens_per_s"], rows[-1], strict=True)))  # fmt: skip
-            print(format_table(["configuration", "requests", "tokens", "s", "tokens/s"], rows[-1:]))
+                         round(tokens / seconds, 1), round(gflops, 1),
+                         f"{gflops / peak:.0%}"])  # fmt: skip
+            print(format_table(header, rows[-1:]))
     print()
-    print(format_table(["configuration", "requests", "tokens", "s", "tokens/s"], rows))
-    results = {"machine": machine(), "args": vars(args), "runs": runs}
+    print(format_table(header, rows))
+    runs = [dict(zip(["configuration", "requests", "tokens", "seconds", "tokens_per_s",
+                      "gflops", "of_matmul_peak"], row, strict=True)) for row in rows]  # fmt: skip
+    results = {"machine": machine(), "args": vars(args), "matmul_peak_gflops": peak,
+               "model_params": params, "runs": runs}  # fmt: skip
     print(f"figures: {write_results('llamacpp_servers', results)}")
     return 0
 

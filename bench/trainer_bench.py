@@ -31,7 +31,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import format_table, machine, reexec_in_venv, write_results  # noqa: E402
+from _common import (  # noqa: E402
+    format_table,
+    machine,
+    matmul_peak_gflops,
+    reexec_in_venv,
+    write_results,
+)
 
 reexec_in_venv(__file__)
 os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
@@ -148,19 +154,6 @@ def bare_update(policy: CausalLMPolicy, batch: list[Example], steps: int) -> flo
     if policy.device.type == "cuda":
         torch.cuda.synchronize()
     return tokens * steps / (time.perf_counter() - started)
-
-
-def matmul_peak_gflops(device: str, n: int = 2048, repeats: int = 8) -> float:
-    """The best GFLOP/s of an ``n``-square float32 matmul: the machine's compute limit."""
-    a, b = (torch.randn(n, n, device=device) for _ in range(2))
-    best = float("inf")
-    for _ in range(repeats + 1):  # the first one warms up
-        started = time.perf_counter()
-        torch.mm(a, b)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - started)
-    return 2 * n**3 / best / 1e9
 
 
 def update_flops(params: int, batch: list[Example], epochs: int, lora: bool) -> float:

@@ -85,7 +85,7 @@ class RateTest:
         )  # fmt: skip
         return (
             f"candidate eval: {self.metric} {self.parent:.3f} -> {self.candidate:.3f} on "
-            f"{self.n} prompts ({pairs}one-sided z {self.z:+.2f}, p {self.p_value:.4f})"
+            f"{self.n} answers each ({pairs}one-sided z {self.z:+.2f}, p {self.p_value:.4f})"
         )
 
 

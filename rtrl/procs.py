@@ -58,18 +58,22 @@ def run_stage(
     name: str, args: list[str], log_file: Path, timeout: float = 600, ok: tuple[int, ...] = (0,)
 ) -> str:
     """Run a one-shot `rtrl` subcommand to completion; return its output, raise when its exit
-    code is not one of ``ok``."""
-    done = subprocess.run(
-        [sys.executable, "-m", "rtrl.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    code is not one of ``ok``. Its log (stderr) reaches ``log_file`` as it is written, so a
+    long stage's progress can be followed there; its output follows when it ends."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_file, "a") as f:
-        f.write(done.stdout + done.stderr)
+    with open(log_file, "a") as log_out:
+        start = log_out.tell()
+        done = subprocess.run(
+            [sys.executable, "-m", "rtrl.cli", *args],
+            stdout=subprocess.PIPE,
+            stderr=log_out,
+            text=True,
+            timeout=timeout,
+        )
+        log_out.write(done.stdout)
     if done.returncode not in ok:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        written = log_file.read_bytes()[start:].decode(errors="replace")
+        tail = "\n".join(written.strip().splitlines()[-15:])
         raise RuntimeError(f"`rtrl {' '.join(args)}` failed ({done.returncode}):\n{tail}")
     return done.stdout
 

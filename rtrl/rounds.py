@@ -36,6 +36,9 @@ from trainer.exit_codes import EXIT_REJECTED
 
 log = logging.getLogger("rtrl.run")
 SAMPLING = SamplingParams(max_tokens=8, temperature=1.0)
+# a round of `rtrl train` on a real model on a CPU takes 7-10 minutes (SmolLM2, 342 examples and
+# its candidate evals: bench/RESULTS.md), past the other stages' 10-minute limit
+TRAIN_TIMEOUT_S = 3600.0
 # the run's learner: a few hundred examples a round, a fresh small model that must move
 LEARNER_ARGS = [
     "--lr",
@@ -216,6 +219,7 @@ class TrainingRounds:
                     *self._kafka,
                 ],
                 self.root / "logs" / "train.log",
+                timeout=TRAIN_TIMEOUT_S,
                 ok=(0, EXIT_REJECTED),
             )
         print(trained, end="")

@@ -4,12 +4,13 @@ world's gate evals (``release.eval_round.candidate_evals``) of a candidate again
 timed at a few sample sizes, each test's paired p-value beside the p-value the same outcomes
 would give as two independent samples.
 
-    python bench/candidate_evals_bench.py --registry DATA/registry \\
+    python bench/candidate_evals_bench.py --registry DATA/checkpoints \\
         --parent smollm2-0000 --candidate smollm2-0003 [--samples 2,4,8]
 
-DATA is an ``rtrl run --world code`` data directory (its registry holds the checkpoints). The
-recent prompts are the first ``--prompts`` easy tasks' (what the code world's users ask); the
-task pass rate is read on ``--tasks``. The cost to beat is the issue's: ~53 minutes for the
+DATA is an ``rtrl run --world code`` data directory (its ``checkpoints`` folder is the
+registry). The recent prompts are the first ``--prompts`` easy tasks' (what the code world's
+users ask); the task pass rate is read on ``--tasks``; answers are sampled as the code world's
+users are (``CodeWorldSettings.sampling``). The cost to beat is the issue's: ~53 minutes for the
 default gate's evals on SmolLM2 (64 recent prompts, the shipped tasks, 4 samples, unpaired).
 Figures to stdout and ``bench/out/candidate_evals.json``.
 """

@@ -30,12 +30,13 @@ import re
 import tomllib
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 TASKS_FILE = "tasks.toml"
 Group = Literal["shipped", "easy", "held_out"]
+GROUPS: tuple[Group, ...] = get_args(Group)
 FLOAT_TOLERANCE = 1e-9  # relative: a mean computed in another order is still right
 _SIGNATURE = re.compile(r"(?P<name>[a-z_][a-z0-9_]*)\((?P<params>[a-z0-9_, ]*)\)")
 

@@ -29,7 +29,7 @@ reexec_in_venv(__file__)
 
 import torch  # noqa: E402
 
-from agent.tasks import Group, load_tasks  # noqa: E402
+from agent.tasks import GROUPS, Group, load_tasks  # noqa: E402
 from checkpoints.store import CheckpointRegistry  # noqa: E402
 from checkpoints.weights import load_policy  # noqa: E402
 from release.candidate_evals import RateTest, one_sided_test  # noqa: E402
@@ -53,7 +53,7 @@ def main() -> int:
     ap.add_argument("--candidate", required=True)
     ap.add_argument("--samples", default="2,4,8", help="answers per prompt and task, a list")
     ap.add_argument("--prompts", type=int, default=4, help="recent prompts (the code world's 4)")
-    ap.add_argument("--tasks", default="held_out", choices=["shipped", "easy", "held_out"])
+    ap.add_argument("--tasks", default="held_out", choices=GROUPS)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()

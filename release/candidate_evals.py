@@ -108,9 +108,7 @@ def one_sided_test(
     ...                [True] * 10 + [False] * 90, 0.05, 0.5, 0.02).alarm  # halved: good
     False
     """
-    n = len(parent)
-    if n == 0 or len(candidate) != n:
-        raise ValueError("the same number of generations from both checkpoints, at least one")
+    n = _generations(parent, candidate)
     p0, p1 = sum(parent) / n, sum(candidate) / n
     pooled = (p0 + p1) / 2
     spread = math.sqrt(2 * pooled * (1 - pooled) / n)
@@ -118,6 +116,13 @@ def one_sided_test(
     p_value = 0.5 * math.erfc(z / math.sqrt(2))
     alarm = p_value < alpha and _big(metric, p0, p1, min_relative, min_absolute)
     return RateTest(metric, p0, p1, n, z, p_value, alarm)
+
+
+def _generations(parent: Sequence[bool], candidate: Sequence[bool]) -> int:
+    """How many generations each checkpoint gave: the same number, at least one."""
+    if not parent or len(candidate) != len(parent):
+        raise ValueError("the same number of generations from both checkpoints, at least one")
+    return len(parent)
 
 
 def _big(metric: str, p0: float, p1: float, min_relative: float, min_absolute: float) -> bool:
@@ -151,9 +156,7 @@ def paired_test(
     >>> one_sided_test("invalid_tool_call_rate", same, moved, 0.05, 0.5, 0.02).alarm
     False
     """
-    n = len(parent)
-    if n == 0 or len(candidate) != n:
-        raise ValueError("the same number of generations from both checkpoints, at least one")
+    n = _generations(parent, candidate)
     bad_way = (True, False) if _sign(metric) > 0 else (False, True)  # (candidate, parent)
     worse = sum((c, p) == bad_way for p, c in zip(parent, candidate, strict=True))
     better = sum((p, c) == bad_way for p, c in zip(parent, candidate, strict=True))

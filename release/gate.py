@@ -25,9 +25,9 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING
 
-from agent.tasks import Group
+from agent.tasks import GROUPS, Group
 from release.offpolicy_bound import WEIGHT_CAP
 from rewards.config import RewardConfig
 
@@ -38,9 +38,6 @@ if TYPE_CHECKING:  # types only: importing them would load polars
 
 _READER = re.compile(r"harness|[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 """``harness``, or ``module:factory`` (see ``release.candidate_evals.behaviour_reader``)."""
-
-
-EVAL_TASK_GROUPS: tuple[str, ...] = get_args(Group)
 
 
 @dataclass(frozen=True)
@@ -112,10 +109,9 @@ class GateConfig:
                 "GateConfig.eval_reader must be 'harness' or 'module:factory', "
                 f"got {self.eval_reader!r}"
             )
-        if self.eval_tasks not in EVAL_TASK_GROUPS:
+        if self.eval_tasks not in GROUPS:
             raise ValueError(
-                f"GateConfig.eval_tasks must be one of {', '.join(EVAL_TASK_GROUPS)}, "
-                f"got {self.eval_tasks!r}"
+                f"GateConfig.eval_tasks must be one of {', '.join(GROUPS)}, got {self.eval_tasks!r}"
             )
         if not isinstance(self.block_on_alarms, bool):
             raise ValueError(

@@ -9,6 +9,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from agent.tasks import GROUPS
 from checkpoints.cli import add_publish, add_registry
 from infra.cli import (
     add_watch_args,
@@ -124,7 +125,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument(
         "--eval-tasks",
-        choices=("shipped", "easy", "held_out"),
+        choices=GROUPS,
         default="shipped",
         help="the tasks (agent/tasks.toml) whose pass rate under their hidden tests the "
         "candidate must not lower, with the harness reader: shipped (the default), easy, or "

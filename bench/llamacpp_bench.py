@@ -10,6 +10,10 @@
   of the same prompt + completion (``models.mismatch``: KL estimates k1 and k3, largest gap).
 
     python bench/llamacpp_bench.py [--max-tokens 64] [--rounds 1] [--threads 2] [--slots 8]
+                                   [--weights gguf|f16|f32]
+
+``--weights f16`` serves the learner's own (dequantized) weights at f16, as ``rtrl serve
+--engine-exact`` does; the mismatch then measures llama.cpp's kernels alone.
 
 Needs the built server (``python -m serving.llamacpp_build``). Figures to stdout and
 ``bench/out/llamacpp.json``.
@@ -46,6 +50,7 @@ from models.sampling import SamplingParams  # noqa: E402
 from serving.generation import Generation  # noqa: E402
 from serving.llamacpp import LlamaCppBackend  # noqa: E402
 from serving.llamacpp_build import server_binary  # noqa: E402
+from serving.llamacpp_convert import dequantized_base  # noqa: E402
 from serving.llamacpp_engine import EngineConfig, LlamaServer  # noqa: E402
 
 TASKS = [
@@ -106,6 +111,9 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=8, help="llama-server's parallel slots")
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--weights", choices=("gguf", "f16", "f32"), default="gguf",
+                    help="what llama-server loads: the shipped GGUF (4-bit), or the learner's "
+                    "dequantized weights at f16 or f32 (rtrl serve --engine-exact)")  # fmt: skip
     args = ap.parse_args()
     binary = server_binary(default_cache_root(os.environ))
     if not binary.is_file():
@@ -126,8 +134,12 @@ def main() -> int:
         registry.register(checkpoint_id="smol-0000", parent=None, model=model_ref(base),
                           weights=WeightsRef(kind="base"), training=TrainingRef(), files={},
                           evals={}, batches=(), status=PROMOTED)  # fmt: skip
+        served = base.path
+        if args.weights != "gguf":  # as rtrl serve --engine-exact serves it
+            cache = default_cache_root(os.environ)
+            served = dequantized_base(model_ref(base), cache, Path(tmp), args.weights, print)
         config = EngineConfig(
-            binary, base.path, free_port_block(1), threads=args.threads, slots=args.slots
+            binary, served, free_port_block(1), threads=args.threads, slots=args.slots
         )
         with LlamaServer(config, Path(tmp) / "server.log") as server:
             gens: list[Generation] = []
@@ -144,8 +156,8 @@ def main() -> int:
 
                 done, wall = asyncio.run(run())
                 tokens = sum(len(g.token_ids or ()) for g in done)
-                rows.append([f"llama.cpp ({args.slots} slots)", clients, tokens, wall,
-                             tokens / wall])  # fmt: skip
+                name = f"llama.cpp {args.weights} ({args.slots} slots)"
+                rows.append([name, clients, tokens, wall, tokens / wall])
                 gens.extend(done)
     for batch in (1, 16):
         tokens, wall = sampler_round(policy, prompts, params, batch)

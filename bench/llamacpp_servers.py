@@ -103,12 +103,18 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=16, help="each server's parallel slots")
     ap.add_argument("--requests", type=int, default=32, help="completions asked of each server")
     ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument(
+        "--gguf",
+        type=Path,
+        help="the model file served (default: SmolLM2's 4-bit "
+        "GGUF; e.g. its float16 conversion, rtrl serve --engine-weights f16)",
+    )
     args = ap.parse_args()
     binary = server_binary(default_cache_root(os.environ))
     if not binary.is_file():
         print(f"llama-server is not built at {binary}: python -m serving.llamacpp_build")
         return 2
-    gguf = fetch("smollm2-135m", models_dir())
+    gguf = args.gguf or fetch("smollm2-135m", models_dir())
     shared = threads_per_server(args.threads, args.servers)
     configs = [
         ("one server alone", 1, args.threads),
@@ -133,8 +139,8 @@ def main() -> int:
     print(format_table(header, rows))
     runs = [dict(zip(["configuration", "requests", "tokens", "seconds", "tokens_per_s",
                       "gflops", "of_matmul_peak"], row, strict=True)) for row in rows]  # fmt: skip
-    results = {"machine": machine(), "args": vars(args), "matmul_peak_gflops": peak,
-               "model_params": params, "runs": runs}  # fmt: skip
+    results = {"machine": machine(), "args": {**vars(args), "gguf": str(gguf)},
+               "matmul_peak_gflops": peak, "model_params": params, "runs": runs}  # fmt: skip
     print(f"figures: {write_results('llamacpp_servers', results)}")
     return 0
 

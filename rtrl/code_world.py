@@ -57,8 +57,9 @@ React = Callable[[Turn, Grade | None], Reaction]
 class CodeWorldSettings(BaseModel):
     """The code world's defaults, sized for SmolLM2-135M on two CPU cores (40 to 70 new tokens
     a second with transformers, batched or not): three rounds and the closing A/B test in
-    about 30 minutes, of which serving takes half (four rounds of 112 answers and 80 more for
-    the A/B, up to 96 tokens each) and the held-out evals, LoRA updates and windows the rest."""
+    about 30 minutes, of which serving takes half (three rounds of 112 answers and 80 more for
+    the A/B, where the last checkpoint meets its users, up to 96 tokens each) and the held-out
+    evals, LoRA updates and windows the rest."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -20,7 +20,12 @@ log = logging.getLogger("serving")
 
 
 def engine_settings(
-    threads: int, slots: int, outtype: str, drain_s: float, gguf_dir: Path | None = None
+    threads: int,
+    slots: int,
+    outtype: str,
+    drain_s: float,
+    gguf_dir: Path | None = None,
+    exact: bool = False,
 ) -> EngineSettings:
     cache = default_cache_root(os.environ)
     binary = ensure_server(cache, log=lambda line: log.info("%s", line))
@@ -33,4 +38,5 @@ def engine_settings(
         outtype=outtype,
         drain_timeout_s=drain_s,
         converted_dir=gguf_dir,
+        exact=exact,
     )

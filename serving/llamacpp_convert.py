@@ -6,7 +6,9 @@ The converters are those of the pinned llama.cpp tree the server is built from
 as a child process in that tree (so it imports the tree's own ``gguf-py`` and ``conversion``
 package), offline (``HF_HUB_OFFLINE=1``). By kind of checkpoint:
 
-- ``base``: its GGUF file as it is; a base in the Hugging Face layout is converted once.
+- ``base``: its GGUF file as it is; a base in the Hugging Face layout is converted once. With
+  ``exact``, a quantized GGUF base is served as the learner computes it (its dequantized
+  weights at ``outtype``, :func:`dequantized_base`), and so is the base under a LoRA adapter.
 - ``lora``: the adapter written as a peft directory (``serving.upstream.export_adapter``), then
   converted against the base's ``config.json`` (the converter reads only hyper-parameters there;
   for a GGUF base they are written from the GGUF's metadata by transformers, no weights). The
@@ -44,6 +46,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from checkpoints.record import CheckpointInfo, ModelRef
 from checkpoints.store import CheckpointRegistry
@@ -88,13 +91,18 @@ def engine_weights(
     outtype: str = OUTTYPE,
     log: Log = log.info,
     out_dir: Path | None = None,
+    exact: bool = False,
 ) -> EngineWeights:
     """The GGUF files that serve ``info``, converted the first time (into ``out_dir``,
-    default the cache's ``converted`` folder)."""
+    default the cache's ``converted`` folder); ``exact``: a quantized GGUF base as the learner
+    computes it (:func:`dequantized_base`)."""
     if outtype not in OUTTYPES:
         raise ValueError(f"outtype {outtype!r}: one of {', '.join(OUTTYPES)}")
     out_dir = out_dir or converted_dir(cache_root)
-    base = base_gguf(info.model, cache_root, out_dir, outtype, log)
+    if exact and Path(info.model.base_path).is_file():
+        base = dequantized_base(info.model, cache_root, out_dir, outtype, log)
+    else:
+        base = base_gguf(info.model, cache_root, out_dir, outtype, log)
     kind = info.weights.kind
     if kind == "base":
         return EngineWeights(base)
@@ -165,6 +173,32 @@ def base_gguf(
         f"base {path.name}",
         log,
     )
+
+
+def dequantized_base(
+    model: ModelRef, cache_root: Path, out_dir: Path, outtype: str = OUTTYPE, log: Log = log.info
+) -> Path:
+    """A GGUF base as the learner computes it: its weights as transformers dequantizes them
+    (``models.loading.load_base``), written at ``outtype`` with the base's own tokenizer.
+
+    Why: llama.cpp multiplies a 4-bit file's weights in its own integer kernels, and its
+    log-probabilities of SmolLM2's Q4_1 file sit 0.004 nats a token (k3) from the learner's;
+    served from this file they sit 1e-5 apart at f16 (bench/RESULTS.md), for a file 2-4
+    times larger."""
+    path = Path(model.base_path)
+
+    def convert(part: Path) -> None:
+        from models.loading import load_base
+
+        loaded = load_base(path, expect_sha256=model.base_sha256)
+        with tempfile.TemporaryDirectory(dir=part.parent) as tmp:
+            hf, plain = Path(tmp) / "hf", Path(tmp) / "weights.gguf"
+            _write_model(loaded.model, loaded.tokenizer, hf)
+            _convert("convert_hf_to_gguf.py", [str(hf), "--outtype", outtype], plain, cache_root)
+            with_tokenizer_of(plain, path, part)
+
+    target = out_dir / f"base-{_short(model.base_sha256)}-dequantized-{outtype}.gguf"
+    return _cached(target, convert, f"base {path.name} as the learner computes it", log)
 
 
 def _write_config(config: object, out: Path) -> None:
@@ -247,12 +281,16 @@ def full_gguf(
 def _write_hf(registry: CheckpointRegistry, info: CheckpointInfo, out: Path) -> None:
     """The checkpoint's model in the Hugging Face layout: config, safetensors, tokenizer (a
     tied output matrix written once, under the embedding's name, as the converters expect)."""
-    from safetensors.torch import save_file
-
     from checkpoints.weights import load_policy
 
     policy = load_policy(registry, info)
-    model = policy.model
+    _write_model(policy.model, policy.tokenizer, out)
+
+
+def _write_model(model: Any, tokenizer: Any, out: Path) -> None:
+    """A transformers model and tokenizer in the Hugging Face layout the converters read."""
+    from safetensors.torch import save_file
+
     tied = bool(getattr(model.config, "tie_word_embeddings", False))
     state = {
         k: v.detach().contiguous()
@@ -261,7 +299,7 @@ def _write_hf(registry: CheckpointRegistry, info: CheckpointInfo, out: Path) -> 
     }
     _write_config(model.config, out)
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
-    policy.tokenizer.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
 
 
 def with_tokenizer_of(weights: Path, vocabulary: Path, out: Path) -> None:
@@ -314,13 +352,21 @@ def main(argv: list[str] | None = None) -> int:
         default=OUTTYPE,
         help=f"full weights' type in the GGUF file (default {OUTTYPE})",
     )
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="a quantized GGUF base as the learner computes it: its dequantized weights at "
+        "--outtype (see rtrl serve --engine-exact)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     try:
         registry = CheckpointRegistry(args.registry)
         info = registry.get(args.checkpoint)
         cache = default_cache_root(os.environ)
-        weights = engine_weights(registry, info, cache, args.outtype, out_dir=args.out_dir)
+        weights = engine_weights(
+            registry, info, cache, args.outtype, out_dir=args.out_dir, exact=args.exact
+        )
     except (ConversionError, ValueError, KeyError, OSError) as exc:
         print(f"llama.cpp conversion: {exc}", file=sys.stderr)
         return 2

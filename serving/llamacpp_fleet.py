@@ -13,7 +13,7 @@ Changing global adapter scales on a running server instead would change the weig
 requests it is decoding. The price is memory: two servers for the length of the drain.
 
 Conversion runs in a child process (``python -m serving.llamacpp_convert``), so that the gateway
-never loads torch; a base checkpoint whose base is a GGUF file needs none.
+never loads torch; a base checkpoint whose base is a GGUF file needs none (unless ``exact``).
 """
 
 from __future__ import annotations
@@ -55,6 +55,11 @@ class EngineSettings(BaseModel):
     slots: int = Field(8, ge=1, description="requests one server decodes together")
     context: int = Field(8192, ge=256, description="tokens of context, shared by the slots")
     outtype: str = Field(OUTTYPE, pattern="^(" + "|".join(OUTTYPES) + ")$")
+    exact: bool = Field(
+        False,
+        description="a quantized GGUF base served as the learner computes it, its dequantized "
+        "weights at outtype (serving.llamacpp_convert.dequantized_base)",
+    )
     start_timeout_s: float = Field(120, gt=0)
     convert_timeout_s: float = Field(1800, gt=0)
     drain_timeout_s: float = Field(
@@ -123,7 +128,7 @@ class EngineFleet:
         """``info``'s GGUF files: a GGUF base as it is, anything else converted (cached) by a
         child process."""
         base = Path(info.model.base_path)
-        if info.weights.kind == "base" and base.suffix == ".gguf":
+        if info.weights.kind == "base" and base.suffix == ".gguf" and not self.settings.exact:
             return EngineWeights(base_gguf(info.model, self.settings.cache_root, Path()))
         cmd = [
             sys.executable,
@@ -136,6 +141,8 @@ class EngineFleet:
             "--outtype",
             self.settings.outtype,
         ]
+        if self.settings.exact:
+            cmd.append("--exact")
         if self.settings.converted_dir is not None:
             cmd += ["--out-dir", str(self.settings.converted_dir)]
         env = {

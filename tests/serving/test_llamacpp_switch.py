@@ -195,6 +195,49 @@ def test_promoted_lora_and_full_checkpoints_are_served_by_the_engine(
                 assert kl[other] > APART, kls  # and not as any other checkpoint
 
 
+EXACT_LIMIT = 1e-3  # nats per token: what an engine serving the learner's own weights must meet
+
+
+def test_an_exact_engine_serves_the_base_and_its_lora_as_the_learner_scores_them(
+    registry: CheckpointRegistry,
+    policies: dict[str, CausalLMPolicy],
+    gguf_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """With ``exact`` the 4-bit GGUF base is served from its dequantized weights at f16 (the
+    LoRA checkpoint over that base too): its log-probabilities are the learner's to 1e-3
+    nats a token, where the 4-bit file's are ~0.004 apart (the test above)."""
+    settings = EngineSettings(binary=BINARY, cache_root=CACHE, log_dir=tmp_path / "logs",
+                              converted_dir=gguf_dir, threads=2, slots=4,
+                              exact=True)  # fmt: skip
+    fleet = EngineFleet(settings, registry)
+    params = SamplingParams(temperature=1.0, max_tokens=48)
+
+    async def run() -> dict[str, list[Generation]]:
+        backend = EngineBackend(fleet, registry, BASE)
+        served: dict[str, list[Generation]] = {}
+        try:
+            for checkpoint in (BASE, LORA):
+                if checkpoint != BASE:
+                    assert await asyncio.to_thread(backend.take_up, registry.get(checkpoint))
+                served[checkpoint] = [
+                    await backend.chat(backend.target(CURRENT), None, {"messages": chat}, params)
+                    for chat in CHATS
+                ]
+        finally:
+            await backend.close()
+        return served
+
+    served = asyncio.run(run())
+    assert "dequantized" in fleet.weights(registry.get(BASE)).model.name
+    for checkpoint, gens in served.items():
+        records = [r for r in (rollout_of(g, "i", params, None, TS) for g in gens)
+                   if isinstance(r, Rollout)]  # fmt: skip
+        assert sum(len(r.completion_ids) for r in records) >= 64, records
+        gap = mismatch([list(r.logprobs) for r in records], _scored(policies[checkpoint], records))
+        assert gap.kl_k3 < EXACT_LIMIT and abs(gap.kl_k1) < EXACT_LIMIT, (checkpoint, gap)
+
+
 def _closer_to_its_own(record: Rollout, scores: dict[str, list[float]]) -> bool:
     """Whether the recorded log-probabilities are closer to the named checkpoint's scoring
     than to any other's (squared distance per token)."""

@@ -34,6 +34,9 @@ from rtrl.rl_sim import Later, react_and_report, report_later
 from rtrl.token_users import TASKS, Population
 
 EXPERIMENT = "final-ab"
+CODE_AB_CONCURRENCY = 32
+"""The code world's A/B users in flight: so that each arm's server decodes as many together as a
+round's one server does (16); at the rounds' 16 the two arms' servers had about 8 each."""
 CONTROL, TREATMENT = "control", "treatment"  # the first checkpoint, the last promoted
 
 
@@ -75,7 +78,7 @@ def play_code_ab(http: httpx.Client, client: Client, users: int, per_user: int, 
     interactions per arm."""
     drawn = round_asks(users * per_user, seed)
     asks = [(f"u_ab{seed}_{n // per_user:05d}", task) for n, (_, task) in enumerate(drawn)]
-    outcomes = play_users(http, client, asks, params)
+    outcomes = play_users(http, client, asks, params, concurrency=CODE_AB_CONCURRENCY)
     return Counter(o.answer.experiment[1] if o.answer.experiment else "outside the experiment"
                    for o in outcomes)  # fmt: skip
 

@@ -75,8 +75,14 @@ def test_a_checkpoint_announced_under_load_mixes_no_request(tmp_path, registry, 
     async def load() -> tuple[list, float, list]:
         first = [asyncio.create_task(ask(f"a-{n}")) for n in range(50)]
         await asyncio.sleep(0.3)
-        await asyncio.to_thread(publish_checkpoint, kafka_bootstrap, topic_names.checkpoints, newer)
+        publish = asyncio.create_task(asyncio.to_thread(
+            publish_checkpoint, kafka_bootstrap, topic_names.checkpoints, newer))  # fmt: skip
+        while not publish.done():  # the load goes on however long the producer takes (CI)
+            first.append(asyncio.create_task(ask(f"a-{len(first)}")))
+            await asyncio.sleep(0.05)
+        await publish
         announced = time.monotonic()
+        first += [asyncio.create_task(ask(f"a-{len(first) + n}")) for n in range(20)]
         answered = await asyncio.gather(*first)  # raises if one failed
         later: list = []
         for wave in range(60):  # until the new checkpoint answers
@@ -89,7 +95,7 @@ def test_a_checkpoint_announced_under_load_mixes_no_request(tmp_path, registry, 
         answered, announced, later = asyncio.run(load())
     finally:
         serve.stop()
-    assert len(answered) == 50
+    assert len(answered) >= 70
     assert any(t > announced for _, _, t in answered), "the announcement came after the load"
     by_header = {i: c for i, c, _ in answered + later}
     assert set(by_header.values()) == {"t-0000", "t-0001"}

@@ -191,11 +191,7 @@ def dequantized_base(
         from models.loading import load_base
 
         loaded = load_base(path, expect_sha256=model.base_sha256)
-        with tempfile.TemporaryDirectory(dir=part.parent) as tmp:
-            hf, plain = Path(tmp) / "hf", Path(tmp) / "weights.gguf"
-            _write_model(loaded.model, loaded.tokenizer, hf)
-            _convert("convert_hf_to_gguf.py", [str(hf), "--outtype", outtype], plain, cache_root)
-            with_tokenizer_of(plain, path, part)
+        _model_gguf(loaded.model, loaded.tokenizer, path, outtype, part, cache_root)
 
     target = out_dir / f"base-{_short(model.base_sha256)}-dequantized-{outtype}.gguf"
     return _cached(target, convert, f"base {path.name} as the learner computes it", log)
@@ -265,30 +261,34 @@ def full_gguf(
     base = Path(info.model.base_path)
 
     def convert(part: Path) -> None:
-        with tempfile.TemporaryDirectory(dir=part.parent) as tmp:
-            hf = Path(tmp) / "hf"
-            _write_hf(registry, info, hf)
-            if base.suffix != ".gguf":
-                _convert("convert_hf_to_gguf.py", [str(hf), "--outtype", outtype], part, cache_root)
-                return
-            plain = Path(tmp) / "weights.gguf"
-            _convert("convert_hf_to_gguf.py", [str(hf), "--outtype", outtype], plain, cache_root)
-            with_tokenizer_of(plain, base, part)
+        from checkpoints.weights import load_policy
+
+        policy = load_policy(registry, info)
+        _model_gguf(policy.model, policy.tokenizer, base, outtype, part, cache_root)
 
     return _cached(out_dir / name, convert, f"{info.checkpoint_id}'s weights", log)
 
 
-def _write_hf(registry: CheckpointRegistry, info: CheckpointInfo, out: Path) -> None:
-    """The checkpoint's model in the Hugging Face layout: config, safetensors, tokenizer (a
-    tied output matrix written once, under the embedding's name, as the converters expect)."""
-    from checkpoints.weights import load_policy
-
-    policy = load_policy(registry, info)
-    _write_model(policy.model, policy.tokenizer, out)
+def _model_gguf(model: Any, tokenizer: Any, base: Path, outtype: str, out: Path,
+                cache_root: Path) -> None:  # fmt: skip
+    """A transformers model converted to a GGUF model at ``outtype``; with a GGUF ``base``,
+    given that file's own tokenizer."""
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        hf = Path(tmp) / "hf"
+        _write_model(model, tokenizer, hf)
+        args = [str(hf), "--outtype", outtype]
+        if base.suffix != ".gguf":
+            _convert("convert_hf_to_gguf.py", args, out, cache_root)
+            return
+        plain = Path(tmp) / "weights.gguf"
+        _convert("convert_hf_to_gguf.py", args, plain, cache_root)
+        with_tokenizer_of(plain, base, out)
 
 
 def _write_model(model: Any, tokenizer: Any, out: Path) -> None:
-    """A transformers model and tokenizer in the Hugging Face layout the converters read."""
+    """A transformers model and tokenizer in the Hugging Face layout the converters read:
+    config, safetensors, tokenizer (a tied output matrix written once, under the embedding's
+    name, as the converters expect)."""
     from safetensors.torch import save_file
 
     tied = bool(getattr(model.config, "tie_word_embeddings", False))

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from models import gguf_cache
 from models.catalog import file_sha256
 from models.lora_settings import LoraSettings
 
@@ -55,7 +56,8 @@ class LoadedBase:
 
 def load_base(path: Path, expect_sha256: str | None = None) -> LoadedBase:
     """The model and tokenizer at ``path``, in float32 on the CPU; ``expect_sha256`` refuses a
-    base whose content is not the one a checkpoint was built on."""
+    base whose content is not the one a checkpoint was built on. A GGUF file is dequantized
+    once and read from its cache after (``models.gguf_cache``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path).resolve()
@@ -76,10 +78,17 @@ def load_base(path: Path, expect_sha256: str | None = None) -> LoadedBase:
         where, extra = str(path), {}
     else:
         raise ValueError(f"{path}: neither a .gguf file nor a model directory with config.json")
-    tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=True, **extra)
-    model = AutoModelForCausalLM.from_pretrained(
-        where, local_files_only=True, dtype=torch.float32, **extra
-    )
+    cached = gguf_cache.cache_dir(path, digest) if extra else None
+    loaded = gguf_cache.load_cached(cached) if cached else None
+    if loaded is not None:
+        model, tokenizer = loaded
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=True, **extra)
+        model = AutoModelForCausalLM.from_pretrained(
+            where, local_files_only=True, dtype=torch.float32, **extra
+        )
+        if cached:
+            gguf_cache.save_cache(cached, model, tokenizer)
     return LoadedBase(
         model, tokenizer, path, digest, str(model.config.model_type), tokenizer_sha256(tokenizer)
     )

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,7 @@ from models.examples import Example, read_examples
 from models.loading import LoraSettings
 from models.policy import CausalLMPolicy
 from models.scoring import score_examples
+from models.snapshot import Snapshot, SnapshotPolicy, trainable_snapshot
 from release.canary import CanaryConfig, canary_stage
 from release.candidate_evals import RateTest
 from release.eval_round import candidate_evals
@@ -146,12 +149,17 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     if not train or not held:
         raise ValueError(f"{len(examples)} examples: too few to both train and hold out")
     adapter = parent_info.weights.lora or lora
-    policy = load_policy(
-        registry, parent_info, new_lora=lora if parent_info.weights.kind != "lora" else None
-    )
-    policy.to(accelerator.device)
-    checks = check_batches(policy, _by_batch(examples, batch_of), learner.mismatch_sample,
-                           learner.max_mismatch_kl) if learner.mismatch_sample else {}  # fmt: skip
+    seconds: dict[str, float] = {}
+    with _timed(seconds, "load"):
+        policy = load_policy(
+            registry, parent_info, new_lora=lora if parent_info.weights.kind != "lora" else None
+        )
+        policy.to(accelerator.device)
+    with _timed(seconds, "mismatch"):
+        checks = (
+            check_batches(policy, _by_batch(examples, batch_of), learner.mismatch_sample,
+                          learner.max_mismatch_kl) if learner.mismatch_sample else {}
+        )  # fmt: skip
     quarantined = {b: c.reason for b, c in checks.items() if c.reason is not None}
     for batch, reason in quarantined.items():
         log.warning("batch %s quarantined: %s", batch, reason)
@@ -166,10 +174,11 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     parent_state = load_trainer_state(registry, parent_info) if same_params else None
     reference = reference_info = None
     if learner.kl_coef > 0:
-        reference_info = registry.get(registry.root_of(parent_id))
-        reference_policy = load_policy(registry, reference_info)
-        reference = score_examples(reference_policy.to(accelerator.device), train)
-        del reference_policy
+        with _timed(seconds, "reference"):
+            reference_info = registry.get(registry.root_of(parent_id))
+            reference_policy = load_policy(registry, reference_info)
+            reference = score_examples(reference_policy.to(accelerator.device), train)
+            del reference_policy
     key = round_key(
         parent=parent_id,
         batches=[b for b, _ in batches],
@@ -193,26 +202,32 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                 progress.step % learner.save_every == 0):  # fmt: skip
             state_file.save(policy, progress, optimizer_state)
 
-    result = update(
-        policy,
-        train,
-        learner,
-        accelerator,
-        baseline=parent_info.training.state,
-        reference=reference,
-        optimizer_state=parent_state["optimizer"] if parent_state else None,
-        resume=resume,
-        on_step=save_state,
-    )
+    parent_weights = trainable_snapshot(policy)  # the parent again, for the candidate evals
+    with _timed(seconds, "update"):
+        result = update(
+            policy,
+            train,
+            learner,
+            accelerator,
+            baseline=parent_info.training.state,
+            reference=reference,
+            optimizer_state=parent_state["optimizer"] if parent_state else None,
+            resume=resume,
+            on_step=save_state,
+        )
     if not accelerator.is_main_process:
         return None
     attempt = attempt_of(registry, parent_id)
-    rows = evidence_rows(policy, held)
-    figures = estimate_rows(rows, level=attempt_level(gate.level, attempt),
-                            resamples=gate.resamples, seed=learner.seed,
-                            weight_cap=gate.weight_cap, reward_min=gate.reward_min,
-                            reward_max=gate.reward_max)  # fmt: skip
-    tests = _candidate_evals(registry, parent_info, policy, held, gate, learner.seed)
+    with _timed(seconds, "gate_scoring"):
+        rows = evidence_rows(policy, held)
+        figures = estimate_rows(rows, level=attempt_level(gate.level, attempt),
+                                resamples=gate.resamples, seed=learner.seed,
+                                weight_cap=gate.weight_cap, reward_min=gate.reward_min,
+                                reward_max=gate.reward_max)  # fmt: skip
+    with _timed(seconds, "candidate_evals"):
+        tests = _candidate_evals(policy, parent_weights, held, gate, learner.seed)
+    log.info("round %s took %s", candidate_id,
+             ", ".join(f"{name} {s:.0f}s" for name, s in seconds.items()))  # fmt: skip
     decision = decide(figures, alarms, gate, [t.message for t in tests if t.alarm])
     evidence = evidence_bytes(rows)
     evals = {
@@ -235,6 +250,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         "candidate_evals": [asdict(t) for t in tests],
         "device": str(accelerator.device),
         "processes": accelerator.num_processes,
+        "seconds": {name: round(s, 1) for name, s in seconds.items()},
     }
     if canary is not None and decision.passed:
         evals["canary"] = canary_stage(candidate_id, canary)
@@ -261,6 +277,17 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     )
     state_file.remove()
     return TrainResult(info, decision, result.stats, figures, len(train), len(held), dict(skipped))
+
+
+@contextmanager
+def _timed(seconds: dict[str, float], stage: str) -> Iterator[None]:
+    """Add the wall time of the block to ``seconds[stage]``: a round's record says where its
+    minutes went."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - started
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -315,14 +342,19 @@ def _register_quarantined(registry: CheckpointRegistry, parent: CheckpointInfo, 
     return f"{candidate_id} rejected untrained: " + "; ".join(reasons)
 
 
-def _candidate_evals(registry: CheckpointRegistry, parent_info: CheckpointInfo,
-                     candidate: CausalLMPolicy, held: Sequence[Example], gate: GateConfig,
-                     seed: int) -> list[RateTest]:  # fmt: skip
+def _candidate_evals(
+    candidate: CausalLMPolicy,
+    parent_weights: Snapshot,
+    held: Sequence[Example],
+    gate: GateConfig,
+    seed: int,
+) -> list[RateTest]:
     """The candidate's behaviour against its parent's on the held-out prompts and the eval
-    tasks (none when ``gate.eval_prompts`` is 0)."""
+    tasks (none when ``gate.eval_prompts`` is 0). The parent is the candidate's model with the
+    trainable weights it had before the update."""
     if gate.eval_prompts == 0:
         return []
-    parent = load_policy(registry, parent_info).to(candidate.device)
+    parent = SnapshotPolicy(candidate, parent_weights)
     recent = [e.rollout.prompt_ids for e in held]
     tests = candidate_evals(parent, candidate, recent, held[0].rollout.sampling, gate, seed)
     for test in tests:

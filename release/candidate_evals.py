@@ -186,6 +186,42 @@ def eval_prompts(
     return [list(p) for p in seen] + asks
 
 
+def paired_samples(parent: CausalLMPolicy, candidate: CausalLMPolicy,
+                   prompts: Sequence[Sequence[int]], params: SamplingParams, samples: int,
+                   seed: int) -> tuple[list[Completion], list[Completion]]:  # fmt: skip
+    """``samples`` generations per prompt from each checkpoint, prompt by prompt, the same
+    seeded generator over the same batches for both: the i-th generations form a pair."""
+    out: tuple[list[Completion], list[Completion]] = ([], [])
+    for who, policy in ((0, parent), (1, candidate)):
+        generator = torch.Generator(policy.device).manual_seed(seed)
+        batch = [list(p) for p in prompts for _ in range(samples)]
+        for start in range(0, len(batch), 32):
+            out[who].extend(policy.sample(batch[start : start + 32], params, generator))
+    return out
+
+
+def behaviour_tests(
+    parent: Sequence[Completion],
+    candidate: Sequence[Completion],
+    reader: Callable[[Completion], Behaviours],
+    *,
+    alpha: float = 0.05,
+    min_relative: float = 0.5,
+    min_absolute: float = 0.02,
+) -> list[RateTest]:
+    """Each behaviour rate of paired generations (:func:`paired_samples`), tested pair by
+    pair."""
+    rows: dict[str, tuple[list[bool], list[bool]]] = {}
+    for who, completions in ((0, parent), (1, candidate)):
+        for done in completions:
+            for metric, value in reader(done).items():
+                rows.setdefault(metric, ([], []))[who].append(value)
+    return [
+        paired_test(metric, p, c, alpha, min_relative, min_absolute)
+        for metric, (p, c) in rows.items()
+    ]
+
+
 def compare_behaviour(parent: CausalLMPolicy, candidate: CausalLMPolicy,
                       prompts: Sequence[Sequence[int]], params: SamplingParams,
                       reader: Callable[[Completion], Behaviours], *, samples: int = 4,
@@ -193,15 +229,6 @@ def compare_behaviour(parent: CausalLMPolicy, candidate: CausalLMPolicy,
                       min_absolute: float = 0.02, seed: int = 0) -> list[RateTest]:  # fmt: skip
     """Each behaviour rate of ``candidate`` against ``parent``: ``samples`` generations each
     per prompt, the same prompts and seeds for both, compared pair by pair."""
-    rows: dict[str, tuple[list[bool], list[bool]]] = {}
-    for who, policy in ((0, parent), (1, candidate)):
-        generator = torch.Generator(policy.device).manual_seed(seed)
-        batch = [list(p) for p in prompts for _ in range(samples)]
-        for start in range(0, len(batch), 32):
-            for done in policy.sample(batch[start : start + 32], params, generator):
-                for metric, value in reader(done).items():
-                    rows.setdefault(metric, ([], []))[who].append(value)
-    return [
-        paired_test(metric, p, c, alpha, min_relative, min_absolute)
-        for metric, (p, c) in rows.items()
-    ]
+    before, after = paired_samples(parent, candidate, prompts, params, samples, seed)
+    return behaviour_tests(before, after, reader, alpha=alpha, min_relative=min_relative,
+                           min_absolute=min_absolute)  # fmt: skip

@@ -20,12 +20,13 @@ from models.sampling import SamplingParams
 from release.candidate_evals import (
     RateTest,
     behaviour_reader,
-    compare_behaviour,
+    behaviour_tests,
     eval_prompts,
+    paired_samples,
     paired_test,
 )
 from release.gate import GateConfig
-from release.task_evals import task_passes
+from release.task_evals import grade_answers, task_passes
 
 # a task pass rate's alarm: a fall of 5 points and 20 % of the parent's rate
 PASS_RATE_MIN_ABSOLUTE, PASS_RATE_MIN_RELATIVE = 0.05, 0.2
@@ -35,27 +36,28 @@ def candidate_evals(parent: CausalLMPolicy, candidate: CausalLMPolicy,
                     recent: Sequence[Sequence[int]], params: SamplingParams, gate: GateConfig,
                     seed: int) -> list[RateTest]:  # fmt: skip
     """Every eval of ``candidate`` against ``parent`` (none when ``gate.eval_prompts`` is 0);
-    ``recent``: the round's held-out prompts (token ids), ``params``: their sampling."""
+    ``recent``: the round's held-out prompts (token ids), ``params``: their sampling.
+
+    With a task group other than the shipped one, the answers to its tasks are sampled once:
+    the behaviours are read on them and the pass rate graded on the very same answers."""
     if gate.eval_prompts == 0:
         return []
     tasks = load_tasks(gate.eval_tasks)
-    # the behaviours are read on the shipped eval prompts, or on the tasks of another group
-    texts = None if gate.eval_tasks == "shipped" else [t.prompt for t in tasks]
-    tests = compare_behaviour(
-        parent,
-        candidate,
-        eval_prompts(candidate, recent, gate.eval_prompts, texts),
-        params,
-        behaviour_reader(gate.eval_reader, candidate.vocab_size),
-        samples=gate.eval_samples,
-        alpha=gate.eval_alpha,
-        seed=seed,
-    )
-    if gate.eval_reader == "harness":
-        before, after = (
-            task_passes(policy, params, gate.eval_samples, seed, tasks)
-            for policy in (parent, candidate)
-        )
-        tests.append(paired_test("task_pass_rate", before, after, gate.eval_alpha,
-                                 PASS_RATE_MIN_RELATIVE, PASS_RATE_MIN_ABSOLUTE))  # fmt: skip
+    own_tasks = gate.eval_tasks != "shipped"
+    prompts = eval_prompts(candidate, recent, gate.eval_prompts,
+                           [t.prompt for t in tasks] if own_tasks else None)  # fmt: skip
+    before, after = paired_samples(parent, candidate, prompts, params, gate.eval_samples, seed)
+    tests = behaviour_tests(before, after, behaviour_reader(gate.eval_reader, candidate.vocab_size),
+                            alpha=gate.eval_alpha)  # fmt: skip
+    if gate.eval_reader != "harness":
+        return tests
+    if own_tasks:  # the tasks' answers close the list, task by task
+        tail = len(tasks) * gate.eval_samples
+        passes = [grade_answers([c.text for c in side[-tail:]], tasks, gate.eval_samples)
+                  for side in (before, after)]  # fmt: skip
+    else:
+        passes = [task_passes(policy, params, gate.eval_samples, seed, tasks)
+                  for policy in (parent, candidate)]  # fmt: skip
+    tests.append(paired_test("task_pass_rate", passes[0], passes[1], gate.eval_alpha,
+                             PASS_RATE_MIN_RELATIVE, PASS_RATE_MIN_ABSOLUTE))  # fmt: skip
     return tests

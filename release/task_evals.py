@@ -25,7 +25,6 @@ def task_passes(policy: CausalLMPolicy, params: SamplingParams, samples: int, se
     """``samples`` answers per task, each True when its code passes every hidden case. An
     answer without Python code fails without running anything."""
     tasks = tuple(tasks or load_tasks())
-    harness = Harness()
     prompts = [
         policy.chat_prompt([{"role": "user", "content": task.prompt}])
         for task in tasks
@@ -33,12 +32,22 @@ def task_passes(policy: CausalLMPolicy, params: SamplingParams, samples: int, se
     ]
     generator = torch.Generator(policy.device).manual_seed(seed)
     answers = [
-        done
+        done.text
         for start in range(0, len(prompts), 32)
         for done in policy.sample(prompts[start : start + 32], params, generator)
     ]
+    return grade_answers(answers, tasks, samples, limits)
+
+
+def grade_answers(answers: Sequence[str], tasks: Sequence[Task], samples: int,
+                  limits: Limits = TASK_LIMITS) -> list[bool]:  # fmt: skip
+    """Whether each answer passes its task's hidden cases: ``samples`` answers per task, task
+    by task (the order :func:`task_passes` samples them in)."""
+    if len(answers) != len(tasks) * samples:
+        raise ValueError(f"{len(answers)} answers for {len(tasks)} tasks x {samples} samples")
+    harness = Harness()
     passed = []
     for i, answer in enumerate(answers):
-        code = harness.read(answer.text).code()
+        code = harness.read(answer).code()
         passed.append(bool(code) and grade(code, tasks[i // samples], limits).passed)
     return passed

@@ -227,7 +227,7 @@ def _land_and_train(
 
     def land() -> None:
         with rounds.clock.stage("settle"):
-            settle(settle_s)
+            settle(settle_s, since=rounds.played_until)
         for name, stage_args in (
             ("sink", ["warehouse", "sink", *kafka, *wh, "--once", "--group-id", f"{run_id}-sink"]),
             ("catalog", ["warehouse", "catalog", *wh]),
@@ -278,6 +278,7 @@ def _land_and_train(
             end="",
         )
     if args.rounds:
+        rounds.measure_held_out()  # any checkpoint no users' round or A/B came after
         print_summary(rounds, warehouse / "warehouse.duckdb")
         print(
             run_stage(
@@ -331,8 +332,10 @@ def _final_ab(args: argparse.Namespace, root: Path, logs: Path, rounds: Training
         served = run_final_ab(closing, first, last, client, population, args.ab_users, params,
                               logs / "gateway.log")  # fmt: skip
         left = client.flush(timeout=60)
+    rounds.played_until = time.monotonic()
     log.info("closing A/B: interactions per arm %s%s", dict(served),
              f"; {left} events still in the spool" if left else "")  # fmt: skip
+    rounds.measure_held_out()  # the last checkpoints', while the A/B's windows close
     return True
 
 

@@ -125,11 +125,18 @@ def render(title: str, summary: RunSummary, plots: Sequence[Plot]) -> str:
         [[c.cycle, *(c.stages.get(s) for s in summary.stage_names), c.total_s]
          for c in summary.cycles],
     )  # fmt: skip
-    lineage = table(
-        ["checkpoint", "parent", "decision", "reasons"],
-        [[c.checkpoint_id, c.parent or "-", c.status, "; ".join(c.reasons) or "-"]
-         for c in summary.checkpoints],
-    )  # fmt: skip
+    if summary.world == "code":
+        lineage = table(
+            ["checkpoint", "parent", "decision", "held-out pass rate", "reasons"],
+            [[c.checkpoint_id, c.parent or "-", c.status, c.held_out_pass_rate,
+              "; ".join(c.reasons) or "-"] for c in summary.checkpoints],
+        )  # fmt: skip
+    else:
+        lineage = table(
+            ["checkpoint", "parent", "decision", "reasons"],
+            [[c.checkpoint_id, c.parent or "-", c.status, "; ".join(c.reasons) or "-"]
+             for c in summary.checkpoints],
+        )  # fmt: skip
     promoted = sum(c.status == "promoted" for c in summary.checkpoints)
     gated = sum(c.status != "root" for c in summary.checkpoints)
     intro = (f"{len(rounds)} training rounds, {sum(r.users for r in rounds)} simulated users "

@@ -78,6 +78,8 @@ class TrainingRounds:
     code: CodeWorldSettings = field(default_factory=CodeWorldSettings)
     held_out: dict[str, PassRate] = field(default_factory=dict)  # the code world's, per checkpoint
     serving: str | None = None  # the checkpoint the gateway serves
+    # when the last user's last event was sent (time.monotonic()): the windows close from there
+    played_until: float | None = None
     vocab_size: int = 0
     _http: httpx.Client | None = None
     _gateway: ExitStack = field(default_factory=ExitStack)
@@ -137,6 +139,7 @@ class TrainingRounds:
                 params=SAMPLING,
             )
             left = client.flush(timeout=60)
+        self.played_until = time.monotonic()
         if left:
             log.warning(
                 "round %d: %d events not yet acknowledged (kept in the spool)", number, left
@@ -161,6 +164,7 @@ class TrainingRounds:
             asks = round_asks(self.interactions, self.seed * 1000 + number)
             outcomes = play_users(self._http, client, asks, self.code.sampling)
             left = client.flush(timeout=60)
+        self.played_until = time.monotonic()
         if left:
             log.warning("round %d: %d events not yet acknowledged (kept in the spool)", number,
                         left)  # fmt: skip
@@ -172,31 +176,36 @@ class TrainingRounds:
                                t["accepted"] / n, 0, t["passed"], t["kept"],
                                t["dissatisfied"])  # fmt: skip
         self.figures.append(figures)
-        rate = self._held_out_rate(figures.checkpoint_id)
+        self.measure_held_out()  # while the round's windows close
+        rate = self.held_out.get(figures.checkpoint_id)
         log.info("round %d: %d users served by %s: code passing the hidden tests %.2f, edits "
                  "kept %.2f, dissatisfied follow-ups %.2f, no code %.2f; held-out pass rate %s",
                  number, n, figures.checkpoint_id, t["passed"] / n, t["kept"] / n,
                  t["dissatisfied"] / n, t["no_code"] / n, rate_text(rate))  # fmt: skip
         return figures
 
-    def _held_out_rate(self, checkpoint_id: str) -> PassRate | None:
-        """The checkpoint's pass rate on the held-out tasks (measured once per checkpoint; the
-        simulator's, never trained on)."""
-        if not self.code.eval_samples:
-            return None
-        if checkpoint_id not in self.held_out:
-            from checkpoints.weights import load_policy
-            from rtrl.code_world import held_out_pass_rate
+    def measure_held_out(self) -> None:
+        """The code world's pass rate on the held-out tasks (the simulator's, never trained on)
+        of every registered checkpoint not yet measured. Called after users were served, when
+        the loop would otherwise only wait for their reward windows to close (``settle``
+        counts from the last event): a candidate is measured after the next round's users,
+        not in the minute after its gate decision."""
+        if self.world != "code" or not self.code.eval_samples:
+            return
+        from checkpoints.weights import load_policy
+        from rtrl.code_world import held_out_pass_rate
 
+        for info in self.registry.list():
+            if info.checkpoint_id in self.held_out:
+                continue
             started = time.monotonic()
-            policy = load_policy(self.registry, self.registry.get(checkpoint_id))
-            self.held_out[checkpoint_id] = held_out_pass_rate(
-                policy, self.code.sampling, self.code.eval_samples, self.seed
-            )
-            spent = time.monotonic() - started
-            log.info("held-out eval of %s: %s in %.0fs", checkpoint_id,
-                     rate_text(self.held_out[checkpoint_id]), spent)  # fmt: skip
-        return self.held_out[checkpoint_id]
+            self.held_out[info.checkpoint_id] = held_out_pass_rate(
+                load_policy(self.registry, info), self.code.sampling, self.code.eval_samples,
+                self.seed,
+            )  # fmt: skip
+            log.info("held-out eval of %s (%s): %s in %.0fs", info.checkpoint_id, info.status,
+                     rate_text(self.held_out[info.checkpoint_id]),
+                     time.monotonic() - started)  # fmt: skip
 
     def train(self, warehouse: Path) -> CheckpointInfo:
         """`rtrl train` on the served checkpoint's new batch; wait until a promoted one is
@@ -225,12 +234,10 @@ class TrainingRounds:
         print(trained, end="")
         decision = self.registry.list()[-1]
         self.decisions.append(decision)
-        if self.world == "code":
-            log.info("gate: %s (trained on %s's users) %s%s; held-out pass rate %s, its parent "
-                     "%s", decision.checkpoint_id, parent, decision.status,
-                     "" if decision.status == PROMOTED else ": " + "; ".join(decision.reasons),
-                     rate_text(self._held_out_rate(decision.checkpoint_id)),
-                     rate_text(self._held_out_rate(parent)))  # fmt: skip
+        if self.world == "code":  # its held-out pass rate: after the next users (measure_held_out)
+            why = "" if decision.status == PROMOTED else ": " + "; ".join(decision.reasons)
+            log.info("gate: %s (trained on %s's users) %s%s", decision.checkpoint_id, parent,
+                     decision.status, why)  # fmt: skip
         elif self.truth_samples:
             self._judge_truth(parent, decision)
         with self.clock.stage("switch"):
@@ -280,6 +287,12 @@ class TrainingRounds:
         self._http = None
 
 
-def settle(seconds: float) -> None:
-    log.info("waiting %.0fs for the windows and their late periods to close", seconds)
-    time.sleep(seconds)
+def settle(seconds: float, since: float | None = None) -> None:
+    """Wait until ``seconds`` after ``since`` (``time.monotonic()`` of the last event sent;
+    default now): what ran in between, such as the held-out evals, counts toward the wait."""
+    left = seconds if since is None else seconds - (time.monotonic() - since)
+    if left <= 0:
+        log.info("the windows and their late periods closed while the loop worked")
+        return
+    log.info("waiting %.0fs for the windows and their late periods to close", left)
+    time.sleep(left)

@@ -80,7 +80,9 @@ def ab_tests(experiment: str, closing: bool, rows: Sequence[ReportRow]) -> list[
 def build_summary(rounds: TrainingRounds, rows: list[Round], experiment: str, closing: bool,
                   ab: Sequence[ReportRow]) -> RunSummary:  # fmt: skip
     """The run's summary from the rounds, the checkpoint registry and the A/B report."""
-    lineage = [checkpoint(c.checkpoint_id, c.parent, c.status, c.reasons, c.evals.get("gate", {}))
+    held = {c: (r.rate, r.n) for c, r in rounds.held_out.items()}
+    lineage = [checkpoint(c.checkpoint_id, c.parent, c.status, c.reasons, c.evals.get("gate", {}),
+                          held.get(c.checkpoint_id))
                for c in rounds.registry.list()]  # fmt: skip
     return RunSummary(
         world="code" if rounds.world == "code" else "tokens",

@@ -62,6 +62,10 @@ class Checkpoint(_Model):
     reasons: list[str]
     """Why: every failing rule when rejected; the figures that passed when promoted."""
     gate: dict[str, float | str] = Field(default_factory=dict)  # the numbers the rules read
+    # the code world's: its pass rate on the held-out tasks over so many answers (None when
+    # not measured), every checkpoint's, the rejected and the last promoted included
+    held_out_pass_rate: float | None = None
+    held_out_answers: int | None = None
 
 
 class Metric(_Model):
@@ -132,14 +136,19 @@ def passing_reasons(gate: Mapping[str, Any]) -> list[str]:
 
 
 def checkpoint(checkpoint_id: str, parent: str | None, status: str, reasons: Sequence[str],
-               gate: Mapping[str, Any]) -> Checkpoint:  # fmt: skip
-    """A registry entry as the summary shows it: the first checkpoint is the ``root``."""
+               gate: Mapping[str, Any],
+               held_out: tuple[float, int] | None = None) -> Checkpoint:  # fmt: skip
+    """A registry entry as the summary shows it: the first checkpoint is the ``root``;
+    ``held_out``: its held-out pass rate and answers, where measured."""
     kept = {k: v for k, v in gate.items() if isinstance(v, str) or _finite(v)}
+    rate, answers = held_out if held_out else (None, None)
     if parent is None:
-        return Checkpoint(checkpoint_id=checkpoint_id, parent=None, status="root", reasons=[])
+        return Checkpoint(checkpoint_id=checkpoint_id, parent=None, status="root", reasons=[],
+                          held_out_pass_rate=rate, held_out_answers=answers)  # fmt: skip
     why = list(reasons) if status != "promoted" else passing_reasons(kept)
     return Checkpoint(checkpoint_id=checkpoint_id, parent=parent, status=status,  # type: ignore[arg-type]
-                      reasons=why, gate=kept)  # fmt: skip
+                      reasons=why, gate=kept, held_out_pass_rate=rate,
+                      held_out_answers=answers)  # fmt: skip
 
 
 def cycles(table: Sequence[Mapping[str, float]]) -> list[Cycle]:

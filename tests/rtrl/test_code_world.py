@@ -193,7 +193,7 @@ def test_code_world_run_every_hop_from_answer_to_reward(
     assert first.gate_decision in ("promoted", "rejected")
     # the candidate was trained with the code world's learner, not a token-world scenario's
     candidate = registry.get(f"{prefix}-0001").evals
-    assert candidate["learner"]["lr"] == 0.0002, candidate["learner"]
+    assert candidate["learner"]["lr"] == 0.0004, candidate["learner"]
     assert candidate["learner"]["target_kl"] == 0.006, candidate["learner"]
     # the learner scored the served rollouts as they were sampled: the engine's too
     assert not candidate["quarantined"], candidate["mismatch"]
@@ -203,3 +203,7 @@ def test_code_world_run_every_hop_from_answer_to_reward(
     evals = {e["metric"]: e for e in candidate["candidate_evals"]}
     assert evals["task_pass_rate"]["n"] == len(load_tasks("held_out")), evals
     assert all(e["discordant"] is not None for e in evals.values()), evals
+    # every checkpoint's held-out pass rate, the candidate's too (measured after the next users)
+    assert all(c.held_out_pass_rate is not None for c in summary.checkpoints), summary
+    # and the round's record says where its time went
+    assert {"load", "update", "gate_scoring", "candidate_evals"} <= set(candidate["seconds"])

@@ -30,7 +30,7 @@ from models.sampling import SamplingParams
 from rtrl.code_world import play_users, round_asks
 from rtrl.gateway_stage import GatewaySetup, gateway
 from rtrl.http_users import ask_all
-from rtrl.rl_sim import Later, react_and_report, report_later
+from rtrl.rl_sim import Later, react_and_report
 from rtrl.token_users import TASKS, Population
 
 EXPERIMENT = "final-ab"
@@ -58,7 +58,7 @@ def play_ab(http: httpx.Client, client: Client, population: Population, users: i
             for _ in range(per_user)]  # fmt: skip
     answers = ask_all(http, asks, params, concurrency)
     served: Counter[str] = Counter()
-    later: Later = []
+    later = Later(client)
     for n, ((user_id, task), answer) in enumerate(zip(asks, answers, strict=True)):
         if answer.experiment is None or answer.experiment[0] != EXPERIMENT:
             served["outside the experiment"] += 1
@@ -68,7 +68,7 @@ def play_ab(http: httpx.Client, client: Client, population: Population, users: i
         fields = {"user_id": user_id, "session_id": f"s_{user_id}",
                   "experiment": {"name": EXPERIMENT, "arm": arm}}  # fmt: skip
         react_and_report(client, population, rng, task, answer, f"e{n}", fields, later)
-    report_later(client, later)
+    later.drain()
     return served
 
 

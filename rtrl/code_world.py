@@ -44,7 +44,6 @@ from rtrl.http_users import (
     Emitter,
     Later,
     ask_all,
-    report_later,
 )
 from rtrl.text_users import Reaction, by_rule, later_events, now_events
 
@@ -165,11 +164,11 @@ def play_users(http: Any, client: Emitter, asks: Sequence[tuple[str, Task]],
     answer. ``fields``: a user's stamp (default: the user and a session of their own)."""
     answers = ask_all(http, [(u, t.prompt) for u, t in asks], params, concurrency, text=True)
     harness, outcomes = Harness(), []
-    later: Later = []
+    later = Later(client)
     for (user_id, task), answer in zip(asks, answers, strict=True):
         stamp = fields(user_id) if fields else {"user_id": user_id, "session_id": f"s_{user_id}"}
         outcomes.append(answer_and_react(client, answer, task, react, stamp, later, harness))
-    report_later(client, later)
+    later.drain()
     return outcomes
 
 

@@ -10,6 +10,7 @@ the checkpoint that served it and the experiment arm, which the users stamp on t
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,9 +24,6 @@ from models.sampling import SamplingParams
 LOOK_AGAIN_S = 3.0
 """How long after reacting the users look at their accepted edits again (keep or revert them):
 well inside `rtrl run`'s shortened reward window, so the reward and the A/B see it."""
-
-Later = list[tuple[str, str, dict[str, Any], dict[str, Any]]]
-"""Events to send later: (type, interaction id, payload, stamp)."""
 
 
 class Emitter(Protocol):
@@ -99,13 +97,46 @@ def ask_all(http: httpx.Client, asks: Sequence[tuple[str, str]], params: Samplin
         return list(pool.map(one, asks))
 
 
-def report_later(client: Emitter, later: Later, delay_s: float = LOOK_AGAIN_S) -> None:
-    """After ``delay_s``, the users' second look at their accepted edits, through the SDK."""
-    if not later:
-        return
-    time.sleep(delay_s)
-    for event_type, interaction_id, payload, stamp in later:
-        client.emit(event_type, interaction_id, payload, **stamp)
+LaterEvent = tuple[str, str, dict[str, Any], dict[str, Any]]
+"""An event to send later: (type, interaction id, payload, stamp)."""
+
+
+class Later:
+    """The users' second looks at their edits, each sent ``delay_s`` after that user reacted.
+
+    Not all after the last user of a round reacted: reacting to a round's answers takes
+    minutes when each is graded in a sandbox (1,200 answers of the code world's closing A/B),
+    longer than a reward window, and a second look sent after its interaction's window closed
+    is a late event that neither the reward nor the A/B's edits-kept reads. Each
+    :meth:`append` sends what has come due; :meth:`drain` waits for the rest."""
+
+    def __init__(self, client: Emitter, delay_s: float = LOOK_AGAIN_S) -> None:
+        self._client = client
+        self._delay_s = delay_s
+        self._queue: deque[tuple[float, LaterEvent]] = deque()
+
+    def append(self, event: LaterEvent) -> None:
+        self.send_due()
+        self._queue.append((time.monotonic() + self._delay_s, event))
+
+    def send_due(self) -> None:
+        now = time.monotonic()
+        while self._queue and self._queue[0][0] <= now:
+            self._send(self._queue.popleft()[1])
+
+    def drain(self) -> None:
+        """Send every event still waiting, each at its time."""
+        while self._queue:
+            due, event = self._queue.popleft()
+            time.sleep(max(0.0, due - time.monotonic()))
+            self._send(event)
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def _send(self, event: LaterEvent) -> None:
+        event_type, interaction_id, payload, stamp = event
+        self._client.emit(event_type, interaction_id, payload, **stamp)
 
 
 def serving(http: httpx.Client) -> str:

@@ -18,7 +18,7 @@ from ingest.sdk import Client
 from models.policy import CausalLMPolicy
 from models.sampling import SamplingParams
 from rewards.config import RewardConfig
-from rtrl.http_users import LOOK_AGAIN_S, Answer, Later, ask_all, report_later
+from rtrl.http_users import LOOK_AGAIN_S, Answer, Later, ask_all
 from rtrl.token_users import (
     TASKS,
     Population,
@@ -30,7 +30,7 @@ from rtrl.token_users import (
     interaction_events,
 )
 
-__all__ = ["LOOK_AGAIN_S", "Later", "RoundFigures", "play_round", "report_later", "true_value"]
+__all__ = ["LOOK_AGAIN_S", "Later", "RoundFigures", "play_round", "true_value"]
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,8 @@ def react_and_report(client: Client, population: Population, rng: random.Random,
                      later: Later) -> tuple[Reaction, bool]:  # fmt: skip
     """One user's reaction to the gateway's ``answer``, reported through the SDK stamped with
     the checkpoint that served it and ``fields``; the reaction and whether the edit was
-    accepted. What the user does later with an accepted edit is appended to ``later`` (sent by
-    :func:`report_later`). Users who react to the model's output report the gateway's real
-    timing as the latency."""
+    accepted. What the user does later with an accepted edit is appended to ``later``. Users
+    who react to the model's output report the gateway's real timing as the latency."""
     reaction = population.react(answer.token_ids, rng, task)
     if population.real_latency:
         reaction = replace(reaction, latency_ms=answer.latency_ms)
@@ -83,7 +82,7 @@ def play_round(http: httpx.Client, client: Client, taste: Population, interactio
         raise RuntimeError(f"the served checkpoint changed within a round: {sorted(checkpoints)}")
     accepted = invalid = clarifying = 0
     taste_sum = 0.0
-    later: Later = []
+    later = Later(client)
     for n, ((user_id, task), answer) in enumerate(zip(asks, answers, strict=True)):
         fields = {"session_id": f"s_sim{n % 50}", "user_id": user_id}
         reaction, is_accepted = react_and_report(client, taste, rng, task, answer, f"e{n}",
@@ -92,7 +91,7 @@ def play_round(http: httpx.Client, client: Client, taste: Population, interactio
         accepted += is_accepted
         invalid += reaction.invalid_tool_call
         clarifying += reaction.clarifying
-    report_later(client, later)
+    later.drain()
     return RoundFigures(
         checkpoints.pop(), interactions, accepted, invalid, taste_sum / interactions, clarifying
     )

@@ -23,7 +23,7 @@ from agent.tasks import load_tasks
 from ingest.sdk import Client, SdkConfig
 from models.sampling import SamplingParams
 from rtrl.code_world import Outcome, React, answer_and_react, tally
-from rtrl.http_users import Later, ask_text, report_later
+from rtrl.http_users import Later, ask_text
 from rtrl.text_users import HiddenTaste, Reaction, react
 
 log = logging.getLogger("rtrl.simulate")
@@ -40,7 +40,7 @@ def simulate(http: httpx.Client, sdk: Client, users: int, per_user: int, seed: i
     harness = Harness()
     params = SamplingParams(max_tokens=max_tokens)
     outcomes: list[Outcome] = []
-    later: Later = []
+    later = Later(sdk)
     for u in range(users):
         user_id, taste = f"u_sim{seed}_{u:05d}", HiddenTaste.draw(rng)
         for _ in range(per_user):
@@ -49,7 +49,7 @@ def simulate(http: httpx.Client, sdk: Client, users: int, per_user: int, seed: i
             fields = {"user_id": user_id, "session_id": f"s_{user_id}"}
             outcomes.append(answer_and_react(
                 sdk, answer, task, _reacting(taste, rng), fields, later, harness))  # fmt: skip
-    report_later(sdk, later)
+    later.drain()
     return tally(outcomes)
 
 

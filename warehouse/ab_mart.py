@@ -41,6 +41,7 @@ CANARY_ARM, PARENT_ARM = "canary", "parent"
 # metric -> (label, prefix of its sums in ab_arms; None for the median)
 METRICS: dict[str, tuple[str, str | None]] = {
     "kept_share": ("accepted edits still in the codebase", "kept"),
+    "kept_per_interaction": ("edits kept per interaction", "keptn"),
     "dissatisfied_rate": ("dissatisfied follow-ups", "dissat"),
     "latency_mean_ms": ("latency, mean (ms)", "latency"),
     "latency_p50_ms": ("latency, p50 (ms)", None),

@@ -4,6 +4,10 @@ Metrics (definitions in ``sql/11_interaction_outcomes.sql`` and ``sql/31_ab_arms
 
 * kept_share: of the accepted edits whose fate was measured, the mean share still in the codebase
   (0 when reverted, else the last in-window ``edit.retention`` fraction);
+* kept_per_interaction: the same kept fractions summed over all of an arm's interactions, with
+  or without an edit: how much of the agent's code stays per request. kept_share is read among
+  accepted edits only, so a treatment that gets more (and harder) edits accepted can raise what
+  users keep while its share among the accepted stays flat; this one shows it;
 * dissatisfied_rate: share of interactions whose follow-up was dissatisfied (privacy mode excluded);
 * latency_mean_ms and latency_p50_ms: the last in-window ``interaction.completed`` latency;
 * mean_reward: mean reward of scored interactions.

@@ -3,7 +3,7 @@
 -- materialized: view
 -- grain: one row per (experiment_name, experiment_arm)
 -- keys: experiment_name, experiment_arm
--- check: SELECT * FROM ab_arms WHERE kept_share NOT BETWEEN 0 AND 1 OR dissatisfied_rate NOT BETWEEN 0 AND 1
+-- check: SELECT * FROM ab_arms WHERE kept_share NOT BETWEEN 0 AND 1 OR dissatisfied_rate NOT BETWEEN 0 AND 1 OR kept_per_interaction < 0
 CREATE OR REPLACE VIEW ab_arms AS
 SELECT
     experiment_name,
@@ -11,6 +11,7 @@ SELECT
     count(*) AS n_users,
     sum(n_interactions) AS n_interactions,
     sum(kept_sum) / NULLIF(sum(n_kept_measured), 0) AS kept_share,
+    sum(kept_sum) / NULLIF(sum(n_interactions), 0) AS kept_per_interaction,
     sum(n_dissatisfied) / NULLIF(sum(n_followup_known), 0) AS dissatisfied_rate,
     sum(latency_sum) / NULLIF(sum(n_completed), 0) AS latency_mean_ms,
     sum(reward_sum) / NULLIF(sum(n_scored), 0) AS mean_reward,
@@ -18,6 +19,11 @@ SELECT
     sum(n_kept_measured) AS kept_x, sum(kept_sum) AS kept_y,
     sum(n_kept_measured * n_kept_measured) AS kept_xx, sum(kept_sum * kept_sum) AS kept_yy,
     sum(n_kept_measured * kept_sum) AS kept_xy,
+    -- edits kept per interaction: y = kept_sum, x = n_interactions
+    sum(n_interactions) AS keptn_x, sum(kept_sum) AS keptn_y,
+    sum(n_interactions * n_interactions) AS keptn_xx,
+    sum(kept_sum * kept_sum) AS keptn_yy,
+    sum(n_interactions * kept_sum) AS keptn_xy,
     -- dissatisfied follow-up rate: y = n_dissatisfied, x = n_followup_known
     sum(n_followup_known) AS dissat_x, sum(n_dissatisfied) AS dissat_y,
     sum(n_followup_known * n_followup_known) AS dissat_xx,

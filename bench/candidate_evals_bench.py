@@ -81,7 +81,9 @@ def main() -> int:
         started = time.perf_counter()
         tests = candidate_evals(parent, candidate, recent, params, gate, args.seed)
         seconds = time.perf_counter() - started
-        answers = samples * (args.prompts + 2 * tasks)  # behaviours, then graded task answers
+        # the shipped group: its eval prompts' answers, then the tasks' graded ones; any other
+        # group's task answers are sampled once, read for behaviours and graded
+        answers = samples * (args.prompts + (2 * tasks if group == "shipped" else tasks))
         for test in tests:
             rows.append([samples, answers, round(seconds), round(seconds / (2 * answers), 2),
                          test.metric, round(test.parent, 3), round(test.candidate, 3),

@@ -202,7 +202,10 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                 progress.step % learner.save_every == 0):  # fmt: skip
             state_file.save(policy, progress, optimizer_state)
 
-    parent_weights = trainable_snapshot(policy)  # the parent again, for the candidate evals
+    # the parent again, for the candidate evals: only where they run (the main process, with
+    # eval prompts), since for full weights it is a copy of the whole model
+    evals_here = accelerator.is_main_process and gate.eval_prompts > 0
+    parent_weights = trainable_snapshot(policy) if evals_here else {}
     with _timed(seconds, "update"):
         result = update(
             policy,

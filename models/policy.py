@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -134,6 +134,19 @@ def score_batch(
         torch.tensor(targets, device=device),
         tuple(len(c) for c in completions),
     )
+
+
+class Sampler(Protocol):
+    """What the evals sample a checkpoint with: its transformers policy, or an engine on the
+    same weights (``serving.llamacpp_sampler``)."""
+
+    @property
+    def device(self) -> torch.device: ...  # where the generator passed to sample lives
+
+    def chat_prompt(self, messages: Sequence[dict[str, str]]) -> list[int]: ...
+
+    def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
+               generator: torch.Generator) -> list[Completion]: ...  # fmt: skip
 
 
 class CausalLMPolicy:

@@ -12,14 +12,14 @@ import torch
 from agent.harness import Harness
 from agent.sandbox import Limits, grade
 from agent.tasks import Task, load_tasks
-from models.policy import CausalLMPolicy
+from models.policy import Sampler
 from models.sampling import SamplingParams
 
 # the eval's own limits: a task's reference runs in milliseconds, so tighter than a user's
 TASK_LIMITS = Limits(wall_s=3, cpu_s=2)
 
 
-def task_passes(policy: CausalLMPolicy, params: SamplingParams, samples: int, seed: int,
+def task_passes(policy: Sampler, params: SamplingParams, samples: int, seed: int,
                 tasks: Sequence[Task] | None = None,
                 limits: Limits = TASK_LIMITS) -> list[bool]:  # fmt: skip
     """``samples`` answers per task, each True when its code passes every hidden case. An

@@ -48,22 +48,23 @@ from rtrl.http_users import (
 from rtrl.text_users import Reaction, by_rule, later_events, now_events
 
 if TYPE_CHECKING:
-    from models.policy import CausalLMPolicy
+    from models.policy import Sampler
 
 React = Callable[[Turn, Grade | None], Reaction]
 
 
 class CodeWorldSettings(BaseModel):
-    """The code world's defaults, sized for SmolLM2-135M on two CPU cores (40 to 70 new tokens
-    a second with transformers, batched or not): three rounds and the closing A/B test in
-    about 30 minutes, of which serving takes half (three rounds of 112 answers and 80 more for
-    the A/B, where the last checkpoint meets its users, up to 96 tokens each) and the held-out
-    evals, LoRA updates and windows the rest."""
+    """The code world's defaults, sized for SmolLM2-135M on two CPU cores served by llama.cpp
+    (``--engine llama.cpp``: ~180 new tokens a second while the other stages share the cores):
+    three rounds of 336 users, enough for the gate to pass a real gain (it passed nothing below
+    about 165 users a round), and a closing A/B test of 400 users, whose edits kept per
+    interaction moved +195 % with a CI of +/-61 % at 600 (bench/RESULTS.md: each stage's
+    minutes)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    round_users: int = Field(112, ge=1, description="users per round, one easy task each")
-    ab_users: int = Field(40, ge=0, description="closing A/B users, two asks each")
+    round_users: int = Field(336, ge=1, description="users per round, one easy task each")
+    ab_users: int = Field(400, ge=0, description="closing A/B users, two asks each")
     max_tokens: int = Field(96, ge=16, description="an easy task's answer fits in ~60 tokens")
     temperature: float = Field(0.7, gt=0, description="where SmolLM2 passes ~22 % of easy")
     eval_samples: int = Field(8, ge=0, description="answers per held-out task (0: no eval)")
@@ -77,6 +78,7 @@ class CodeWorldSettings(BaseModel):
         "--lora-r", "16", "--lora-alpha", "32", "--lr", "0.0004", "--epochs", "2",
         "--minibatch", "16", "--micro-batch", "8", "--device", "cpu", "--clip", "0.3",
         "--target-kl", "0.006", "--held-out", "0.5", "--mismatch-sample", "16",
+        "--exact-behaviour-kl", "0.0001",
     )  # fmt: skip
     """`rtrl train`'s options: a LoRA adapter (minutes on a CPU, not an hour of full
     fine-tuning) at a learning rate that keeps a round inside the gate's KL limit (1 nat a
@@ -87,9 +89,11 @@ class CodeWorldSettings(BaseModel):
     7 steps instead of 12 (126 s of update instead of 185), its gate gain +0.56 with a lower
     bound of +0.26 where 2e-4 gave +0.42 and +0.18 (KL 0.58 a rollout, ESS 28 %). Half the
     users are held out, since the gate judges only with 50 held-out interactions or more (the
-    split is by user id: the 112 users hold out 51; it passed nothing before about 165, so the
-    learning run in bench/RESULTS.md used 336 users a round). The candidate evals are
-    :meth:`train_args`'."""
+    split is by user id: 112 users held out 51, and the gate passed nothing below about 165
+    users a round). Where the mismatch check finds the
+    recorded log-probs the learner's own (an exact engine: ~1e-5 nats a token), they are the
+    update's pi_old and no scoring pass precedes it: a third of an update stopped early. The
+    candidate evals are :meth:`train_args`'."""
 
     def train_args(self) -> list[str]:
         """`rtrl train`'s options: the learner's, then the candidate evals': before it may
@@ -207,7 +211,7 @@ def rate_text(rate: PassRate | None) -> str:
     return "-" if rate is None else f"{rate.rate:.3f} ({rate.passed}/{rate.n})"
 
 
-def held_out_pass_rate(policy: CausalLMPolicy, params: SamplingParams, samples: int,
+def held_out_pass_rate(policy: Sampler, params: SamplingParams, samples: int,
                        seed: int) -> PassRate:  # fmt: skip
     """``samples`` answers per held-out task, graded by the sandbox (``release.task_evals``):
     the same prompts and seeds for every checkpoint."""

@@ -64,6 +64,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def evals_engine(args: argparse.Namespace):  # EngineSettings | None
+    """The held-out evals' llama.cpp when the gateway serves with it: the same weights as the
+    users get (exact or not), a server of its own with the gateway's threads and slots, run
+    while the gateway waits for the users' reward windows; None: transformers."""
+    if args.engine != "llama.cpp":
+        return None
+    from serving.llamacpp_cli import engine_settings
+    from serving.llamacpp_convert import OUTTYPE
+
+    return engine_settings(2, args.engine_slots, OUTTYPE, 60.0, None, args.engine_exact)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.scenario != "default" and args.users != "default":
         log.error("--scenario %s brings its own users: no --users with it", args.scenario)
@@ -196,6 +208,7 @@ def _loop(
         gateway_setup=gateway,
         world=args.world,
         code=args.code,
+        engine=evals_engine(args),
     )
     try:
         if args.rounds:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -33,6 +35,10 @@ from rtrl.rl_sim import RoundFigures, TrueValue, play_round, true_value
 from rtrl.token_reader import SIMULATED
 from rtrl.token_users import POPULATIONS
 from trainer.exit_codes import EXIT_REJECTED
+
+if TYPE_CHECKING:
+    from models.policy import Sampler
+    from serving.llamacpp_fleet import EngineSettings
 
 log = logging.getLogger("rtrl.run")
 SAMPLING = SamplingParams(max_tokens=8, temperature=1.0)
@@ -77,6 +83,7 @@ class TrainingRounds:
     world: str = "tokens"  # "code": text users ask for easy tasks (rtrl.code_world)
     code: CodeWorldSettings = field(default_factory=CodeWorldSettings)
     held_out: dict[str, PassRate] = field(default_factory=dict)  # the code world's, per checkpoint
+    engine: EngineSettings | None = None  # the held-out evals' llama.cpp (None: transformers)
     serving: str | None = None  # the checkpoint the gateway serves
     # when the last user's last event was sent (time.monotonic()): the windows close from there
     played_until: float | None = None
@@ -192,20 +199,33 @@ class TrainingRounds:
         not in the minute after its gate decision."""
         if self.world != "code" or not self.code.eval_samples:
             return
-        from checkpoints.weights import load_policy
         from rtrl.code_world import held_out_pass_rate
 
         for info in self.registry.list():
             if info.checkpoint_id in self.held_out:
                 continue
             started = time.monotonic()
-            self.held_out[info.checkpoint_id] = held_out_pass_rate(
-                load_policy(self.registry, info), self.code.sampling, self.code.eval_samples,
-                self.seed,
-            )  # fmt: skip
-            log.info("held-out eval of %s (%s): %s in %.0fs", info.checkpoint_id, info.status,
-                     rate_text(self.held_out[info.checkpoint_id]),
-                     time.monotonic() - started)  # fmt: skip
+            with self._sampler(info) as sampler:
+                self.held_out[info.checkpoint_id] = held_out_pass_rate(
+                    sampler, self.code.sampling, self.code.eval_samples, self.seed
+                )
+            log.info("held-out eval of %s (%s): %s in %.0fs%s", info.checkpoint_id, info.status,
+                     rate_text(self.held_out[info.checkpoint_id]), time.monotonic() - started,
+                     " (llama.cpp)" if self.engine else "")  # fmt: skip
+
+    @contextmanager
+    def _sampler(self, info: CheckpointInfo) -> Iterator[Sampler]:
+        """What samples ``info`` for the evals: llama.cpp on its GGUF files when the run serves
+        with it (a server of its own, while the gateway's is idle), else transformers."""
+        if self.engine is not None:
+            from serving.llamacpp_sampler import engine_sampler
+
+            with engine_sampler(self.engine, self.registry, info) as sampler:
+                yield sampler
+        else:
+            from checkpoints.weights import load_policy
+
+            yield load_policy(self.registry, info)
 
     def train(self, warehouse: Path) -> CheckpointInfo:
         """`rtrl train` on the served checkpoint's new batch; wait until a promoted one is

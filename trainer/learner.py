@@ -2,13 +2,13 @@
 
 Per completion token ``t`` the update weighs three log-probabilities: the *behaviour* one the
 serving side recorded (``mu``), the *old* one of the checkpoint being trained as it was when the
-round began (``pi_old``, computed here once), and the *new* one of the weights as they move
-(``pi``). The surrogate is PPO's clipped ratio ``pi / pi_old`` times the advantage, multiplied by
-a truncated importance weight ``min(pi_old / mu, tis_cap)`` (detached). When the serving engine
-computed exactly what the trainer computes, ``pi_old == mu`` and the weight is 1: this is PPO
-against the behaviour log-probabilities. When they differ (another engine, other kernels,
-bf16), the truncated weight corrects for it without letting one token's ratio explode.
-``behaviour_ratio_dev`` reports how far apart they were.
+round began (``pi_old``, computed here once, or taken as ``mu`` where the round measured the two
+equal), and the *new* one of the weights as they move (``pi``). The surrogate is PPO's clipped ratio
+``pi / pi_old`` times the advantage, multiplied by a truncated importance weight ``min(pi_old / mu,
+tis_cap)`` (detached). When the serving engine computed exactly what the trainer computes, ``pi_old
+== mu`` and the weight is 1: this is PPO against the behaviour log-probabilities. When they differ
+(another engine, other kernels, bf16), the truncated weight corrects for it without letting one
+token's ratio explode. ``behaviour_ratio_dev`` reports how far apart they were.
 
 Advantages: completions that share a prompt are normalised within their group (GRPO); a
 completion alone with its prompt is compared with a running baseline of earlier rewards (its
@@ -62,7 +62,10 @@ class UpdateStats:
     approx_kl: float  # mean per token of KL(pi_old || pi) after the update (k3 estimate)
     ref_kl: float  # mean per token of KL(pi || reference) at the last step (kl_penalty's
     # importance-weighted k3 on the behaviour policy's tokens); 0 without one
-    behaviour_ratio_dev: float  # max over tokens of |pi_old / mu - 1| before any step
+    behaviour_ratio_dev: float  # max over tokens of |pi_old / mu - 1| before any step (0 when
+    # pi_old was taken as mu: the mismatch check measured them instead)
+    old_logprobs: str  # where pi_old came from: "scored" (a pass over the examples) or
+    # "behaviour" (the recorded ones, when the round found them exact: update's docstring)
     early_stopped: bool  # target_kl was passed
     has_signal: bool
     seconds: float
@@ -218,18 +221,21 @@ def kl_penalty(new: torch.Tensor, behaviour: torch.Tensor, reference: torch.Tens
 def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerConfig,
            accelerator: Accelerator | None = None, *, baseline: dict[str, float] | None = None,
            reference: Sequence[torch.Tensor] | None = None,
-           optimizer_state: dict[str, Any] | None = None,
+           optimizer_state: dict[str, Any] | None = None, old_is_behaviour: bool = False,
            resume: Callable[[], tuple[Progress, dict[str, Any]] | None] | None = None,
            on_step: Callable[[Progress, dict[str, Any]], None] | None = None
            ) -> UpdateResult:  # fmt: skip
     """Train ``policy`` in place on ``examples`` with PPO-clip; what the update did.
 
-    ``reference`` holds each example's per-token log-probabilities under the fixed reference
-    (needed when ``kl_coef > 0``). ``optimizer_state`` continues the optimizer's moments of an
-    earlier round. ``resume`` is called once ``pi_old`` is known (from the weights as given):
-    it may load an interrupted run's weights into the policy and return its progress and
-    optimizer state; the update then skips the steps already taken and ends where an
-    uninterrupted one would. ``on_step`` is called after each optimizer step with the progress
+    ``reference`` holds each example's per-token log-probabilities under the fixed reference (needed
+    when ``kl_coef > 0``). ``optimizer_state`` continues the optimizer's moments of an earlier
+    round. ``old_is_behaviour``: ``pi_old`` is the recorded behaviour log-probabilities, with no
+    scoring pass over the examples first; only for a caller that measured them to be the weights'
+    own (``train_round`` asks the mismatch check: ``exact_behaviour_kl``). On SmolLM2 that pass is a
+    third of an update stopped early at the target KL. ``resume`` is called once ``pi_old`` is known
+    (from the weights as given): it may load an interrupted run's weights into the policy and return
+    its progress and optimizer state; the update then skips the steps already taken and ends where
+    an uninterrupted one would. ``on_step`` is called after each optimizer step with the progress
     and the optimizer's state (to save them).
     """
     if not examples:
@@ -254,9 +260,12 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
     has_signal = any(abs(a) > 0 for a in adv)
     rank, world = accelerator.process_index, accelerator.num_processes
     shard = _shard(len(examples), rank, world)
-    old = score_rows(policy, examples, shard, config.micro_batch)
     behaviour = {i: torch.tensor(rollouts[i].logprobs, device=policy.device) for i in shard}
-    deviation = max(float((torch.exp(old[i] - behaviour[i]) - 1).abs().max()) for i in shard)
+    if old_is_behaviour:
+        old, deviation = behaviour, 0.0
+    else:
+        old = score_rows(policy, examples, shard, config.micro_batch)
+        deviation = max(float((torch.exp(old[i] - behaviour[i]) - 1).abs().max()) for i in shard)
     tokens = sum(len(rollouts[i].completion_ids) for i in shard)
 
     resumed = resume() if resume is not None else None
@@ -317,6 +326,7 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
         loss_last=_mean(progress.losses[-1]) if progress.losses else 0.0,
         clip_fraction=progress.clipped[0] / progress.clipped[1] if progress.clipped[1] else 0.0,
         approx_kl=approx_kl, ref_kl=ref_kl, behaviour_ratio_dev=deviation,
+        old_logprobs="behaviour" if old_is_behaviour else "scored",
         early_stopped=progress.early_stopped, has_signal=has_signal, seconds=seconds,
         tokens_per_s=tokens * epochs_run / seconds if seconds > 0 else 0.0,
     ), unwrapped.state_dict(), new_baseline)  # fmt: skip

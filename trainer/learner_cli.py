@@ -28,6 +28,9 @@ def add_learner_args(p: argparse.ArgumentParser) -> None:
         "its behaviour log-probs (0: no check)",
         "max_mismatch_kl": "mismatch KL per token (|k1| or k3) past which a batch is "
         "quarantined, not trained on",
+        "exact_behaviour_kl": "when every batch's mismatch k3 is within this, the "
+        "recorded behaviour log-probs are pi_old and no scoring pass precedes the update "
+        "(0: always score)",
         "seed": "orders the minibatches", "save_every": "steps between saved round states, "
         "from which a killed round resumes (0: never)",
     }  # fmt: skip

@@ -43,6 +43,11 @@ class LearnerConfig:
     # T = 0.7 give 0.03 to 0.6 on the test models)
     mismatch_sample: int = 64
     max_mismatch_kl: float = 0.02
+    # pi_old without a scoring pass: when the mismatch check measured the recorded behaviour
+    # log-probs within this many nats per token of the served weights' (k3), the round
+    # takes them as pi_old instead of scoring every example first (0: always score). An engine
+    # serving the learner's own weights records them to ~1e-5; the 4-bit file's are ~4e-3 apart
+    exact_behaviour_kl: float = 0.0
     seed: int = 0  # orders the minibatches; same seed and inputs, same weights
     save_every: int = 10  # optimizer steps between saved round states (0: never)
 
@@ -55,7 +60,13 @@ class LearnerConfig:
             raise ValueError(f"LearnerConfig.clip must be in (0, 1), got {self.clip!r}")
         if not _finite(self.tis_cap) or self.tis_cap < 1:
             raise ValueError(f"LearnerConfig.tis_cap must be >= 1, got {self.tis_cap!r}")
-        for name in ("kl_coef", "target_kl", "weight_decay", "max_mismatch_kl"):
+        for name in (
+            "kl_coef",
+            "target_kl",
+            "weight_decay",
+            "max_mismatch_kl",
+            "exact_behaviour_kl",
+        ):
             value = getattr(self, name)
             if not _finite(value) or value < 0:
                 raise ValueError(

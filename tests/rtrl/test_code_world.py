@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -135,6 +136,9 @@ def test_code_world_run_every_hop_from_answer_to_reward(
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "held-out pass rate" in done.stderr and "code passing the hidden tests" in done.stderr
+    # the held-out evals sample with the engine the users are served by
+    evals_by = re.findall(r"held-out eval of \S+ \(\w+\): .* in \d+s(.*)", done.stderr)
+    assert evals_by and set(evals_by) == {" (llama.cpp)" if engine == "llama.cpp" else ""}
     assert "training rounds (code world" in done.stdout
     served_by = (tmp_path / "logs" / "gateway.log").read_text()
     assert f"({'llama.cpp engine' if engine == 'llama.cpp' else 'local'} backend" in served_by
@@ -198,6 +202,8 @@ def test_code_world_run_every_hop_from_answer_to_reward(
     # the learner scored the served rollouts as they were sampled: the engine's too
     assert not candidate["quarantined"], candidate["mismatch"]
     assert [m["k3"] < 0.02 for m in candidate["mismatch"].values()] == [True], candidate
+    # so exactly that the update took them as pi_old, with no scoring pass first
+    assert candidate["update"]["old_logprobs"] == "behaviour", candidate["mismatch"]
     # its candidate evals ran on the held-out tasks, pair by pair: 5 tasks, 1 answer each
     assert candidate["gate_config"]["eval_tasks"] == "held_out"
     evals = {e["metric"]: e for e in candidate["candidate_evals"]}

@@ -35,12 +35,13 @@ from infra.kafka_dist import default_cache_root
 from models.catalog import fetch, models_dir
 from models.loading import LoadedBase, LoraSettings, load_base, with_lora
 from models.mismatch import mismatch
-from models.policy import CausalLMPolicy
+from models.policy import CausalLMPolicy, Completion
 from models.rollout import Rollout
 from models.sampling import SamplingParams
 from serving.generation import Generation, rollout_of
 from serving.llamacpp_build import server_binary
 from serving.llamacpp_fleet import EngineFleet, EngineSettings
+from serving.llamacpp_sampler import engine_sampler
 from serving.llamacpp_switch import EngineBackend
 from serving.routing import CURRENT
 from tests.support.gateway import Serve, api_key, rollouts
@@ -248,6 +249,54 @@ def test_an_exact_engine_serves_the_base_and_its_lora_as_the_learner_scores_them
         assert sum(len(r.completion_ids) for r in records) >= EXACT_TOKENS, records
         gap = mismatch([list(r.logprobs) for r in records], _scored(policies[checkpoint], records))
         assert gap.kl_k3 < EXACT_LIMIT and abs(gap.kl_k1) < EXACT_LIMIT, (checkpoint, gap)
+
+
+def test_the_evals_sample_a_checkpoint_through_llama_cpp_as_the_learner_would(
+    registry: CheckpointRegistry,
+    policies: dict[str, CausalLMPolicy],
+    gguf_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """``serving.llamacpp_sampler``, the held-out evals' sampler in a llama.cpp run: the same
+    prompt ids as the learner's chat template, the same answers for the same generator seed,
+    and answers whose log-probabilities are the LoRA checkpoint's own to 1e-3 nats a token."""
+    settings = EngineSettings(binary=BINARY, cache_root=CACHE, log_dir=tmp_path / "logs",
+                              converted_dir=gguf_dir, threads=2, slots=4,
+                              exact=True)  # fmt: skip
+    policy = policies[LORA]
+    params = SamplingParams(temperature=1.0, max_tokens=24)
+    with engine_sampler(settings, registry, registry.get(LORA)) as sampler:
+        prompts = [sampler.chat_prompt(chat) for chat in CHATS]
+        first, again, other = (
+            sampler.sample(prompts * 2, params, torch.Generator().manual_seed(seed))
+            for seed in (3, 3, 4)
+        )
+    assert prompts == [policy.chat_prompt(chat) for chat in CHATS]
+    # the same seeds: the same draws until llama.cpp's batched arithmetic flips a near tie
+    same, apart = _shared_prefix(first, again), _shared_prefix(first, other)
+    assert same > 2 * apart and same >= 8, (same, apart)
+    assert len({c.token_ids for c in first}) > len(CHATS)  # each request its own seed
+    identity = registry.get(LORA).model.identity()
+    records = [rollout_of(Generation(LORA, identity, tuple(p), c.token_ids, c.logprobs, c.text,
+                                     c.finish_reason), "i", params, None, TS)
+               for p, c in zip(prompts * 2, first, strict=True)]  # fmt: skip
+    exact = [r for r in records if isinstance(r, Rollout)]
+    assert sum(len(r.completion_ids) for r in exact) >= EXACT_TOKENS, records
+    gap = mismatch([list(r.logprobs) for r in exact], _scored(policy, exact))
+    assert gap.kl_k3 < EXACT_LIMIT and abs(gap.kl_k1) < EXACT_LIMIT, gap
+    for completion in first:
+        decoded = policy.tokenizer.decode(list(completion.token_ids), skip_special_tokens=True)
+        assert decoded == completion.text
+
+
+def _shared_prefix(a: list[Completion], b: list[Completion]) -> float:
+    """Mean over answers of how many first tokens two samplings share."""
+    shared = [
+        next((k for k, (x, y) in enumerate(zip(p.token_ids, q.token_ids, strict=False)) if x != y),
+             min(len(p.token_ids), len(q.token_ids)))
+        for p, q in zip(a, b, strict=True)
+    ]  # fmt: skip
+    return sum(shared) / len(shared)
 
 
 def _closer_to_its_own(record: Rollout, scores: dict[str, list[float]]) -> bool:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from models.policy import CausalLMPolicy, Completion
+from models.policy import CausalLMPolicy, Completion, Sampler
 from models.sampling import SamplingParams
 from rewards.monitors import BAD_DIRECTION
 
@@ -169,7 +169,7 @@ def paired_test(
 
 
 def eval_prompts(
-    policy: CausalLMPolicy,
+    policy: Sampler,
     recent: Sequence[Sequence[int]],
     limit: int,
     tasks: Sequence[str] | None = None,
@@ -186,7 +186,7 @@ def eval_prompts(
     return [list(p) for p in seen] + asks
 
 
-def paired_samples(parent: CausalLMPolicy, candidate: CausalLMPolicy,
+def paired_samples(parent: Sampler, candidate: Sampler,
                    prompts: Sequence[Sequence[int]], params: SamplingParams, samples: int,
                    seed: int) -> tuple[list[Completion], list[Completion]]:  # fmt: skip
     """``samples`` generations per prompt from each checkpoint, prompt by prompt, the same

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.tasks import load_tasks
-from models.policy import CausalLMPolicy
+from models.policy import Sampler
 from models.sampling import SamplingParams
 from release.candidate_evals import (
     RateTest,
@@ -32,11 +32,12 @@ from release.task_evals import grade_answers, task_passes
 PASS_RATE_MIN_ABSOLUTE, PASS_RATE_MIN_RELATIVE = 0.05, 0.2
 
 
-def candidate_evals(parent: CausalLMPolicy, candidate: CausalLMPolicy,
-                    recent: Sequence[Sequence[int]], params: SamplingParams, gate: GateConfig,
-                    seed: int) -> list[RateTest]:  # fmt: skip
+def candidate_evals(parent: Sampler, candidate: Sampler, recent: Sequence[Sequence[int]],
+                    params: SamplingParams, gate: GateConfig, seed: int, *,
+                    vocab_size: int) -> list[RateTest]:  # fmt: skip
     """Every eval of ``candidate`` against ``parent`` (none when ``gate.eval_prompts`` is 0);
-    ``recent``: the round's held-out prompts (token ids), ``params``: their sampling.
+    ``recent``: the round's held-out prompts (token ids), ``params``: their sampling;
+    ``vocab_size``: the model's, for a simulator's reader.
 
     With a task group other than the shipped one, the answers to its tasks are sampled once:
     the behaviours are read on them and the pass rate graded on the very same answers."""
@@ -47,7 +48,7 @@ def candidate_evals(parent: CausalLMPolicy, candidate: CausalLMPolicy,
     prompts = eval_prompts(candidate, recent, gate.eval_prompts,
                            [t.prompt for t in tasks] if own_tasks else None)  # fmt: skip
     before, after = paired_samples(parent, candidate, prompts, params, gate.eval_samples, seed)
-    tests = behaviour_tests(before, after, behaviour_reader(gate.eval_reader, candidate.vocab_size),
+    tests = behaviour_tests(before, after, behaviour_reader(gate.eval_reader, vocab_size),
                             alpha=gate.eval_alpha)  # fmt: skip
     if gate.eval_reader != "harness":
         return tests

@@ -65,9 +65,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def evals_engine(args: argparse.Namespace):  # EngineSettings | None
-    """The held-out evals' llama.cpp when the gateway serves with it: the same weights as the
-    users get (exact or not), a server of its own with the gateway's threads and slots, run
-    while the gateway waits for the users' reward windows; None: transformers."""
+    """The evals' llama.cpp when the gateway serves with it: the same weights as the users get
+    (exact or not) on servers of their own, 2 threads and the gateway's slots; the held-out
+    evals run while the gateway waits for the users' reward windows, and `rtrl train` is given
+    the same engine for the candidate evals (``TrainingRounds._eval_engine``); None:
+    transformers."""
     if args.engine != "llama.cpp":
         return None
     from serving.llamacpp_cli import engine_settings

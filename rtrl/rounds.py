@@ -267,8 +267,19 @@ class TrainingRounds:
 
     def _learner_args(self) -> list[str]:
         if self.world == "code":  # real text: the candidate evals (if any) read it with the harness
-            return [*self.code.train_args(), "--eval-reader", "harness", *self.train_args]
+            return [*self.code.train_args(), "--eval-reader", "harness", *self._eval_engine(),
+                    *self.train_args]  # fmt: skip
         return [*LEARNER_ARGS, "--eval-reader", self.eval_reader, *self.train_args]
+
+    def _eval_engine(self) -> list[str]:
+        """The candidate evals sample with the engine the users are served by."""
+        if self.engine is None:
+            return []
+        return [
+            "--eval-engine",
+            "llama.cpp",
+            *(["--eval-engine-exact"] if self.engine.exact else []),
+        ]
 
     def _wait_until_served(self, checkpoint_id: str, timeout_s: float) -> None:
         """Until the gateway, following the ``checkpoints`` topic, serves ``checkpoint_id``."""

@@ -236,7 +236,7 @@ def lora_gguf(
     """The checkpoint's adapter as a GGUF LoRA adapter over its base."""
     from serving.upstream import export_adapter
 
-    name = f"lora-{_short(info.weights.sha256)}-{_short(info.model.base_sha256)}.gguf"
+    name = _lora_name(info.weights.sha256, info.model.base_sha256)
     config = base_config_dir(info.model, out_dir, log)
 
     def convert(part: Path) -> None:
@@ -246,6 +246,42 @@ def lora_gguf(
             _convert("convert_lora_to_gguf.py", args, part, cache_root)
 
     return _cached(out_dir / name, convert, f"{info.checkpoint_id}'s adapter", log)
+
+
+def _lora_name(adapter_sha: str | None, base_sha: str | None) -> str:
+    return f"lora-{_short(adapter_sha)}-{_short(base_sha)}.gguf"
+
+
+def candidate_lora_gguf(
+    tensors: dict[str, Any],
+    lora: Any,  # models.loading.LoraSettings
+    model: ModelRef,
+    cache_root: Path,
+    out_dir: Path,
+    log: Log = log.info,
+) -> Path:
+    """An adapter not registered yet (a candidate the gate is judging: ``tensors``, its
+    ``adapter_state``) as a GGUF LoRA adapter, named as :func:`lora_gguf` names the same
+    adapter once registered (by the sha256 of its safetensors file, written the same way): a
+    promoted candidate is found converted when the gateway switches to it."""
+    from safetensors.torch import save_file
+
+    from models.loading import lora_config
+    from serving.upstream import ADAPTER_WEIGHTS
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = base_config_dir(model, out_dir, log)
+    with tempfile.TemporaryDirectory(prefix=".candidate-", dir=out_dir) as tmp:
+        peft_dir = Path(tmp)
+        save_file(tensors, str(peft_dir / ADAPTER_WEIGHTS))
+        name = _lora_name(file_sha256(peft_dir / ADAPTER_WEIGHTS), model.base_sha256)
+        lora_config(lora, base=model.base_path).save_pretrained(str(peft_dir))
+
+        def convert(part: Path) -> None:
+            args = ["--base", str(config), "--outtype", "f32", str(peft_dir)]
+            _convert("convert_lora_to_gguf.py", args, part, cache_root)
+
+        return _cached(out_dir / name, convert, "a candidate's adapter", log)
 
 
 def full_gguf(

@@ -174,7 +174,11 @@ class EngineFleet:
 
     def start(self, info: CheckpointInfo) -> ServedEngine:
         """A server for ``info``, healthy (its GGUF files converted first when needed)."""
-        weights = self.weights(info)
+        return self.start_on(info.checkpoint_id, self.weights(info))
+
+    def start_on(self, checkpoint_id: str, weights: EngineWeights) -> ServedEngine:
+        """A server for ``checkpoint_id`` on GGUF files already converted (a candidate not
+        registered yet: ``serving.llamacpp_convert.unregistered_lora_gguf``), healthy."""
         s = self.settings
         port = free_port_block(1)
         config = EngineConfig(
@@ -184,7 +188,7 @@ class EngineFleet:
             s.threads,
             s.slots,
             s.context,
-            alias=info.checkpoint_id,
+            alias=checkpoint_id,
             lora=weights.lora,
         )
         s.log_dir.mkdir(parents=True, exist_ok=True)
@@ -192,13 +196,13 @@ class EngineFleet:
         server = LlamaServer(config, s.log_dir / f"llama-server-{port}.log", s.start_timeout_s)
         log.info(
             "serving: llama-server for %s on port %d (%s%s), up in %.1f s",
-            info.checkpoint_id,
+            checkpoint_id,
             port,
             weights.model.name,
             f" + {weights.lora.name}" if weights.lora else "",
             time.monotonic() - started,
         )
-        engine = ServedEngine(info.checkpoint_id, server)
+        engine = ServedEngine(checkpoint_id, server)
         with self._lock:
             self._running.append(engine)
         return engine

@@ -19,7 +19,7 @@ seeds). Up to ``in_flight`` requests are decoded together (the server's slots).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -33,7 +33,8 @@ from models.policy import Completion
 from models.sampling import SamplingParams
 from serving.generation import Generation
 from serving.llamacpp import completion_body, joined_stream, parse_native
-from serving.llamacpp_fleet import EngineFleet, EngineSettings
+from serving.llamacpp_convert import EngineWeights
+from serving.llamacpp_fleet import EngineFleet, EngineSettings, ServedEngine
 
 log = logging.getLogger("serving")
 SEED_RANGE = 2**31 - 1  # llama.cpp's seed is a uint32; -1 (0xFFFFFFFF) means "random"
@@ -107,9 +108,24 @@ def engine_sampler(settings: EngineSettings, registry: CheckpointRegistry,
     """A sampler on a server of its own for ``info`` (its GGUF files converted first when
     needed, cached), stopped on the way out."""
     fleet = EngineFleet(settings, registry)
+    with _sampler_of(fleet, lambda: fleet.start(info)) as sampler:
+        yield sampler
+
+
+@contextmanager
+def weights_sampler(settings: EngineSettings, registry: CheckpointRegistry, checkpoint_id: str,
+                    weights: EngineWeights) -> Iterator[EngineSampler]:  # fmt: skip
+    """A sampler on a server of its own on GGUF files already converted (a candidate the gate
+    is judging, not registered yet), stopped on the way out."""
+    fleet = EngineFleet(settings, registry)
+    with _sampler_of(fleet, lambda: fleet.start_on(checkpoint_id, weights)) as sampler:
+        yield sampler
+
+
+@contextmanager
+def _sampler_of(fleet: EngineFleet, start: Callable[[], ServedEngine]) -> Iterator[EngineSampler]:
     try:
-        engine = fleet.start(info)
-        sampler = EngineSampler(engine.url, settings.slots)
+        sampler = EngineSampler(start().url, fleet.settings.slots)
         try:
             yield sampler
         finally:

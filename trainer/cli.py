@@ -132,6 +132,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "held_out (tasks no user asks, so never trained on)",
     )
     t.add_argument(
+        "--eval-engine",
+        choices=("transformers", "llama.cpp"),
+        default="transformers",
+        help="what samples the candidate evals of a LoRA candidate and its parent: "
+        "transformers (the learner's own sampler; the default) or llama.cpp (a llama-server "
+        "for each, on the GGUF files the gateway serves them from, `rtrl serve --engine "
+        "llama.cpp`; several times faster on a CPU). Full-weights candidates use transformers",
+    )
+    t.add_argument(
+        "--eval-engine-exact",
+        action="store_true",
+        help="llama.cpp: a quantized GGUF base as the learner computes it (as `rtrl serve "
+        "--engine-exact`), so that the evals sample the learner's own weights",
+    )
+    t.add_argument(
         "--reward-config",
         type=Path,
         default=None,
@@ -178,6 +193,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_watch_args(t, "train whenever the served checkpoint has a new batch", 30.0)
     add_publish(t)  # the batches are read from the batches topic of the same cluster
     t.set_defaults(func=_train)
+
+
+def _eval_engine(args: argparse.Namespace):  # EngineSettings | None
+    if args.eval_engine != "llama.cpp":
+        return None
+    from serving.llamacpp_cli import engine_settings
+    from serving.llamacpp_convert import OUTTYPE
+
+    return engine_settings(2, 16, OUTTYPE, 60.0, None, args.eval_engine_exact)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -234,6 +258,7 @@ def _train(args: argparse.Namespace) -> int:
                 percent=args.canary, min_users=args.canary_users, margin=args.canary_margin
             ),
             publish=args.publish,
+            eval_engine=_eval_engine(args),
         )
     except (ValueError, OSError) as exc:  # an option out of range, an unreadable config file
         log.error(

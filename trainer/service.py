@@ -15,6 +15,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 from confluent_kafka import KafkaException
@@ -32,6 +33,9 @@ from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECT
 from trainer.inputs import alarms_of, offered_batches, untrained
 from trainer.learner import LearnerConfig
 from trainer.train import train_round
+
+if TYPE_CHECKING:
+    from serving.llamacpp_fleet import EngineSettings
 
 log = logging.getLogger("rtrl.train")
 
@@ -54,6 +58,7 @@ class RoundOptions:
     bf16: bool = True  # autocast on a GPU that has it
     lora: LoraSettings | None = None  # train an adapter instead of every weight
     canary: CanaryConfig | None = None  # a candidate that passes serves a share first
+    eval_engine: EngineSettings | None = None  # the candidate evals' llama.cpp (None: transformers)
 
 
 def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
@@ -117,6 +122,7 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
         lora=options.lora,
         accelerator=accelerator,
         canary=options.canary,
+        eval_engine=options.eval_engine,
     )
     if result is None:  # not the main process: the main one registers and announces
         return 0

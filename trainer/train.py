@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelerate import Accelerator
 
@@ -44,9 +44,9 @@ from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import STATE_FILE, load_policy, load_trainer_state, weight_writers
 from models.examples import Example, read_examples
 from models.loading import LoraSettings
-from models.policy import CausalLMPolicy
+from models.policy import CausalLMPolicy, Sampler
 from models.scoring import score_examples
-from models.snapshot import Snapshot, SnapshotPolicy, trainable_snapshot
+from models.snapshot import SnapshotPolicy, trainable_snapshot
 from release.canary import CanaryConfig, canary_stage
 from release.candidate_evals import RateTest
 from release.eval_round import candidate_evals
@@ -59,6 +59,9 @@ from rewards.monitors import Alarm
 from trainer.learner import LearnerConfig, Progress, UpdateStats, update
 from trainer.mismatch import BatchMismatch, check_batches
 from trainer.round_state import RoundStateFile, round_key
+
+if TYPE_CHECKING:
+    from serving.llamacpp_fleet import EngineSettings
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +133,15 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                 learner: LearnerConfig, gate: GateConfig, alarms: Sequence[Alarm],
                 held_out_fraction: float = 0.3, lora: LoraSettings | None = None,
                 accelerator: Accelerator | None = None,
-                canary: CanaryConfig | None = None) -> TrainResult | None:  # fmt: skip
+                canary: CanaryConfig | None = None,
+                eval_engine: EngineSettings | None = None) -> TrainResult | None:  # fmt: skip
     """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, data files)``).
 
     A candidate that passes the gate is promoted, or with ``canary`` registered as a canary
     (``release.canary``: it serves a share of users first, and its live A/B decides).
+
+    ``eval_engine``: the candidate evals sample a LoRA candidate and its parent through
+    llama.cpp (``trainer.engine_evals``), not transformers.
 
     Under several processes every rank trains its shard; only the main one evaluates and
     registers (the others return None). A saved state of this very round (killed before it
@@ -255,7 +262,17 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                                 weight_cap=gate.weight_cap, reward_min=gate.reward_min,
                                 reward_max=gate.reward_max)  # fmt: skip
     with _timed(seconds, "candidate_evals"):
-        tests = _candidate_evals(policy, parent_weights, held, gate, learner.seed)
+        if eval_engine is not None and adapter is not None and gate.eval_prompts > 0:
+            from trainer.engine_evals import engine_pair
+
+            with engine_pair(eval_engine, registry, parent_info, candidate_id, policy,
+                             adapter) as (before, after):  # fmt: skip
+                tests = _candidate_evals(before, after, held, gate, learner.seed, policy)
+            evals_by = "llama.cpp"
+        else:
+            snapshot = SnapshotPolicy(policy, parent_weights)
+            tests = _candidate_evals(snapshot, policy, held, gate, learner.seed, policy)
+            evals_by = "transformers"
     log.info("round %s took %s", candidate_id,
              ", ".join(f"{name} {s:.0f}s" for name, s in seconds.items()))  # fmt: skip
     decision = decide(figures, alarms, gate, [t.message for t in tests if t.alarm])
@@ -278,6 +295,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         "quarantined": quarantined,
         "alarms": [a.message for a in alarms],
         "candidate_evals": [asdict(t) for t in tests],
+        "candidate_evals_by": evals_by,
         "device": str(accelerator.device),
         "processes": accelerator.num_processes,
         "seconds": {name: round(s, 1) for name, s in seconds.items()},
@@ -372,21 +390,18 @@ def _register_quarantined(registry: CheckpointRegistry, parent: CheckpointInfo, 
     return f"{candidate_id} rejected untrained: " + "; ".join(reasons)
 
 
-def _candidate_evals(
-    candidate: CausalLMPolicy,
-    parent_weights: Snapshot,
-    held: Sequence[Example],
-    gate: GateConfig,
-    seed: int,
-) -> list[RateTest]:
+def _candidate_evals(parent: Sampler, candidate: Sampler, held: Sequence[Example],
+                     gate: GateConfig, seed: int,
+                     model: CausalLMPolicy) -> list[RateTest]:  # fmt: skip
     """The candidate's behaviour against its parent's on the held-out prompts and the eval
-    tasks (none when ``gate.eval_prompts`` is 0). The parent is the candidate's model with the
-    trainable weights it had before the update."""
+    tasks (none when ``gate.eval_prompts`` is 0), sampled by ``parent`` and ``candidate``:
+    transformers (the parent being the candidate's model with the trainable weights it had
+    before the update) or llama.cpp; ``model`` is the candidate's, for its vocabulary."""
     if gate.eval_prompts == 0:
         return []
-    parent = SnapshotPolicy(candidate, parent_weights)
     recent = [e.rollout.prompt_ids for e in held]
-    tests = candidate_evals(parent, candidate, recent, held[0].rollout.sampling, gate, seed)
+    tests = candidate_evals(parent, candidate, recent, held[0].rollout.sampling, gate, seed,
+                            vocab_size=model.vocab_size)  # fmt: skip
     for test in tests:
         log.info("%s%s", test.message, " ALARM" if test.alarm else "")
     return tests

@@ -204,6 +204,10 @@ def test_code_world_run_every_hop_from_answer_to_reward(
     assert [m["k3"] < 0.02 for m in candidate["mismatch"].values()] == [True], candidate
     # so exactly that the update took them as pi_old, with no scoring pass first
     assert candidate["update"]["old_logprobs"] == "behaviour", candidate["mismatch"]
+    # and its candidate evals were sampled by the users' engine
+    assert candidate["candidate_evals_by"] == (
+        "llama.cpp" if engine == "llama.cpp" else "transformers"
+    ), candidate["candidate_evals_by"]
     # its candidate evals ran on the held-out tasks, pair by pair: 5 tasks, 1 answer each
     assert candidate["gate_config"]["eval_tasks"] == "held_out"
     evals = {e["metric"]: e for e in candidate["candidate_evals"]}

@@ -45,6 +45,7 @@ from serving.llamacpp_sampler import engine_sampler
 from serving.llamacpp_switch import EngineBackend
 from serving.routing import CURRENT
 from tests.support.gateway import Serve, api_key, rollouts
+from trainer.engine_evals import engine_pair
 
 CACHE = default_cache_root(os.environ)
 BINARY = server_binary(CACHE)
@@ -287,6 +288,59 @@ def test_the_evals_sample_a_checkpoint_through_llama_cpp_as_the_learner_would(
     for completion in first:
         decoded = policy.tokenizer.decode(list(completion.token_ids), skip_special_tokens=True)
         assert decoded == completion.text
+
+
+def test_the_gate_samples_a_candidate_not_yet_registered_through_llama_cpp(
+    registry: CheckpointRegistry,
+    policies: dict[str, CausalLMPolicy],
+    gguf_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """``trainer.engine_evals.engine_pair``, the candidate evals' samplers in a llama.cpp run:
+    the parent from its registered files, the candidate from its adapter in memory, each
+    sampled as the learner scores it; the candidate's adapter file is the one its registered
+    copy is served from (converted once)."""
+    settings = EngineSettings(binary=BINARY, cache_root=CACHE, log_dir=tmp_path / "logs",
+                              converted_dir=gguf_dir, threads=2, slots=4,
+                              exact=True)  # fmt: skip
+    lora = registry.get(LORA).weights.lora
+    assert lora is not None
+    candidate = copy.deepcopy(policies[LORA])  # the parent's adapter, moved by a round
+    generator = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for name, p in candidate.model.named_parameters():
+            if "lora_B" in name:
+                p.add_(0.3 * torch.randn(p.shape, generator=generator))
+    params = SamplingParams(temperature=1.0, max_tokens=24)
+    identity = registry.get(LORA).model.identity()
+    sampled: dict[str, list[Rollout]] = {}
+    with engine_pair(settings, registry, registry.get(LORA), "smol-cand", candidate,
+                     lora) as pair:  # fmt: skip
+        for who, sampler in zip(("parent", "candidate"), pair, strict=True):
+            prompts = [sampler.chat_prompt(chat) for chat in CHATS] * 2
+            done = sampler.sample(prompts, params, torch.Generator().manual_seed(5))
+            sampled[who] = [
+                r for p, c in zip(prompts, done, strict=True)
+                if isinstance(r := rollout_of(Generation(who, identity, tuple(p), c.token_ids,
+                              c.logprobs, c.text, c.finish_reason), "i", params, None, TS),
+                              Rollout)
+            ]  # fmt: skip
+    for who, own, other in (("parent", policies[LORA], candidate),
+                            ("candidate", candidate, policies[LORA])):  # fmt: skip
+        records = sampled[who]
+        assert sum(len(r.completion_ids) for r in records) >= EXACT_TOKENS, who
+        assert _kl(records, own) < EXACT_LIMIT, who
+        assert _kl(records, other) > APART, who
+    converted = {f.name: f.stat().st_mtime_ns for f in gguf_dir.glob("lora-*.gguf")}
+    weights, files = weight_writers(candidate, lora, None)
+    elsewhere = CheckpointRegistry(tmp_path / "registry")  # the module's stays as it is
+    registered = elsewhere.register(checkpoint_id="smol-cand", parent=None,
+                                    model=registry.get(LORA).model, weights=weights,
+                                    training=TrainingRef(), files=files, evals={}, batches=(),
+                                    status=PROMOTED)  # fmt: skip
+    served = EngineFleet(settings, elsewhere).weights(registered)
+    assert served.lora is not None and served.lora.name in converted
+    assert served.lora.stat().st_mtime_ns == converted[served.lora.name]  # not converted again
 
 
 def _shared_prefix(a: list[Completion], b: list[Completion]) -> float:

@@ -18,7 +18,6 @@ seeds). Up to ``in_flight`` requests are decoded together (the server's slots).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -36,7 +35,6 @@ from serving.llamacpp import completion_body, joined_stream, parse_native
 from serving.llamacpp_convert import EngineWeights
 from serving.llamacpp_fleet import EngineFleet, EngineSettings, ServedEngine
 
-log = logging.getLogger("serving")
 SEED_RANGE = 2**31 - 1  # llama.cpp's seed is a uint32; -1 (0xFFFFFFFF) means "random"
 
 

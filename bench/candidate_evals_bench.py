@@ -14,7 +14,7 @@ users ask); the task pass rate is read on ``--tasks``; answers are sampled as th
 users are (``CodeWorldSettings.sampling``). The cost to beat is the issue's: ~53 minutes for the
 default gate's evals on SmolLM2 (64 recent prompts, the shipped tasks, 4 samples, unpaired).
 With ``llama.cpp`` among ``--engines`` the same evals are sampled as ``rtrl train --eval-engine
-llama.cpp --eval-engine-exact`` samples them (``trainer.engine_evals``: a llama-server each, the
+llama.cpp --eval-engine-exact`` samples them (``trainer.round_evals``: a llama-server each, the
 candidate's adapter converted from memory, cached), timed with the servers' start, beside the
 transformers sampler in the same run. Figures to stdout and ``bench/out/candidate_evals.json``.
 """
@@ -44,8 +44,7 @@ from release.eval_round import candidate_evals  # noqa: E402
 from release.gate import GateConfig  # noqa: E402
 from rtrl.code_world import CodeWorldSettings  # noqa: E402
 from serving.llamacpp_cli import engine_settings  # noqa: E402
-from serving.llamacpp_convert import OUTTYPE  # noqa: E402
-from trainer.engine_evals import engine_pair  # noqa: E402
+from trainer.round_evals import engine_pair  # noqa: E402
 
 
 def unpaired(test: RateTest) -> RateTest:
@@ -69,7 +68,7 @@ def samplers(engine: str, registry: CheckpointRegistry, args: argparse.Namespace
     info = registry.get(args.candidate)
     if info.weights.lora is None:
         raise SystemExit(f"{args.candidate} is not a LoRA checkpoint: llama.cpp evals need one")
-    settings = engine_settings(args.threads, 16, OUTTYPE, 60.0, None, True)
+    settings = engine_settings(args.threads, 16, exact=True)
     with engine_pair(settings, registry, registry.get(args.parent), args.candidate, candidate,
                      info.weights.lora) as pair:  # fmt: skip
         yield pair

@@ -90,10 +90,10 @@ class CodeWorldSettings(BaseModel):
     bound of +0.26 where 2e-4 gave +0.42 and +0.18 (KL 0.58 a rollout, ESS 28 %). Half the
     users are held out, since the gate judges only with 50 held-out interactions or more (the
     split is by user id: 112 users held out 51, and the gate passed nothing below about 165
-    users a round). Where the mismatch check finds the
-    recorded log-probs the learner's own (an exact engine: ~1e-5 nats a token), they are the
-    update's pi_old and no scoring pass precedes it: a third of an update stopped early. The
-    candidate evals are :meth:`train_args`'."""
+    users a round). Where the mismatch check finds the recorded log-probs the learner's own (an
+    exact engine: ~1e-5 nats a token), they are the update's pi_old and no scoring pass
+    precedes it: a third of an update stopped early. The candidate evals are
+    :meth:`train_args`'."""
 
     def train_args(self) -> list[str]:
         """`rtrl train`'s options: the learner's, then the candidate evals': before it may

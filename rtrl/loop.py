@@ -73,9 +73,8 @@ def evals_engine(args: argparse.Namespace):  # EngineSettings | None
     if args.engine != "llama.cpp":
         return None
     from serving.llamacpp_cli import engine_settings
-    from serving.llamacpp_convert import OUTTYPE
 
-    return engine_settings(2, args.engine_slots, OUTTYPE, 60.0, None, args.engine_exact)
+    return engine_settings(2, args.engine_slots, exact=args.engine_exact)
 
 
 def run(args: argparse.Namespace) -> int:

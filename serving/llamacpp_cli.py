@@ -14,6 +14,7 @@ from pathlib import Path
 
 from infra.kafka_dist import default_cache_root
 from serving.llamacpp_build import engine_dir, ensure_server
+from serving.llamacpp_convert import OUTTYPE
 from serving.llamacpp_fleet import EngineSettings
 
 log = logging.getLogger("serving")
@@ -22,8 +23,8 @@ log = logging.getLogger("serving")
 def engine_settings(
     threads: int,
     slots: int,
-    outtype: str,
-    drain_s: float,
+    outtype: str = OUTTYPE,
+    drain_s: float = 60.0,
     gguf_dir: Path | None = None,
     exact: bool = False,
 ) -> EngineSettings:

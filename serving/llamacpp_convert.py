@@ -19,7 +19,8 @@ package), offline (``HF_HUB_OFFLINE=1``). By kind of checkpoint:
   GGUF base, the tokenizer transformers derives from the GGUF is not the GGUF's own (the
   converter reads it back as a SentencePiece-style vocabulary), so the converted file is given
   the base GGUF's ``tokenizer.*`` metadata instead: the server tokenizes exactly as on the base.
-  That rewrite uses the ``gguf`` package (pinned at the tree's gguf-py version, 0.19.0).
+  That rewrite (``serving.gguf_tokenizer``) uses the ``gguf`` package (pinned at the tree's
+  gguf-py version, 0.19.0).
 
 Converted files are cached under ``<cache>/llama.cpp/<version>/converted/``, named by content
 (adapter and base sha256, weights sha256 and type), written atomically: a restart, or a rollback
@@ -52,6 +53,7 @@ from checkpoints.record import CheckpointInfo, ModelRef
 from checkpoints.store import CheckpointRegistry
 from infra.kafka_dist import default_cache_root
 from models.catalog import file_sha256
+from serving.gguf_tokenizer import with_tokenizer_of
 from serving.llamacpp_build import engine_dir, ensure_source
 
 log = logging.getLogger(__name__)
@@ -336,36 +338,6 @@ def _write_model(model: Any, tokenizer: Any, out: Path) -> None:
     _write_config(model.config, out)
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     tokenizer.save_pretrained(str(out))
-
-
-def with_tokenizer_of(weights: Path, vocabulary: Path, out: Path) -> None:
-    """``weights``' GGUF with ``vocabulary``'s ``tokenizer.*`` metadata in place of its own."""
-    import gguf
-
-    source, vocab = gguf.GGUFReader(weights), gguf.GGUFReader(vocabulary)
-    arch = source.fields[gguf.Keys.General.ARCHITECTURE]
-    writer = gguf.GGUFWriter(str(out), str(arch.contents()))
-
-    def copy(field: gguf.ReaderField) -> None:
-        kind = field.types[0]
-        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, field.contents(), kind, sub_type=sub)
-
-    for field in source.fields.values():
-        if field.name.startswith(("GGUF.", "tokenizer.")) or field.name == arch.name:
-            continue
-        copy(field)
-    for field in vocab.fields.values():
-        if field.name.startswith("tokenizer."):
-            copy(field)
-    for t in source.tensors:
-        writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for t in source.tensors:
-        writer.write_tensor_data(t.data)
-    writer.close()
 
 
 def main(argv: list[str] | None = None) -> int:

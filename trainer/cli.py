@@ -199,9 +199,8 @@ def _eval_engine(args: argparse.Namespace):  # EngineSettings | None
     if args.eval_engine != "llama.cpp":
         return None
     from serving.llamacpp_cli import engine_settings
-    from serving.llamacpp_convert import OUTTYPE
 
-    return engine_settings(2, 16, OUTTYPE, 60.0, None, args.eval_engine_exact)
+    return engine_settings(2, 16, exact=args.eval_engine_exact)
 
 
 def _train(args: argparse.Namespace) -> int:

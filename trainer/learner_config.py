@@ -28,7 +28,7 @@ class LearnerConfig:
     tis_cap: float = 2.0  # truncated importance weight min(pi_old / mu, cap)
     kl_coef: float = 0.0  # penalty on KL(pi || reference) per token; 0: no reference needed
     # (estimated from the behaviour policy's tokens with the importance ratio pi / mu, truncated
-    # at tis_cap: learner.kl_penalty)
+    # at tis_cap: losses.kl_penalty)
     target_kl: float = 0.0  # stop the update once KL(pi_old || pi) passes it; 0: never
     max_grad_norm: float = 1.0  # gradients are clipped to this global norm
     weight_decay: float = 0.0

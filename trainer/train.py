@@ -44,12 +44,9 @@ from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import STATE_FILE, load_policy, load_trainer_state, weight_writers
 from models.examples import Example, read_examples
 from models.loading import LoraSettings
-from models.policy import CausalLMPolicy, Sampler
+from models.policy import CausalLMPolicy
 from models.scoring import score_examples
-from models.snapshot import SnapshotPolicy, trainable_snapshot
 from release.canary import CanaryConfig, canary_stage
-from release.candidate_evals import RateTest
-from release.eval_round import candidate_evals
 from release.evidence import FILE as EVIDENCE_FILE
 from release.evidence import estimate_rows, evidence_bytes
 from release.gate import GateConfig, GateDecision, attempt_level, decide
@@ -58,6 +55,7 @@ from release.offpolicy_bound import Estimate, user_key
 from rewards.monitors import Alarm
 from trainer.learner import LearnerConfig, Progress, UpdateStats, update
 from trainer.mismatch import BatchMismatch, check_batches
+from trainer.round_evals import RoundEvals
 from trainer.round_state import RoundStateFile, round_key
 
 if TYPE_CHECKING:
@@ -141,7 +139,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     (``release.canary``: it serves a share of users first, and its live A/B decides).
 
     ``eval_engine``: the candidate evals sample a LoRA candidate and its parent through
-    llama.cpp (``trainer.engine_evals``), not transformers.
+    llama.cpp (``trainer.round_evals``), not transformers.
 
     Under several processes every rank trains its shard; only the main one evaluates and
     registers (the others return None). A saved state of this very round (killed before it
@@ -235,10 +233,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     if exact:
         log.info("pi_old is the recorded behaviour log-probs: every batch's mismatch is within "
                  "%g nats a token", learner.exact_behaviour_kl)  # fmt: skip
-    # the parent again, for the candidate evals: only where they run (the main process, with
-    # eval prompts), since for full weights it is a copy of the whole model
-    evals_here = accelerator.is_main_process and gate.eval_prompts > 0
-    parent_weights = trainable_snapshot(policy) if evals_here else {}
+    round_evals = RoundEvals(policy, gate, eval_engine, adapter, accelerator.is_main_process)
     with _timed(seconds, "update"):
         result = update(
             policy,
@@ -262,17 +257,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                                 weight_cap=gate.weight_cap, reward_min=gate.reward_min,
                                 reward_max=gate.reward_max)  # fmt: skip
     with _timed(seconds, "candidate_evals"):
-        if eval_engine is not None and adapter is not None and gate.eval_prompts > 0:
-            from trainer.engine_evals import engine_pair
-
-            with engine_pair(eval_engine, registry, parent_info, candidate_id, policy,
-                             adapter) as (before, after):  # fmt: skip
-                tests = _candidate_evals(before, after, held, gate, learner.seed, policy)
-            evals_by = "llama.cpp"
-        else:
-            snapshot = SnapshotPolicy(policy, parent_weights)
-            tests = _candidate_evals(snapshot, policy, held, gate, learner.seed, policy)
-            evals_by = "transformers"
+        tests = round_evals.run(registry, parent_info, candidate_id, policy, held, learner.seed)
     log.info("round %s took %s", candidate_id,
              ", ".join(f"{name} {s:.0f}s" for name, s in seconds.items()))  # fmt: skip
     decision = decide(figures, alarms, gate, [t.message for t in tests if t.alarm])
@@ -295,7 +280,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         "quarantined": quarantined,
         "alarms": [a.message for a in alarms],
         "candidate_evals": [asdict(t) for t in tests],
-        "candidate_evals_by": evals_by,
+        "candidate_evals_by": round_evals.by,
         "device": str(accelerator.device),
         "processes": accelerator.num_processes,
         "seconds": {name: round(s, 1) for name, s in seconds.items()},
@@ -388,20 +373,3 @@ def _register_quarantined(registry: CheckpointRegistry, parent: CheckpointInfo, 
         reasons=(*reasons, "too few examples left to train and hold out"),
     )
     return f"{candidate_id} rejected untrained: " + "; ".join(reasons)
-
-
-def _candidate_evals(parent: Sampler, candidate: Sampler, held: Sequence[Example],
-                     gate: GateConfig, seed: int,
-                     model: CausalLMPolicy) -> list[RateTest]:  # fmt: skip
-    """The candidate's behaviour against its parent's on the held-out prompts and the eval
-    tasks (none when ``gate.eval_prompts`` is 0), sampled by ``parent`` and ``candidate``:
-    transformers (the parent being the candidate's model with the trainable weights it had
-    before the update) or llama.cpp; ``model`` is the candidate's, for its vocabulary."""
-    if gate.eval_prompts == 0:
-        return []
-    recent = [e.rollout.prompt_ids for e in held]
-    tests = candidate_evals(parent, candidate, recent, held[0].rollout.sampling, gate, seed,
-                            vocab_size=model.vocab_size)  # fmt: skip
-    for test in tests:
-        log.info("%s%s", test.message, " ALARM" if test.alarm else "")
-    return tests

@@ -45,7 +45,7 @@ from serving.llamacpp_sampler import engine_sampler
 from serving.llamacpp_switch import EngineBackend
 from serving.routing import CURRENT
 from tests.support.gateway import Serve, api_key, rollouts
-from trainer.engine_evals import engine_pair
+from trainer.round_evals import engine_pair
 
 CACHE = default_cache_root(os.environ)
 BINARY = server_binary(CACHE)
@@ -296,7 +296,7 @@ def test_the_gate_samples_a_candidate_not_yet_registered_through_llama_cpp(
     gguf_dir: Path,
     tmp_path: Path,
 ) -> None:
-    """``trainer.engine_evals.engine_pair``, the candidate evals' samplers in a llama.cpp run:
+    """``trainer.round_evals.engine_pair``, the candidate evals' samplers in a llama.cpp run:
     the parent from its registered files, the candidate from its adapter in memory, each
     sampled as the learner scores it; the candidate's adapter file is the one its registered
     copy is served from (converted once)."""

@@ -1,0 +1,112 @@
+"""A round's candidate evals, and what samples them: the candidate and its parent answer the
+same prompts with the same seeds (``release.eval_round``), sampled either by transformers (the
+parent being the candidate's own model with the trainable weights it had before the update,
+``models.snapshot``) or, with ``rtrl train --eval-engine llama.cpp``, by a llama-server each,
+on the GGUF files the gateway serves them from.
+
+Why llama.cpp: a code-world round's candidate evals are 72 answers of SmolLM2 (36 a
+checkpoint); the transformers sampler takes ~80 s for them on two cores, llama.cpp about half
+(bench/RESULTS.md). With an exact engine (``EngineSettings.exact``) both sample the learner's own
+weights, so the paired comparison is of the same two distributions.
+
+The candidate is not registered yet: its adapter is converted from memory
+(``serving.llamacpp_convert.candidate_lora_gguf``), under the name the registered adapter
+would get, so a promoted candidate is found converted when the gateway switches to it. Only a
+LoRA candidate goes this way: full weights take a minute to convert, and are sampled by
+transformers as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from checkpoints.record import CheckpointInfo
+from checkpoints.store import CheckpointRegistry
+from models.examples import Example
+from models.loading import LoraSettings, adapter_state
+from models.policy import CausalLMPolicy, Sampler
+from models.snapshot import SnapshotPolicy, trainable_snapshot
+from release.candidate_evals import RateTest
+from release.eval_round import candidate_evals
+from release.gate import GateConfig
+
+if TYPE_CHECKING:
+    from serving.llamacpp_fleet import EngineSettings
+    from serving.llamacpp_sampler import EngineSampler
+
+log = logging.getLogger(__name__)
+LLAMA_CPP, TRANSFORMERS = "llama.cpp", "transformers"
+
+
+class RoundEvals:
+    """A round's candidate evals, set up before the update: which engine samples them
+    (``by``), and for transformers the parent's trainable weights, copied now, only where the
+    evals run (the main process, with eval prompts: for full weights the copy is the whole
+    model)."""
+
+    def __init__(self, policy: CausalLMPolicy, gate: GateConfig, engine: EngineSettings | None,
+                 adapter: LoraSettings | None, main_process: bool) -> None:  # fmt: skip
+        self.gate = gate
+        self.engine = engine if adapter is not None else None
+        self.adapter = adapter
+        self.by = LLAMA_CPP if self.engine is not None else TRANSFORMERS
+        runs_here = main_process and gate.eval_prompts > 0
+        self._parent_weights = (
+            trainable_snapshot(policy) if runs_here and self.engine is None else {}
+        )
+
+    def run(self, registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: str,
+            candidate: CausalLMPolicy, held: Sequence[Example], seed: int
+            ) -> list[RateTest]:  # fmt: skip
+        """The candidate's behaviour against its parent's on the held-out prompts and the eval
+        tasks (none when ``gate.eval_prompts`` is 0)."""
+        if self.gate.eval_prompts == 0:
+            return []
+        if self.engine is None:
+            snapshot = SnapshotPolicy(candidate, self._parent_weights)
+            return self._tests(snapshot, candidate, held, seed, candidate)
+        assert self.adapter is not None
+        with engine_pair(self.engine, registry, parent, candidate_id, candidate,
+                         self.adapter) as (before, after):  # fmt: skip
+            return self._tests(before, after, held, seed, candidate)
+
+    def _tests(self, parent: Sampler, candidate: Sampler, held: Sequence[Example], seed: int,
+               model: CausalLMPolicy) -> list[RateTest]:  # fmt: skip
+        recent = [e.rollout.prompt_ids for e in held]
+        tests = candidate_evals(parent, candidate, recent, held[0].rollout.sampling, self.gate,
+                                seed, vocab_size=model.vocab_size)  # fmt: skip
+        for test in tests:
+            log.info("%s%s", test.message, " ALARM" if test.alarm else "")
+        return tests
+
+
+@contextmanager
+def engine_pair(settings: EngineSettings, registry: CheckpointRegistry, parent: CheckpointInfo,
+                candidate_id: str, candidate: CausalLMPolicy,
+                lora: LoraSettings) -> Iterator[tuple[EngineSampler, EngineSampler]]:  # fmt: skip
+    """Samplers of ``parent`` and of the trained ``candidate`` (a LoRA adapter over the same
+    base), each on a server of its own (both stopped on the way out). The paired evals sample
+    one checkpoint after the other, so each server has every thread while it decodes."""
+    from serving.llamacpp_convert import (
+        EngineWeights,
+        candidate_lora_gguf,
+        converted_dir,
+        engine_weights,
+    )
+    from serving.llamacpp_sampler import weights_sampler
+
+    out_dir = settings.converted_dir or converted_dir(settings.cache_root)
+    parent_files = engine_weights(registry, parent, settings.cache_root, settings.outtype,
+                                  out_dir=out_dir, exact=settings.exact)  # fmt: skip
+    adapter = candidate_lora_gguf(
+        adapter_state(candidate.model), lora, parent.model, settings.cache_root, out_dir
+    )
+    candidate_files = EngineWeights(parent_files.model, adapter)
+    with (
+        weights_sampler(settings, registry, parent.checkpoint_id, parent_files) as before,
+        weights_sampler(settings, registry, candidate_id, candidate_files) as after,
+    ):
+        yield before, after

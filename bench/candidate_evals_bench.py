@@ -38,12 +38,12 @@ import torch  # noqa: E402
 from agent.tasks import GROUPS, Group, load_tasks  # noqa: E402
 from checkpoints.store import CheckpointRegistry  # noqa: E402
 from checkpoints.weights import load_policy  # noqa: E402
+from llamacpp.cli import engine_settings  # noqa: E402
 from models.policy import CausalLMPolicy, Sampler  # noqa: E402
 from release.candidate_evals import RateTest, one_sided_test  # noqa: E402
 from release.eval_round import candidate_evals  # noqa: E402
 from release.gate import GateConfig  # noqa: E402
 from rtrl.code_world import CodeWorldSettings  # noqa: E402
-from serving.llamacpp_cli import engine_settings  # noqa: E402
 from trainer.round_evals import engine_pair  # noqa: E402
 
 

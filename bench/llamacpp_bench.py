@@ -15,7 +15,7 @@
 ``--weights f16`` serves the learner's own (dequantized) weights at f16, as ``rtrl serve
 --engine-exact`` does; the mismatch then measures llama.cpp's kernels alone.
 
-Needs the built server (``python -m serving.llamacpp_build``). Figures to stdout and
+Needs the built server (``python -m llamacpp.build``). Figures to stdout and
 ``bench/out/llamacpp.json``.
 """
 
@@ -42,16 +42,16 @@ from checkpoints.store import CheckpointRegistry  # noqa: E402
 from checkpoints.weights import model_ref  # noqa: E402
 from infra.kafka_dist import default_cache_root  # noqa: E402
 from infra.ports import free_port_block  # noqa: E402
+from llamacpp.build import server_binary  # noqa: E402
+from llamacpp.convert import dequantized_base  # noqa: E402
+from llamacpp.server import EngineConfig, LlamaServer  # noqa: E402
 from models.catalog import fetch, models_dir  # noqa: E402
+from models.generation import Generation  # noqa: E402
 from models.loading import load_base  # noqa: E402
 from models.mismatch import mismatch  # noqa: E402
 from models.policy import CausalLMPolicy  # noqa: E402
 from models.sampling import SamplingParams  # noqa: E402
-from serving.generation import Generation  # noqa: E402
 from serving.llamacpp import LlamaCppBackend  # noqa: E402
-from serving.llamacpp_build import server_binary  # noqa: E402
-from serving.llamacpp_convert import dequantized_base  # noqa: E402
-from serving.llamacpp_engine import EngineConfig, LlamaServer  # noqa: E402
 
 TASKS = [
     "Write a Python function that reverses a list.",
@@ -117,7 +117,7 @@ def main() -> int:
     args = ap.parse_args()
     binary = server_binary(default_cache_root(os.environ))
     if not binary.is_file():
-        print(f"llama-server is not built at {binary}: python -m serving.llamacpp_build")
+        print(f"llama-server is not built at {binary}: python -m llamacpp.build")
         return 2
     torch.set_num_threads(args.threads)
     base = load_base(fetch("smollm2-135m", models_dir()))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Several llama-servers on one machine, as the closing A/B and a canary run them (one server a
 checkpoint): completion tokens/s of all of them together, with each taking every thread, and with
-the threads divided among them (``serving.llamacpp_fleet.threads_per_server``), beside one
+the threads divided among them (``llamacpp.fleet.threads_per_server``), beside one
 server alone on the same cores; each beside a float32 matmul's GFLOP/s measured in the same run
 (the machine's compute limit), counting 2N model FLOPs a decoded token as MFU does.
 
@@ -9,7 +9,7 @@ server alone on the same cores; each beside a float32 matmul's GFLOP/s measured 
 
 Each server is asked ``--requests`` completions of ``--max-tokens`` tokens (``ignore_eos``, so
 every configuration decodes the same tokens), ``--slots`` at a time. Needs the built server
-(``python -m serving.llamacpp_build``) and SmolLM2's GGUF (``rtrl models fetch smollm2-135m``).
+(``python -m llamacpp.build``) and SmolLM2's GGUF (``rtrl models fetch smollm2-135m``).
 Figures to stdout and ``bench/out/llamacpp_servers.json``.
 """
 
@@ -39,10 +39,10 @@ import httpx  # noqa: E402
 import torch  # noqa: E402
 
 from infra.kafka_dist import default_cache_root  # noqa: E402
+from llamacpp.build import server_binary  # noqa: E402
+from llamacpp.fleet import threads_per_server  # noqa: E402
+from llamacpp.server import EngineConfig, LlamaServer  # noqa: E402
 from models.catalog import fetch, models_dir  # noqa: E402
-from serving.llamacpp_build import server_binary  # noqa: E402
-from serving.llamacpp_engine import EngineConfig, LlamaServer  # noqa: E402
-from serving.llamacpp_fleet import threads_per_server  # noqa: E402
 
 PROMPT = "<|im_start|>user\nWrite a Python function number {n} that reverses a list.<|im_end|>\n"
 
@@ -112,7 +112,7 @@ def main() -> int:
     args = ap.parse_args()
     binary = server_binary(default_cache_root(os.environ))
     if not binary.is_file():
-        print(f"llama-server is not built at {binary}: python -m serving.llamacpp_build")
+        print(f"llama-server is not built at {binary}: python -m llamacpp.build")
         return 2
     gguf = args.gguf or fetch("smollm2-135m", models_dir())
     shared = threads_per_server(args.threads, args.servers)

@@ -138,7 +138,7 @@ def score_batch(
 
 class Sampler(Protocol):
     """What the evals sample a checkpoint with: its transformers policy, or an engine on the
-    same weights (``serving.llamacpp_sampler``)."""
+    same weights (``llamacpp.sampler``)."""
 
     @property
     def device(self) -> torch.device: ...  # where the generator passed to sample lives

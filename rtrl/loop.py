@@ -72,7 +72,7 @@ def evals_engine(args: argparse.Namespace):  # EngineSettings | None
     transformers."""
     if args.engine != "llama.cpp":
         return None
-    from serving.llamacpp_cli import engine_settings
+    from llamacpp.cli import engine_settings
 
     return engine_settings(2, args.engine_slots, exact=args.engine_exact)
 

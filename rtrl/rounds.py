@@ -37,8 +37,8 @@ from rtrl.token_users import POPULATIONS
 from trainer.exit_codes import EXIT_REJECTED
 
 if TYPE_CHECKING:
+    from llamacpp.fleet import EngineSettings
     from models.policy import Sampler
-    from serving.llamacpp_fleet import EngineSettings
 
 log = logging.getLogger("rtrl.run")
 SAMPLING = SamplingParams(max_tokens=8, temperature=1.0)
@@ -218,7 +218,7 @@ class TrainingRounds:
         """What samples ``info`` for the evals: llama.cpp on its GGUF files when the run serves
         with it (a server of its own, while the gateway's is idle), else transformers."""
         if self.engine is not None:
-            from serving.llamacpp_sampler import engine_sampler
+            from llamacpp.sampler import engine_sampler
 
             with engine_sampler(self.engine, self.registry, info) as sampler:
                 yield sampler

@@ -11,7 +11,10 @@
 - ``local``: the local backend, the model on this machine.
 - ``batcher``: concurrent requests to the local backend, sampled together.
 - ``upstream``: the upstream backend, any OpenAI-compatible server (vLLM, another gateway).
-- ``generation``: the one answer every backend gives, and the whole response and rollout of it.
+- ``generation``: the whole response and the rollout of a backend's answer
+  (``models.generation.Generation``).
+- ``llamacpp``: a llama-server upstream asked on its native endpoints (``llamacpp.native``).
+- ``llamacpp_switch``: ``--engine llama.cpp``, a server per checkpoint and the switch between them.
 - ``stream``: a completion as server-sent events, built as its tokens come.
 - ``routing``: which checkpoint serves a user (experiment splits, the canary's).
 - ``assignment``: the routing as the checkpoints topic moves (canaries started and ended).

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from checkpoints.record import CheckpointInfo
+from models.generation import Generation
 from models.sampling import SamplingParams
-from serving.generation import Generation
 from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.stream import Step
 

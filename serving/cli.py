@@ -229,7 +229,7 @@ def _split(args: argparse.Namespace):  # -> Split | None
 def _serve(args: argparse.Namespace) -> int:
     engine = None
     if args.engine is not None:
-        from serving.llamacpp_cli import engine_settings
+        from llamacpp.cli import engine_settings
 
         try:
             if args.upstream is not None:

@@ -36,13 +36,13 @@ from pydantic import ValidationError
 from starlette.responses import Response, StreamingResponse
 
 from ingest.contract import uuid7
+from models.generation import Generation
 from models.rollout import Experiment, Rollout
 from models.sampling import SamplingParams
 from serving.answers import After, ApiError, JsonAnswer
 from serving.assignment import Assignment
 from serving.backend import Backend, OnStep
 from serving.generation import (
-    Generation,
     Shown,
     chat_response,
     completion_response,

@@ -15,24 +15,9 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-from models.rollout import Experiment, ModelIdentity, Rollout, RolloutError
+from models.generation import Alternatives, Generation
+from models.rollout import Experiment, Rollout, RolloutError
 from models.sampling import SamplingParams
-
-Alternatives = tuple[tuple[str, float], ...]  # a position's likeliest tokens, most likely first
-
-
-@dataclass(frozen=True)
-class Generation:
-    checkpoint_id: str
-    model: ModelIdentity | None  # of the checkpoint; None when the gateway cannot know it
-    prompt_ids: tuple[int, ...] | None
-    token_ids: tuple[int, ...] | None
-    logprobs: tuple[float, ...] | None  # of each token, under the sampling distribution
-    text: str
-    finish_reason: str
-    pieces: tuple[str, ...] | None = None  # text of each token; joined, exactly ``text``
-    # per token, the likeliest tokens of the distribution it was drawn from (when asked for)
-    top_logprobs: tuple[Alternatives, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +39,7 @@ def rollout_of(
 ) -> Rollout | str:
     """The generation's rollout, or the reason (a code for counting) why it cannot be one.
 
+    >>> from models.rollout import ModelIdentity
     >>> ident = ModelIdentity("llama", "a" * 64, "b" * 64)
     >>> gen = Generation("c1", ident, (1, 2), (3,), None, "x", "stop")
     >>> rollout_of(gen, "i1", SamplingParams(), None, "2026-11-30T10:00:00Z")

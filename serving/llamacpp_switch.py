@@ -2,7 +2,7 @@
 checkpoints topic.
 
 Every checkpoint it serves, the followed one and any arm's, has a server of its own
-(``serving.llamacpp_fleet``), started on its GGUF files: a base on its GGUF file, a LoRA
+(``llamacpp.fleet``), started on its GGUF files: a base on its GGUF file, a LoRA
 checkpoint on its base with its converted adapter, full weights on their converted GGUF file.
 A newly promoted checkpoint gets its server while the old one goes on serving; then, under the
 lock that binds requests to checkpoints, new requests move to it; the old server is stopped once
@@ -25,10 +25,10 @@ from typing import Any
 
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
+from llamacpp.fleet import EngineFleet, ServedEngine
+from models.generation import Generation
 from serving.follower import moves_forward
-from serving.generation import Generation
 from serving.llamacpp import LlamaCppBackend
-from serving.llamacpp_fleet import EngineFleet, ServedEngine
 from serving.routing import CURRENT
 from serving.upstream import Route
 

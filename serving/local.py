@@ -30,13 +30,14 @@ from typing import Any
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy
+from models.generation import Alternatives, Generation
 from models.loading import load_base
 from models.policy import CausalLMPolicy, Completion, TopTokens
 from models.rollout import ModelIdentity
 from models.sampling import SamplingParams
 from serving.batcher import Batcher, JobToken
 from serving.follower import moves_forward
-from serving.generation import Alternatives, Generation, text_pieces
+from serving.generation import text_pieces
 from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.routing import CURRENT
 from serving.stream import Increments, Step

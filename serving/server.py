@@ -20,12 +20,12 @@ from infra.http_server import freeze_startup_heap, http_server
 from infra.lifetime import stop_signals_call
 from infra.topics import TopicNames
 from ingest.collector.keys import KeyStore
+from llamacpp.fleet import EngineSettings
 from serving.api import create_app
 from serving.assignment import Assignment
 from serving.backend import Backend
 from serving.completions import GatewayConfig
 from serving.follower import CheckpointFollower
-from serving.llamacpp_fleet import EngineSettings
 from serving.metrics import GatewayMetrics
 from serving.recorder import RolloutRecorder
 from serving.routing import Split
@@ -82,7 +82,7 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
         checkpoint = current.checkpoint_id
     pinned = config.split.checkpoints() if config.split is not None else set()
     if config.engine is not None:
-        from serving.llamacpp_fleet import EngineFleet, threads_per_server
+        from llamacpp.fleet import EngineFleet, threads_per_server
         from serving.llamacpp_switch import EngineBackend
 
         servers = len({checkpoint} | pinned)  # the followed checkpoint and the split's arms

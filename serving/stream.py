@@ -21,9 +21,8 @@ from typing import Any
 
 import orjson
 
+from models.generation import Alternatives, Generation
 from serving.generation import (
-    Alternatives,
-    Generation,
     Shown,
     completion_logprobs,
     token_entries,

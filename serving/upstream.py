@@ -27,9 +27,6 @@ the model. A full-weights checkpoint cannot be put into a running upstream: it i
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -39,12 +36,13 @@ from typing import Any
 import httpx
 import orjson
 
+from checkpoints.adapter_export import export_adapter
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from infra.http_client import HttpError, HttpPool
+from models.generation import Generation
 from models.rollout import ModelIdentity
 from serving.follower import moves_forward
-from serving.generation import Generation
 from serving.routing import CURRENT
 from serving.upstream_protocol import (
     UpstreamError,
@@ -55,8 +53,6 @@ from serving.upstream_protocol import (
 )
 
 log = logging.getLogger(__name__)
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
 MAX_CONNECTIONS = 512  # kept open to the upstream, reused across requests
 
 
@@ -65,33 +61,6 @@ class Route:
     checkpoint_id: str
     identity: ModelIdentity
     model: str  # the name the upstream serves it under
-
-
-# --- adapters ------------------------------------------------------------------------------
-def export_adapter(registry: CheckpointRegistry, info: CheckpointInfo, root: Path) -> Path:
-    """A LoRA checkpoint as a peft adapter directory ``root/<checkpoint_id>`` (written once,
-    atomically; the adapter file checked against its sha256 first)."""
-    from models.loading import lora_config
-
-    weights = info.weights
-    if weights.kind != "lora" or weights.file is None or weights.lora is None:
-        raise ValueError(f"{info.checkpoint_id} is a {weights.kind} checkpoint, not an adapter")
-    target = root / info.checkpoint_id
-    if (target / ADAPTER_CONFIG).is_file():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    source = registry.checked_file(info, weights.file, weights.sha256)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{info.checkpoint_id}-", dir=root))
-    try:
-        lora_config(weights.lora, base=info.model.base_path).save_pretrained(str(tmp))
-        shutil.copyfile(source, tmp / ADAPTER_WEIGHTS)
-        os.rename(tmp, target)
-    except OSError:
-        if not (target / ADAPTER_CONFIG).is_file():
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 class UpstreamBackend:

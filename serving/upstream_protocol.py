@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
+from models.generation import Alternatives, Generation
 from models.rollout import ModelIdentity
 from models.sampling import SamplingParams
-from serving.generation import Alternatives, Generation
 
 
 class UpstreamError(RuntimeError):

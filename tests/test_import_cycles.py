@@ -138,15 +138,16 @@ FLOORS = {
     "rewards": 1,
     "models": 1,
     "agent": 1,
-    "checkpoints": 2,
-    "ingest": 3,
-    "streams": 3,
-    "warehouse": 3,
-    "serving": 3,
-    "release": 4,
-    "trainer": 5,
-    "rtrl": 6,
     "stats": 1,
+    "checkpoints": 2,
+    "llamacpp": 3,
+    "ingest": 4,
+    "streams": 4,
+    "warehouse": 4,
+    "serving": 4,
+    "release": 5,
+    "trainer": 6,
+    "rtrl": 7,
 }
 SIDEWAYS = {
     ("serving", "ingest"): "the gateway takes the collector's API keys and key store settings",
@@ -201,3 +202,18 @@ def test_imports_only_go_down_the_floors() -> None:
     modules = module_files()
     graph = {name: imports_of(name, path, set(modules)) for name, path in modules.items()}
     assert upward(graph) == []
+
+
+def test_the_trainer_and_the_roof_run_llama_cpp_without_the_gateway() -> None:
+    """The llama.cpp runtime is a floor of its own (``llamacpp/``): the trainer's evals and the
+    loop use it without importing the gateway that serves with it."""
+    modules = module_files()
+    graph = {name: imports_of(name, path, set(modules)) for name, path in modules.items()}
+    reaching = sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if unit_of(name) in {"trainer", "rtrl"}
+        for target in targets
+        if unit_of(target) == "serving"
+    )
+    assert reaching == []

@@ -198,7 +198,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _eval_engine(args: argparse.Namespace):  # EngineSettings | None
     if args.eval_engine != "llama.cpp":
         return None
-    from serving.llamacpp_cli import engine_settings
+    from llamacpp.cli import engine_settings
 
     return engine_settings(2, 16, exact=args.eval_engine_exact)
 

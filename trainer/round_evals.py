@@ -10,7 +10,7 @@ checkpoint); the transformers sampler takes ~80 s for them on two cores, llama.c
 weights, so the paired comparison is of the same two distributions.
 
 The candidate is not registered yet: its adapter is converted from memory
-(``serving.llamacpp_convert.candidate_lora_gguf``), under the name the registered adapter
+(``llamacpp.convert.candidate_lora_gguf``), under the name the registered adapter
 would get, so a promoted candidate is found converted when the gateway switches to it. Only a
 LoRA candidate goes this way: full weights take a minute to convert, and are sampled by
 transformers as before.
@@ -34,8 +34,8 @@ from release.eval_round import candidate_evals
 from release.gate import GateConfig
 
 if TYPE_CHECKING:
-    from serving.llamacpp_fleet import EngineSettings
-    from serving.llamacpp_sampler import EngineSampler
+    from llamacpp.fleet import EngineSettings
+    from llamacpp.sampler import EngineSampler
 
 log = logging.getLogger(__name__)
 LLAMA_CPP, TRANSFORMERS = "llama.cpp", "transformers"
@@ -90,13 +90,13 @@ def engine_pair(settings: EngineSettings, registry: CheckpointRegistry, parent: 
     """Samplers of ``parent`` and of the trained ``candidate`` (a LoRA adapter over the same
     base), each on a server of its own (both stopped on the way out). The paired evals sample
     one checkpoint after the other, so each server has every thread while it decodes."""
-    from serving.llamacpp_convert import (
+    from llamacpp.convert import (
         EngineWeights,
         candidate_lora_gguf,
         converted_dir,
         engine_weights,
     )
-    from serving.llamacpp_sampler import weights_sampler
+    from llamacpp.sampler import weights_sampler
 
     out_dir = settings.converted_dir or converted_dir(settings.cache_root)
     parent_files = engine_weights(registry, parent, settings.cache_root, settings.outtype,

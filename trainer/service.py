@@ -35,7 +35,7 @@ from trainer.learner import LearnerConfig
 from trainer.train import train_round
 
 if TYPE_CHECKING:
-    from serving.llamacpp_fleet import EngineSettings
+    from llamacpp.fleet import EngineSettings
 
 log = logging.getLogger("rtrl.train")
 

@@ -59,7 +59,7 @@ from trainer.round_evals import RoundEvals
 from trainer.round_state import RoundStateFile, round_key
 
 if TYPE_CHECKING:
-    from serving.llamacpp_fleet import EngineSettings
+    from llamacpp.fleet import EngineSettings
 
 log = logging.getLogger(__name__)
 

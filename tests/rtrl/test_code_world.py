@@ -30,12 +30,12 @@ from agent.sandbox import grade
 from agent.tasks import get_task, load_tasks
 from agent.telemetry import envelope
 from infra.kafka_dist import default_cache_root
+from llamacpp.build import server_binary
 from rewards import terms
 from rewards.config import RewardConfig
 from rewards.function import compute_record
 from rtrl.run_summary import read_summary
 from rtrl.text_users import Reaction, by_rule, later_events, now_events
-from serving.llamacpp_build import server_binary
 from tests.support.kafka import free_port_block
 
 HARNESS = Harness()

@@ -8,7 +8,7 @@ the learner (the same weights dequantized to float32) stays under ``KL_LIMIT``. 
 serve --engine llama.cpp` the gateway starts the engine itself and records the same rollouts to
 Kafka.
 
-Skipped only when the server binary is not built (``python -m serving.llamacpp_build``, which
+Skipped only when the server binary is not built (``python -m llamacpp.build``, which
 scripts/bootstrap runs).
 """
 
@@ -29,22 +29,23 @@ from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import model_ref
 from infra.kafka_dist import default_cache_root
 from infra.ports import free_port_block
+from llamacpp.build import server_binary
+from llamacpp.server import EngineConfig, LlamaServer
 from models.catalog import fetch, models_dir
+from models.generation import Generation
 from models.loading import LoadedBase, load_base
 from models.mismatch import mismatch
 from models.policy import CausalLMPolicy
 from models.rollout import Rollout
 from models.sampling import SamplingParams
-from serving.generation import Generation, rollout_of
+from serving.generation import rollout_of
 from serving.llamacpp import LLAMA_CPP, OPENAI, LlamaCppBackend, detect_kind
-from serving.llamacpp_build import server_binary
-from serving.llamacpp_engine import EngineConfig, LlamaServer
 from tests.support.gateway import Serve, api_key, rollouts
 
 BINARY = server_binary(default_cache_root(os.environ))
 pytestmark = pytest.mark.skipif(
     not BINARY.is_file(),
-    reason=f"llama-server is not built at {BINARY} (python -m serving.llamacpp_build)",
+    reason=f"llama-server is not built at {BINARY} (python -m llamacpp.build)",
 )
 KL_LIMIT = 0.015  # nats per token: prime-rl's limit on the train/serve mismatch
 CHECKPOINT = "smol-0000"

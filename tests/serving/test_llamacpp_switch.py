@@ -10,7 +10,7 @@ the checkpoint it names than to the other one: no answer mixes checkpoints, none
 under the wrong one.
 
 Slow by nature (SmolLM2 loaded by transformers three times, two conversions, several servers);
-skipped only when the server binary is not built (``python -m serving.llamacpp_build``).
+skipped only when the server binary is not built (``python -m llamacpp.build``).
 """
 
 from __future__ import annotations
@@ -32,16 +32,17 @@ from checkpoints.record import PROMOTED, CheckpointInfo, TrainingRef, WeightsRef
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy, model_ref, weight_writers
 from infra.kafka_dist import default_cache_root
+from llamacpp.build import server_binary
+from llamacpp.fleet import EngineFleet, EngineSettings
+from llamacpp.sampler import engine_sampler
 from models.catalog import fetch, models_dir
+from models.generation import Generation
 from models.loading import LoadedBase, LoraSettings, load_base, with_lora
 from models.mismatch import mismatch
 from models.policy import CausalLMPolicy, Completion
 from models.rollout import Rollout
 from models.sampling import SamplingParams
-from serving.generation import Generation, rollout_of
-from serving.llamacpp_build import server_binary
-from serving.llamacpp_fleet import EngineFleet, EngineSettings
-from serving.llamacpp_sampler import engine_sampler
+from serving.generation import rollout_of
 from serving.llamacpp_switch import EngineBackend
 from serving.routing import CURRENT
 from tests.support.gateway import Serve, api_key, rollouts
@@ -51,7 +52,7 @@ CACHE = default_cache_root(os.environ)
 BINARY = server_binary(CACHE)
 pytestmark = pytest.mark.skipif(
     not BINARY.is_file(),
-    reason=f"llama-server is not built at {BINARY} (python -m serving.llamacpp_build)",
+    reason=f"llama-server is not built at {BINARY} (python -m llamacpp.build)",
 )
 KL_LIMIT = 0.015  # nats per token, as tests/serving/test_llamacpp.py
 APART = 10 * KL_LIMIT  # another checkpoint's weights are at least this far
@@ -258,7 +259,7 @@ def test_the_evals_sample_a_checkpoint_through_llama_cpp_as_the_learner_would(
     gguf_dir: Path,
     tmp_path: Path,
 ) -> None:
-    """``serving.llamacpp_sampler``, the held-out evals' sampler in a llama.cpp run: the same
+    """``llamacpp.sampler``, the held-out evals' sampler in a llama.cpp run: the same
     prompt ids as the learner's chat template, the same answers for the same generator seed,
     and answers whose log-probabilities are the LoRA checkpoint's own to 1e-3 nats a token."""
     settings = EngineSettings(binary=BINARY, cache_root=CACHE, log_dir=tmp_path / "logs",

@@ -1,5 +1,5 @@
 """A GGUF file given another's tokenizer: what a converted full-weights checkpoint needs to
-tokenize exactly as its GGUF base does (``serving.llamacpp_convert``: the tokenizer
+tokenize exactly as its GGUF base does (``llamacpp.convert``: the tokenizer
 transformers derives from a GGUF is read back by the converter as another kind of vocabulary).
 Plain GGUF metadata I/O with the ``gguf`` package, pinned at the llama.cpp tree's version."""
 

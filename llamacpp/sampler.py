@@ -28,12 +28,12 @@ import torch
 
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
+from llamacpp.convert import EngineWeights
+from llamacpp.fleet import EngineFleet, EngineSettings, ServedEngine
+from llamacpp.native import completion_body, joined_stream, parse_native
+from models.generation import Generation
 from models.policy import Completion
 from models.sampling import SamplingParams
-from serving.generation import Generation
-from serving.llamacpp import completion_body, joined_stream, parse_native
-from serving.llamacpp_convert import EngineWeights
-from serving.llamacpp_fleet import EngineFleet, EngineSettings, ServedEngine
 
 SEED_RANGE = 2**31 - 1  # llama.cpp's seed is a uint32; -1 (0xFFFFFFFF) means "random"
 

@@ -1,7 +1,7 @@
 """A ``llama-server`` child process on one GGUF file: started, waited for, stopped.
 
 ``rtrl serve --engine llama.cpp`` starts one for each checkpoint it serves, on that
-checkpoint's GGUF model and adapter (``serving.llamacpp_fleet``), and stands in front of them as
+checkpoint's GGUF model and adapter (``llamacpp.fleet``), and stands in front of them as
 an upstream; the tests and the benchmark start theirs the same way. The server listens on the
 loopback only and serves one model (with at most one adapter, applied to every request at
 scale 1 and never changed while it runs); ``slots`` requests are decoded together

@@ -12,7 +12,7 @@ answer mixes two, and each is recorded with the checkpoint of the server that pr
 Changing global adapter scales on a running server instead would change the weights under the
 requests it is decoding. The price is memory: two servers for the length of the drain.
 
-Conversion runs in a child process (``python -m serving.llamacpp_convert``), so that the gateway
+Conversion runs in a child process (``python -m llamacpp.convert``), so that the gateway
 never loads torch; a base checkpoint whose base is a GGUF file needs none (unless ``exact``).
 """
 
@@ -32,10 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from infra.ports import free_port_block
-from serving.llamacpp_convert import OUTTYPE, OUTTYPES, EngineWeights, base_gguf
-from serving.llamacpp_engine import EngineConfig, LlamaServer
+from llamacpp.convert import OUTTYPE, OUTTYPES, EngineWeights, base_gguf
+from llamacpp.server import EngineConfig, LlamaServer
 
-log = logging.getLogger("serving")
+log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -58,7 +58,7 @@ class EngineSettings(BaseModel):
     exact: bool = Field(
         False,
         description="a quantized GGUF base served as the learner computes it, its dequantized "
-        "weights at outtype (serving.llamacpp_convert.dequantized_base)",
+        "weights at outtype (llamacpp.convert.dequantized_base)",
     )
     start_timeout_s: float = Field(120, gt=0)
     convert_timeout_s: float = Field(1800, gt=0)
@@ -133,7 +133,7 @@ class EngineFleet:
         cmd = [
             sys.executable,
             "-m",
-            "serving.llamacpp_convert",
+            "llamacpp.convert",
             "--registry",
             str(self._registry.root),
             "--checkpoint",
@@ -178,7 +178,7 @@ class EngineFleet:
 
     def start_on(self, checkpoint_id: str, weights: EngineWeights) -> ServedEngine:
         """A server for ``checkpoint_id`` on GGUF files already converted (a candidate not
-        registered yet: ``serving.llamacpp_convert.unregistered_lora_gguf``), healthy."""
+        registered yet: ``llamacpp.convert.unregistered_lora_gguf``), healthy."""
         s = self.settings
         port = free_port_block(1)
         config = EngineConfig(

@@ -1,9 +1,9 @@
 """``rtrl serve --engine llama.cpp``: the settings of the llama-server processes the gateway
-starts and switches (``serving.llamacpp_fleet``, ``serving.llamacpp_switch``).
+starts and switches (``llamacpp.fleet``, ``serving.llamacpp_switch``).
 
-The server binary is built into the cache the first time (``serving.llamacpp_build``); the
+The server binary is built into the cache the first time (``llamacpp.build``); the
 checkpoint served first, and each one promoted after it, is converted to GGUF when it is not a
-GGUF base already (``serving.llamacpp_convert``, cached).
+GGUF base already (``llamacpp.convert``, cached).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import os
 from pathlib import Path
 
 from infra.kafka_dist import default_cache_root
-from serving.llamacpp_build import engine_dir, ensure_server
-from serving.llamacpp_convert import OUTTYPE
-from serving.llamacpp_fleet import EngineSettings
+from llamacpp.build import engine_dir, ensure_server
+from llamacpp.convert import OUTTYPE
+from llamacpp.fleet import EngineSettings
 
-log = logging.getLogger("serving")
+log = logging.getLogger(__name__)
 
 
 def engine_settings(

@@ -2,7 +2,7 @@
 adapter, made by llama.cpp's own converters.
 
 The converters are those of the pinned llama.cpp tree the server is built from
-(``serving.llamacpp_build``): ``convert_lora_to_gguf.py`` and ``convert_hf_to_gguf.py``, each run
+(``llamacpp.build``): ``convert_lora_to_gguf.py`` and ``convert_hf_to_gguf.py``, each run
 as a child process in that tree (so it imports the tree's own ``gguf-py`` and ``conversion``
 package), offline (``HF_HUB_OFFLINE=1``). By kind of checkpoint:
 
@@ -19,14 +19,14 @@ package), offline (``HF_HUB_OFFLINE=1``). By kind of checkpoint:
   GGUF base, the tokenizer transformers derives from the GGUF is not the GGUF's own (the
   converter reads it back as a SentencePiece-style vocabulary), so the converted file is given
   the base GGUF's ``tokenizer.*`` metadata instead: the server tokenizes exactly as on the base.
-  That rewrite (``serving.gguf_tokenizer``) uses the ``gguf`` package (pinned at the tree's
+  That rewrite (``llamacpp.gguf_tokenizer``) uses the ``gguf`` package (pinned at the tree's
   gguf-py version, 0.19.0).
 
 Converted files are cached under ``<cache>/llama.cpp/<version>/converted/``, named by content
 (adapter and base sha256, weights sha256 and type), written atomically: a restart, or a rollback
 whose copy has the same weights, converts nothing. Each conversion is logged with its time.
 
-    python -m serving.llamacpp_convert --registry R --checkpoint C   # prints the files as JSON
+    python -m llamacpp.convert --registry R --checkpoint C   # prints the files as JSON
 
 ``rtrl serve --engine llama.cpp`` runs exactly that as a child process, so the gateway itself
 never loads torch or a model.
@@ -52,9 +52,9 @@ from typing import Any
 from checkpoints.record import CheckpointInfo, ModelRef
 from checkpoints.store import CheckpointRegistry
 from infra.kafka_dist import default_cache_root
+from llamacpp.build import engine_dir, ensure_source
+from llamacpp.gguf_tokenizer import with_tokenizer_of
 from models.catalog import file_sha256
-from serving.gguf_tokenizer import with_tokenizer_of
-from serving.llamacpp_build import engine_dir, ensure_source
 
 log = logging.getLogger(__name__)
 OUTTYPES = ("f32", "f16", "bf16", "q8_0")
@@ -236,7 +236,7 @@ def lora_gguf(
     log: Log = log.info,
 ) -> Path:
     """The checkpoint's adapter as a GGUF LoRA adapter over its base."""
-    from serving.upstream import export_adapter
+    from checkpoints.adapter_export import export_adapter
 
     name = _lora_name(info.weights.sha256, info.model.base_sha256)
     config = base_config_dir(info.model, out_dir, log)
@@ -268,8 +268,8 @@ def candidate_lora_gguf(
     promoted candidate is found converted when the gateway switches to it."""
     from safetensors.torch import save_file
 
+    from checkpoints.adapter_export import ADAPTER_WEIGHTS
     from models.loading import lora_config
-    from serving.upstream import ADAPTER_WEIGHTS
 
     out_dir.mkdir(parents=True, exist_ok=True)
     config = base_config_dir(model, out_dir, log)
@@ -342,7 +342,7 @@ def _write_model(model: Any, tokenizer: Any, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m serving.llamacpp_convert",
+        prog="python -m llamacpp.convert",
         description="Convert a checkpoint to the GGUF files llama-server loads (cached); print "
         'them as JSON: {"model": PATH, "lora": PATH or null}.',
     )

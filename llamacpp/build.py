@@ -9,7 +9,7 @@ that the cached ``bin/llama-server`` runs on its own: about 15 minutes on two bu
 never again for this version. The tree is kept beside it: its ``convert_*_to_gguf.py`` scripts
 turn checkpoints into GGUF files.
 
-    python -m serving.llamacpp_build        # prints the binary's path, building it if needed
+    python -m llamacpp.build        # prints the binary's path, building it if needed
 """
 
 from __future__ import annotations

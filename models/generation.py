@@ -1,0 +1,29 @@
+"""One completion as a model gave it: the checkpoint, the prompt and completion token ids and
+the behaviour log-probabilities exactly as sampled (an engine may leave some out: then they are
+``None``, never guessed), the text and the finish reason.
+
+Every engine answers with one (the gateway's backends, llama.cpp's evals sampler); the gateway
+turns it into the OpenAI response and the rollout (``serving.generation``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from models.rollout import ModelIdentity
+
+Alternatives = tuple[tuple[str, float], ...]  # a position's likeliest tokens, most likely first
+
+
+@dataclass(frozen=True)
+class Generation:
+    checkpoint_id: str
+    model: ModelIdentity | None  # of the checkpoint; None when the gateway cannot know it
+    prompt_ids: tuple[int, ...] | None
+    token_ids: tuple[int, ...] | None
+    logprobs: tuple[float, ...] | None  # of each token, under the sampling distribution
+    text: str
+    finish_reason: str
+    pieces: tuple[str, ...] | None = None  # text of each token; joined, exactly ``text``
+    # per token, the likeliest tokens of the distribution it was drawn from (when asked for)
+    top_logprobs: tuple[Alternatives, ...] | None = None

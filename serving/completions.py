@@ -28,7 +28,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -54,6 +54,7 @@ from serving.recorder import RolloutRecorder
 from serving.stream import (
     DONE,
     Step,
+    chat_delta,
     chat_head,
     chat_step,
     chat_tail,
@@ -64,6 +65,8 @@ from serving.stream import (
     steps_of,
     usage_chunk,
 )
+from serving.tool_calls import Reading, ShownText, outcome, read, reading_of, stream_tail
+from serving.tool_calls import with_calls as answer_with_calls
 from serving.upstream_protocol import UpstreamError
 
 PARAMS_KEPT = 4096  # sets of sampling parameters kept validated
@@ -114,6 +117,16 @@ class Completions:
         status = 500
         try:
             params = self._sampling(req)
+            reading = reading_of(req) if isinstance(req, ChatCompletionRequest) else None
+            if reading is not None and reading.constrained and not self._constrains():
+                raise ApiError(
+                    400,
+                    f"tool_choice {reading.mode!r} needs the answer decoded under a grammar of "
+                    f"calls, which the {self.backend.kind} backend does not do: use 'auto'",
+                    "invalid_request_error",
+                    "unsupported_tool_choice",
+                    "tool_choice",
+                )
             # nothing may refuse the request between binding it to a checkpoint and asking
             # the backend: a backend that counts the requests bound to a server (to stop it
             # only once they are answered) gives the count back when it answers
@@ -137,10 +150,10 @@ class Completions:
 
             try:
                 if req.stream:
-                    response = await self._stream(req, target, raw, params, answer, done)
+                    response = await self._stream(req, target, raw, params, answer, done, reading)
                 else:
                     gen = await self._generate(req, target, raw, params)
-                    response = self._whole(req, gen, answer)
+                    response = self._whole(req, gen, answer, reading)
                     response.background = After(done, gen)  # type: ignore[assignment]
             except UpstreamError as exc:
                 status = exc.status
@@ -153,6 +166,10 @@ class Completions:
         finally:
             self._child(self.metrics.latency, endpoint).observe(time.perf_counter() - started)
             self._child(self.metrics.requests, endpoint, str(status)).inc()
+
+    def _constrains(self) -> bool:
+        """Whether the backend samples under a grammar (``required``, a named function)."""
+        return bool(getattr(self.backend, "constrains_tool_calls", False))
 
     def models(self) -> list[str]:
         """The names a request may give as its model, as ``/v1/models`` lists them."""
@@ -244,16 +261,29 @@ class Completions:
         shown = wants and not self.config.hide_logprobs
         return Shown(shown, req.return_token_ids, top if shown else 0)
 
-    def _whole(self, req: Request, gen: Generation, headers: dict[str, str]) -> Response:
+    def _whole(self, req: Request, gen: Generation, headers: dict[str, str],
+               reading: Reading | None = None) -> Response:  # fmt: skip
         chat = isinstance(req, ChatCompletionRequest)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(16)}"
         render = chat_response if chat else completion_response
         body = render(gen, rid, int(time.time()), gen.checkpoint_id, self._shown(req))
+        if reading is not None:
+            body = answer_with_calls(body, self._read(gen, reading))
         return JsonAnswer(orjson.dumps(body), 200, headers)
+
+    def _read(self, gen: Generation, reading: Reading):  # -> Parsed
+        """The answer read for calls, its outcome counted."""
+        parsed = read(gen.text, reading)
+        self._child(self.metrics.tool_calls, outcome(parsed)).inc()
+        if parsed.broken is not None:
+            log.info("tool calls of %s refused (%s): served as text", gen.checkpoint_id,
+                     parsed.broken)  # fmt: skip
+        return parsed
 
     async def _stream(self, req: Request, target: Any, raw: dict[str, Any],
                       params: SamplingParams, headers: dict[str, str],
-                      done: Callable[[Generation], None]) -> Response:  # fmt: skip
+                      done: Callable[[Generation], None],
+                      reading: Reading | None = None) -> Response:  # fmt: skip
         """Server-sent events that follow the generation's steps as they come; the backend's
         refusal before its first step is raised here, as for a whole answer."""
         steps: asyncio.Queue[Step | None] = asyncio.Queue()  # None: the generation has ended
@@ -285,12 +315,18 @@ class Completions:
                 yield step
                 step = await steps.get()
 
+        shown_text = ShownText() if reading is not None else None
+
         async def events() -> AsyncIterator[bytes]:
             sent, offset, head = [], 0, True
             async for step in each_step():
                 if chat and head:
                     yield sse(chat_head(rid, created, model, show, step.prompt_ids), null_usage)
                 head = False
+                if shown_text is not None:  # nothing of a call is shown as text
+                    step = replace(step, text=shown_text.push(step.text))
+                    if not step.text and not (show.logprobs or show.token_ids):
+                        continue
                 if chat:
                     yield sse(chat_step(step, rid, created, model, show), null_usage)
                 else:
@@ -300,7 +336,15 @@ class Completions:
                 offset += len(step.text)
             gen = await task
             rest = rest_of(gen.text, "".join(sent))
-            if chat:
+            if shown_text is not None and reading is not None:
+                if head:
+                    yield sse(chat_head(rid, created, model, show, gen.prompt_ids), null_usage)
+                parsed = self._read(gen, reading)
+                for delta in stream_tail(parsed, shown_text.sent):
+                    yield sse(chat_delta(rid, created, model, delta), null_usage)
+                finish = "tool_calls" if parsed.calls else gen.finish_reason
+                yield sse(chat_delta(rid, created, model, {}, finish), null_usage)
+            elif chat:
                 if head:
                     yield sse(chat_head(rid, created, model, show, gen.prompt_ids), null_usage)
                 for chunk in chat_tail(gen, rest, rid, created, model):

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 LLAMA_CPP = "llama.cpp"
 OPENAI = "openai"
 KINDS = ("auto", OPENAI, LLAMA_CPP)
-_TEMPLATE_FIELDS = ("messages", "tools", "tool_choice", "chat_template_kwargs")
+_TEMPLATE_FIELDS = ("messages", "chat_template_kwargs")
 
 
 def detect_kind(url: str, api_key: str | None = None) -> str:
@@ -78,7 +78,10 @@ class LlamaCppBackend(UpstreamBackend):
     async def chat(
         self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
     ) -> Generation:
-        template = {k: raw[k] for k in _TEMPLATE_FIELDS if k in raw}
+        if request.uses_tools():  # the tools, calls and results in the gateway's tool format
+            template: dict[str, Any] = {"messages": request.prompt_messages()}
+        else:
+            template = {k: raw[k] for k in _TEMPLATE_FIELDS if k in raw}
         prompt = (await self._call(route, "/apply-template", template)).get("prompt")
         if not isinstance(prompt, str):
             raise bad_gateway("llama-server's /apply-template gave no prompt")

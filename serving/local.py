@@ -147,9 +147,7 @@ class LocalBackend:
     async def chat(self, served: Served, request: ChatCompletionRequest, raw: dict[str, Any],
                    params: SamplingParams,
                    on_step: Callable[[Step], None] | None = None) -> Generation:  # fmt: skip
-        prompt = served.policy.chat_prompt(
-            [{"role": m.role, "content": m.text()} for m in request.messages]
-        )
+        prompt = served.policy.chat_prompt(request.prompt_messages())
         return await self._sample(served, prompt, params, on_step, request.top_logprobs or 0)
 
     async def complete(self, served: Served, request: CompletionRequest, raw: dict[str, Any],

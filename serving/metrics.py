@@ -53,6 +53,14 @@ class GatewayMetrics(ServiceMetrics):
             ["reason"],
             registry=r,
         )
+        self.tool_calls = Counter(
+            "rtrl_gateway_tool_calls",
+            "answers to requests with tools, by how they were read: called (answered with "
+            "tool_calls), text (no call written), or why the calls written were refused and "
+            "the answer served as text (models.tool_format.BROKEN_REASONS)",
+            ["outcome"],
+            registry=r,
+        )
 
     def watch(self, spooled: Callable[[], int], dropped: Callable[[], Mapping[str, int]],
               delivered: Callable[[], int], switches: Callable[[], int],

@@ -14,11 +14,31 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(min_length=1)
+    arguments: str = "{}"  # a JSON object, as text (OpenAI's form)
+
+
+class ToolCallIn(BaseModel):
+    """A call of an earlier assistant turn, as the client sends it back."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(min_length=1)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     role: Literal["system", "user", "assistant", "tool", "developer"]
     content: str | list[dict[str, Any]] | None = ""
+    tool_calls: list[ToolCallIn] | None = None  # an assistant turn's calls
+    tool_call_id: str | None = None  # a tool message: the call it answers
+    name: str | None = None
 
     def text(self) -> str:
         """The message's text: a list of content parts is joined from its text parts."""
@@ -63,17 +83,80 @@ class _Sampling(BaseModel):
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
 
 
+class FunctionDef(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None  # a JSON Schema of the arguments object
+    strict: bool | None = None
+
+
+class Tool(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["function"] = "function"
+    function: FunctionDef
+
+
+class NamedFunction(BaseModel):
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    """``tool_choice`` naming the one function the answer must call."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["function"] = "function"
+    function: NamedFunction
+
+
 class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)  # alternatives per token, as OpenAI's
     max_completion_tokens: int | None = Field(None, ge=1, le=32768)
+    tools: list[Tool] | None = Field(None, max_length=128)
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool = True
 
     @model_validator(mode="after")
     def _top_needs_logprobs(self) -> ChatCompletionRequest:
         if self.top_logprobs and not self.logprobs:
             raise ValueError("top_logprobs needs logprobs: true")
         return self
+
+    @model_validator(mode="after")
+    def _choice_needs_tools(self) -> ChatCompletionRequest:
+        choice = self.tool_choice
+        if choice not in (None, "none") and not self.tools:
+            raise ValueError("tool_choice is only allowed when tools are specified")
+        if isinstance(choice, NamedToolChoice) and choice.function.name not in {
+            t.function.name for t in self.tools or ()
+        }:
+            raise ValueError(f"tool_choice names {choice.function.name!r}, which is not a tool")
+        return self
+
+    def uses_tools(self) -> bool:
+        """Whether the request has tools or a history with calls: then its messages are
+        rendered in the tool format (``models.tool_format``), not as they are."""
+        return bool(self.tools) or any(m.role == "tool" or m.tool_calls for m in self.messages)
+
+    def prompt_messages(self) -> list[dict[str, Any]]:
+        """The messages for the model's chat template: as they are, or with the tools, calls
+        and results rendered in the default tool format (``tool_choice: none`` leaves the tools
+        out: the model is not offered what it may not call)."""
+        if not self.uses_tools():
+            return [{"role": m.role, "content": m.text()} for m in self.messages]
+        from models.tool_format import render
+
+        offered = None if self.tool_choice == "none" else self.tools
+        return render(
+            [m.model_dump(exclude_none=True) for m in self.messages],
+            [t.model_dump(exclude_none=True) for t in offered or ()],
+            self.parallel_tool_calls,
+        )
 
     def token_budget(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
@@ -116,10 +199,17 @@ class Usage(BaseModel):
     total_tokens: int
 
 
+class ToolCallOut(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
     refusal: str | None = None
+    tool_calls: list[ToolCallOut] | None = None
 
 
 class ChatChoice(BaseModel):
@@ -140,9 +230,17 @@ class ChatCompletionResponse(BaseModel):
     prompt_token_ids: list[int] | None = None
 
 
+class ToolCallDelta(BaseModel):
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: dict[str, str] | None = None  # name and/or a piece of the arguments
+
+
 class ChatDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class ChatChunkChoice(BaseModel):

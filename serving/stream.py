@@ -157,6 +157,12 @@ def _chat_chunk(request_id: str, created: int, model: str, delta: dict[str, Any]
     return _chunk("chat.completion.chunk", request_id, created, model, [choice])
 
 
+def chat_delta(request_id: str, created: int, model: str, delta: dict[str, Any],
+               finish_reason: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """A chunk of ``delta`` alone (a piece of text, a tool call), or the finish chunk."""
+    return _chat_chunk(request_id, created, model, delta, None, finish_reason)
+
+
 def chat_head(request_id: str, created: int, model: str, shown: Shown,
               prompt_ids: tuple[int, ...] | None) -> dict[str, Any]:  # fmt: skip
     """The first chunk: the assistant's role (and the prompt's ids when asked)."""

@@ -174,6 +174,10 @@ class UpstreamBackend:
     async def chat(
         self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
     ) -> Generation:
+        if request.uses_tools():  # rendered here, read here: the same format on every engine
+            tools = ("tools", "tool_choice", "parallel_tool_calls")
+            raw = {k: v for k, v in raw.items() if k not in tools}
+            raw["messages"] = request.prompt_messages()
         body = upstream_body(raw, route.model, True, params)
         answer = await self._ask("/v1/chat/completions", body)
         return parse_chat(answer, route.checkpoint_id, route.identity)

@@ -1,0 +1,114 @@
+"""A chat answer read for tool calls, and its calls put into OpenAI's answer shapes (pure).
+
+The backends sample text; the request's tools decide how it is read (``models.tool_format``):
+
+- ``tool_choice: none`` (or no tools): the text is the answer, as without tools.
+- ``auto`` (the default when tools are given): an answer whose calls parse and validate is
+  answered with ``message.tool_calls`` and ``finish_reason: "tool_calls"``; one the model wrote
+  badly is answered as plain text, its reason counted (``rtrl_gateway_tool_calls_total``),
+  never dropped and never repaired.
+- ``required`` and a named function: the same reading, of an answer sampled under a grammar
+  that admits only such calls (``Reading.constrained``).
+
+Each call gets an id of the gateway's, ``call_`` and 24 hex digits, unique per call: an agent
+sends it back with the call's result, and it names the answer that made the call.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from models.tool_format import Parsed, parse_calls, visible_prefix
+from serving.protocol import ChatCompletionRequest, NamedToolChoice
+
+TOOL_CALLS = "tool_calls"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a chat request's answer is read for calls."""
+
+    tools: tuple[dict[str, Any], ...]
+    parallel: bool
+    mode: str  # auto, required, or the named function
+    constrained: bool  # sampled under a grammar of calls (required, named)
+
+
+def reading_of(req: ChatCompletionRequest) -> Reading | None:
+    """None when the answer is plain text (no tools, or ``tool_choice: none``)."""
+    if not req.tools or req.tool_choice == "none":
+        return None
+    choice = req.tool_choice
+    mode = choice.function.name if isinstance(choice, NamedToolChoice) else choice or "auto"
+    return Reading(
+        tuple(t.model_dump(exclude_none=True) for t in req.tools),
+        req.parallel_tool_calls,
+        mode,
+        constrained=mode != "auto",
+    )
+
+
+def read(text: str, reading: Reading) -> Parsed:
+    return parse_calls(text, reading.tools, reading.parallel)
+
+
+def call_id() -> str:
+    return f"call_{secrets.token_hex(12)}"
+
+
+def tool_calls_of(parsed: Parsed) -> list[dict[str, Any]]:
+    """The answer's ``message.tool_calls``, each with a new id."""
+    return [
+        {
+            "id": call_id(),
+            "type": "function",
+            "function": {"name": c.name, "arguments": c.arguments},
+        }
+        for c in parsed.calls
+    ]
+
+
+def outcome(parsed: Parsed) -> str:
+    """The counted outcome: ``called``, ``text`` (no call written) or the broken reason."""
+    return parsed.broken or ("called" if parsed.calls else "text")
+
+
+def with_calls(body: dict[str, Any], parsed: Parsed) -> dict[str, Any]:
+    """A whole chat answer's body with its calls (when any parsed) in place of its text."""
+    if parsed.calls:
+        choice = body["choices"][0]
+        choice["message"]["content"] = parsed.content
+        choice["message"]["tool_calls"] = tool_calls_of(parsed)
+        choice["finish_reason"] = TOOL_CALLS
+    return body
+
+
+class ShownText:
+    """The text a streamed answer with tools may show as it grows: what comes before the
+    calls, never a piece of ``<tool_call>``. ``push`` takes each step's text and gives what
+    to send now; at the end, :func:`stream_tail` sends the rest (or the calls)."""
+
+    def __init__(self) -> None:
+        self.whole = ""
+        self.sent = ""
+
+    def push(self, text: str) -> str:
+        self.whole += text
+        visible = visible_prefix(self.whole)
+        new = visible[len(self.sent) :] if visible.startswith(self.sent) else ""
+        self.sent += new
+        return new
+
+
+def stream_tail(parsed: Parsed, sent: str) -> Iterator[dict[str, Any]]:
+    """The deltas that end a streamed answer with tools, before its finish chunk: the text not
+    shown yet, then each call whole (its id, name and arguments in one delta)."""
+    text = parsed.content if parsed.calls else parsed.content or ""
+    rest = (text or "")[len(sent) :] if (text or "").startswith(sent) else ""
+    if rest:
+        yield {"content": rest}
+    for index, call in enumerate(tool_calls_of(parsed)):
+        yield {"tool_calls": [{"index": index, **call}]}

@@ -16,6 +16,7 @@ from checkpoints.record import CheckpointInfo
 from models.generation import Generation
 from models.sampling import SamplingParams
 from serving.protocol import ChatCompletionRequest, CompletionRequest
+from serving.splice import Splice
 from serving.stream import Step
 
 OnStep = Callable[[Step], None]
@@ -43,6 +44,7 @@ class Backend(Protocol):
         raw: dict[str, Any],
         params: SamplingParams,
         on_step: OnStep | None = None,
+        splice: Splice | None = None,
     ) -> Generation: ...
     async def complete(
         self,

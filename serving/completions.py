@@ -39,6 +39,7 @@ from ingest.contract import uuid7
 from models.generation import Generation
 from models.rollout import Experiment, Rollout
 from models.sampling import SamplingParams
+from models.tool_format import Parsed
 from serving.answers import After, ApiError, JsonAnswer
 from serving.assignment import Assignment
 from serving.backend import Backend, OnStep
@@ -51,6 +52,7 @@ from serving.generation import (
 from serving.metrics import GatewayMetrics
 from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.recorder import RolloutRecorder
+from serving.splice import Splice, SpliceError
 from serving.stream import (
     DONE,
     Step,
@@ -65,8 +67,18 @@ from serving.stream import (
     steps_of,
     usage_chunk,
 )
-from serving.tool_calls import Reading, ShownText, outcome, read, reading_of, stream_tail
+from serving.tool_calls import (
+    Reading,
+    ShownText,
+    outcome,
+    read,
+    reading_of,
+    stream_tail,
+    tool_calls_of,
+)
 from serving.tool_calls import with_calls as answer_with_calls
+from serving.trajectory import AnswerMemory
+from serving.turns import Turn, Turns
 from serving.upstream_protocol import UpstreamError
 
 PARAMS_KEPT = 4096  # sets of sampling parameters kept validated
@@ -87,6 +99,8 @@ class GatewayConfig:
     default_max_tokens: int = 256
     hide_logprobs: bool = False  # never show log-probabilities to callers
     model_names: tuple[str, ...] = ("default",)  # names of the followed checkpoint, too
+    remember_answers: int = 50_000  # answers kept for agents' next calls (0: none)
+    remember_s: float = 3600.0  # how long after its last use an answer is kept
 
 
 def _truthy(value: str | None) -> bool:
@@ -105,6 +119,10 @@ class Completions:
         self._pending: set[asyncio.Task[Generation]] = set()  # streams' generations
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}  # bound once, then reused
         self._params: dict[tuple[Any, ...], SamplingParams] = {}
+        self.turns = None
+        if config.remember_answers > 0:
+            memory = AnswerMemory(config.remember_answers, config.remember_s)
+            self.turns = Turns(memory, metrics.calls)
 
     def _counted(self, outcome: str) -> None:
         """What became of a rollout, counted (the recorder tells it, from its thread)."""
@@ -130,7 +148,17 @@ class Completions:
             # nothing may refuse the request between binding it to a checkpoint and asking
             # the backend: a backend that counts the requests bound to a server (to stop it
             # only once they are answered) gives the count back when it answers
-            interaction, private, experiment, target = self._admit(headers, req.model)
+            chat = isinstance(req, ChatCompletionRequest)
+            scope = headers.get(USER) or ""
+            recognition = None
+            if isinstance(req, ChatCompletionRequest) and self.turns is not None:  # before the arm
+                recognition = self.turns.recognise(req, scope, headers.get(INTERACTION))
+            known = recognition.interaction_id if recognition is not None else None
+            interaction, private, experiment, target = self._admit(headers, req.model, known)
+            rid = f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(16)}"
+            turn = None
+            if recognition is not None and self.turns is not None:
+                turn = self.turns.turn(rid, interaction, recognition, target)
             raw = req.model_dump(exclude_unset=True)
             answer = {INTERACTION: interaction, CHECKPOINT: target.checkpoint_id}
             if experiment is not None:
@@ -150,10 +178,13 @@ class Completions:
 
             try:
                 if req.stream:
-                    response = await self._stream(req, target, raw, params, answer, done, reading)
+                    response = await self._stream(
+                        req, target, raw, params, answer, done, rid, reading, turn, scope
+                    )
                 else:
-                    gen = await self._generate(req, target, raw, params)
-                    response = self._whole(req, gen, answer, reading)
+                    splice = turn.splice if turn is not None else None
+                    gen = await self._generate(req, target, raw, params, None, splice)
+                    response = self._whole(req, gen, answer, rid, reading, turn, scope)
                     response.background = After(done, gen)  # type: ignore[assignment]
             except UpstreamError as exc:
                 status = exc.status
@@ -186,10 +217,11 @@ class Completions:
         return child
 
     def _admit(
-        self, headers: Mapping[str, str], model: str
+        self, headers: Mapping[str, str], model: str, known: str | None = None
     ) -> tuple[str, bool, Experiment | None, Any]:
-        """Interaction id, privacy, experiment arm and the bound checkpoint of a request."""
-        interaction = headers.get(INTERACTION) or uuid7()
+        """Interaction id (``known``: the run's that the call was recognised in), privacy,
+        experiment arm and the bound checkpoint of a request."""
+        interaction = known or headers.get(INTERACTION) or uuid7()
         if not 1 <= len(interaction) <= 128:
             raise ApiError(
                 400, "X-Rtrl-Interaction-Id: 1 to 128 characters", "invalid_request_error"
@@ -244,12 +276,17 @@ class Completions:
         return rollout
 
     async def _generate(self, req: Request, target: Any, raw: dict[str, Any],
-                        params: SamplingParams,
-                        on_step: OnStep | None = None) -> Generation:  # fmt: skip
+                        params: SamplingParams, on_step: OnStep | None = None,
+                        splice: Splice | None = None) -> Generation:  # fmt: skip
         try:
             if isinstance(req, ChatCompletionRequest):
-                return await self.backend.chat(target, req, raw, params, on_step)
+                if splice is None:
+                    return await self.backend.chat(target, req, raw, params, on_step)
+                return await self.backend.chat(target, req, raw, params, on_step, splice)
             return await self.backend.complete(target, req, raw, params, on_step)
+        except SpliceError as exc:
+            code = exc.reason if exc.reason == "context_length_exceeded" else "splice_failed"
+            raise ApiError(400, str(exc), "invalid_request_error", code, "messages") from None
         except ValueError as exc:
             raise ApiError(400, str(exc), "invalid_request_error") from None
 
@@ -261,17 +298,26 @@ class Completions:
         shown = wants and not self.config.hide_logprobs
         return Shown(shown, req.return_token_ids, top if shown else 0)
 
-    def _whole(self, req: Request, gen: Generation, headers: dict[str, str],
-               reading: Reading | None = None) -> Response:  # fmt: skip
+    def _whole(self, req: Request, gen: Generation, headers: dict[str, str], rid: str,
+               reading: Reading | None = None, turn: Turn | None = None,
+               scope: str = "") -> Response:  # fmt: skip
         chat = isinstance(req, ChatCompletionRequest)
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(16)}"
         render = chat_response if chat else completion_response
         body = render(gen, rid, int(time.time()), gen.checkpoint_id, self._shown(req))
+        parsed, calls = None, []
         if reading is not None:
-            body = answer_with_calls(body, self._read(gen, reading))
+            parsed = self._read(gen, reading)
+            calls = tool_calls_of(parsed)
+            body = answer_with_calls(body, parsed, calls)
+        self._remember(turn, req, scope, gen, parsed, calls)
         return JsonAnswer(orjson.dumps(body), 200, headers)
 
-    def _read(self, gen: Generation, reading: Reading):  # -> Parsed
+    def _remember(self, turn: Turn | None, req: Request, scope: str, gen: Generation,
+                  parsed: Parsed | None, calls: list[dict[str, Any]]) -> None:  # fmt: skip
+        if turn is not None and self.turns is not None and isinstance(req, ChatCompletionRequest):
+            self.turns.remember(turn, req, scope, gen, parsed, calls)
+
+    def _read(self, gen: Generation, reading: Reading) -> Parsed:
         """The answer read for calls, its outcome counted."""
         parsed = read(gen.text, reading)
         self._child(self.metrics.tool_calls, outcome(parsed)).inc()
@@ -282,12 +328,16 @@ class Completions:
 
     async def _stream(self, req: Request, target: Any, raw: dict[str, Any],
                       params: SamplingParams, headers: dict[str, str],
-                      done: Callable[[Generation], None],
-                      reading: Reading | None = None) -> Response:  # fmt: skip
+                      done: Callable[[Generation], None], rid: str,
+                      reading: Reading | None = None, turn: Turn | None = None,
+                      scope: str = "") -> Response:  # fmt: skip
         """Server-sent events that follow the generation's steps as they come; the backend's
         refusal before its first step is raised here, as for a whole answer."""
         steps: asyncio.Queue[Step | None] = asyncio.Queue()  # None: the generation has ended
-        task = asyncio.ensure_future(self._generate(req, target, raw, params, steps.put_nowait))
+        splice = turn.splice if turn is not None else None
+        task = asyncio.ensure_future(
+            self._generate(req, target, raw, params, steps.put_nowait, splice)
+        )
         self._pending.add(task)
 
         def ended(t: asyncio.Task[Generation]) -> None:
@@ -300,7 +350,6 @@ class Completions:
         first = await steps.get()
         whole_steps = steps_of(task.result()) if first is None else None  # raises its error
         chat = isinstance(req, ChatCompletionRequest)
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(16)}"
         created, model, show = int(time.time()), target.checkpoint_id, self._shown(req)
         with_usage = req.stream_options is not None and req.stream_options.include_usage
         null_usage = with_usage and chat  # chat's chunks say "usage": null; completions' have none
@@ -340,11 +389,14 @@ class Completions:
                 if head:
                     yield sse(chat_head(rid, created, model, show, gen.prompt_ids), null_usage)
                 parsed = self._read(gen, reading)
-                for delta in stream_tail(parsed, shown_text.sent):
+                calls = tool_calls_of(parsed)
+                self._remember(turn, req, scope, gen, parsed, calls)
+                for delta in stream_tail(parsed, shown_text.sent, calls):
                     yield sse(chat_delta(rid, created, model, delta), null_usage)
                 finish = "tool_calls" if parsed.calls else gen.finish_reason
                 yield sse(chat_delta(rid, created, model, {}, finish), null_usage)
             elif chat:
+                self._remember(turn, req, scope, gen, None, [])
                 if head:
                     yield sse(chat_head(rid, created, model, show, gen.prompt_ids), null_usage)
                 for chunk in chat_tail(gen, rest, rid, created, model):

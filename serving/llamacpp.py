@@ -25,6 +25,7 @@ from llamacpp.native import (
     token_ids,
 )
 from models.generation import Generation
+from serving.splice import Splice, check_length, continuation_of
 from serving.upstream import Route, UpstreamBackend, bad_gateway
 
 log = logging.getLogger(__name__)
@@ -76,8 +77,16 @@ class LlamaCppBackend(UpstreamBackend):
         return None
 
     async def chat(
-        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
+        self,
+        route: Route,
+        request: Any,
+        raw: dict[str, Any],
+        params: Any,
+        on_step: Any = None,
+        splice: Splice | None = None,
     ) -> Generation:
+        if splice is not None:
+            return await self._generate(route, await self._spliced(route, splice, params), params)
         if request.uses_tools():  # the tools, calls and results in the gateway's tool format
             template: dict[str, Any] = {"messages": request.prompt_messages()}
         else:
@@ -111,6 +120,39 @@ class LlamaCppBackend(UpstreamBackend):
         else:
             answer = await self._call(route, "/completion", body)
         return parse_native(answer, ids, route.checkpoint_id, route.identity)
+
+    _contexts: dict[str, int | None]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._contexts = {}
+
+    async def _spliced(self, route: Route, splice: Splice, params: Any) -> list[int]:
+        """An extending call's prompt: the earlier ids, then the continuation by the server's
+        own template and tokenizer (``serving.splice``)."""
+        template = {"messages": splice.template_messages()}
+        rendered = (await self._call(route, "/apply-template", template)).get("prompt")
+        if not isinstance(rendered, str):
+            raise bad_gateway("llama-server's /apply-template gave no prompt")
+        asked = {"content": continuation_of(rendered), "add_special": False, "parse_special": True}
+        ids = token_ids((await self._call(route, "/tokenize", asked)).get("tokens"))
+        if ids is None:
+            raise bad_gateway("llama-server's /tokenize gave no token ids")
+        prompt = splice.prompt(ids)
+        check_length(len(prompt), params.max_tokens, await self._context(route))
+        return prompt
+
+    async def _context(self, route: Route) -> int | None:
+        """The context of one of the server's slots (``GET /props``), asked once."""
+        url = self._url_of(route)
+        if url not in self._contexts:
+            async with httpx.AsyncClient(headers=self._headers, timeout=30) as http:
+                answer = await http.get(f"{url.rstrip('/')}/props")
+            props = answer.json() if answer.status_code == 200 else None
+            settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+            n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+            self._contexts[url] = n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
+        return self._contexts[url]
 
     def _url_of(self, route: Route) -> str:
         """The llama-server that serves ``route``: this upstream's."""

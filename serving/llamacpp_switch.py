@@ -135,10 +135,16 @@ class EngineBackend(LlamaCppBackend):
             self._fleet.retire(route.engine)
 
     async def chat(
-        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
+        self,
+        route: Route,
+        request: Any,
+        raw: dict[str, Any],
+        params: Any,
+        on_step: Any = None,
+        splice: Any = None,
     ) -> Generation:
         try:
-            return await super().chat(route, request, raw, params, on_step)
+            return await super().chat(route, request, raw, params, on_step, splice)
         finally:
             await self._release(route)
 

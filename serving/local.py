@@ -40,6 +40,7 @@ from serving.follower import moves_forward
 from serving.generation import text_pieces
 from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.routing import CURRENT
+from serving.splice import Splice, check_length, continuation_of
 from serving.stream import Increments, Step
 
 log = logging.getLogger(__name__)
@@ -145,9 +146,12 @@ class LocalBackend:
 
     # --- sampling ----------------------------------------------------------------------------
     async def chat(self, served: Served, request: ChatCompletionRequest, raw: dict[str, Any],
-                   params: SamplingParams,
-                   on_step: Callable[[Step], None] | None = None) -> Generation:  # fmt: skip
-        prompt = served.policy.chat_prompt(request.prompt_messages())
+                   params: SamplingParams, on_step: Callable[[Step], None] | None = None,
+                   splice: Splice | None = None) -> Generation:  # fmt: skip
+        if splice is None:
+            prompt = served.policy.chat_prompt(request.prompt_messages())
+        else:
+            prompt = _spliced(served.policy, splice, params.max_tokens)
         return await self._sample(served, prompt, params, on_step, request.top_logprobs or 0)
 
     async def complete(self, served: Served, request: CompletionRequest, raw: dict[str, Any],
@@ -222,3 +226,17 @@ def _to_loop(on_step: Callable[[Step], None], increments: Increments, prompt: tu
             pass
 
     return on_token
+
+
+def _spliced(policy: CausalLMPolicy, splice: Splice, max_tokens: int) -> list[int]:
+    """An extending call's prompt: the earlier ids, then the continuation tokenised on its own
+    (``serving.splice``); refused when it would not fit the model's context."""
+    rendered = policy.tokenizer.apply_chat_template(
+        splice.template_messages(), add_generation_prompt=True, tokenize=False
+    )
+    continuation = policy.tokenizer(continuation_of(rendered), add_special_tokens=False).input_ids
+    prompt = splice.prompt(continuation)
+    check_length(
+        len(prompt), max_tokens, getattr(policy.model.config, "max_position_embeddings", None)
+    )
+    return prompt

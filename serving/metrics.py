@@ -53,6 +53,16 @@ class GatewayMetrics(ServiceMetrics):
             ["reason"],
             registry=r,
         )
+        self.calls = Counter(
+            "rtrl_gateway_calls",
+            "chat calls by how they joined an agent run: new (no earlier answer in the history), "
+            "extends (spliced onto the answer it extends), new_segment (the same run, a history "
+            "that does not extend the answer), unmatched (an answer this gateway does not "
+            "remember: expired, another replica's, before a restart), ambiguous (more than one "
+            "remembered answer fits: a new interaction)",
+            ["outcome"],
+            registry=r,
+        )
         self.tool_calls = Counter(
             "rtrl_gateway_tool_calls",
             "answers to requests with tools, by how they were read: called (answered with "

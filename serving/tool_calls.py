@@ -76,12 +76,13 @@ def outcome(parsed: Parsed) -> str:
     return parsed.broken or ("called" if parsed.calls else "text")
 
 
-def with_calls(body: dict[str, Any], parsed: Parsed) -> dict[str, Any]:
-    """A whole chat answer's body with its calls (when any parsed) in place of its text."""
-    if parsed.calls:
+def with_calls(body: dict[str, Any], parsed: Parsed, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """A whole chat answer's body with its ``calls`` (:func:`tool_calls_of` the parsed answer,
+    when any parsed) in place of its text."""
+    if calls:
         choice = body["choices"][0]
         choice["message"]["content"] = parsed.content
-        choice["message"]["tool_calls"] = tool_calls_of(parsed)
+        choice["message"]["tool_calls"] = calls
         choice["finish_reason"] = TOOL_CALLS
     return body
 
@@ -103,12 +104,12 @@ class ShownText:
         return new
 
 
-def stream_tail(parsed: Parsed, sent: str) -> Iterator[dict[str, Any]]:
+def stream_tail(parsed: Parsed, sent: str, calls: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """The deltas that end a streamed answer with tools, before its finish chunk: the text not
-    shown yet, then each call whole (its id, name and arguments in one delta)."""
-    text = parsed.content if parsed.calls else parsed.content or ""
-    rest = (text or "")[len(sent) :] if (text or "").startswith(sent) else ""
+    shown yet, then each of ``calls`` whole (its id, name and arguments in one delta)."""
+    text = (parsed.content if calls else parsed.content or "") or ""
+    rest = text[len(sent) :] if text.startswith(sent) else ""
     if rest:
         yield {"content": rest}
-    for index, call in enumerate(tool_calls_of(parsed)):
+    for index, call in enumerate(calls):
         yield {"tool_calls": [{"index": index, **call}]}

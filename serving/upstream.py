@@ -172,8 +172,16 @@ class UpstreamBackend:
     # ``on_step`` is not called: the upstream is asked for its whole answer, which the gateway
     # then streams (``stream.steps_of``).
     async def chat(
-        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
+        self,
+        route: Route,
+        request: Any,
+        raw: dict[str, Any],
+        params: Any,
+        on_step: Any = None,
+        splice: Any = None,
     ) -> Generation:
+        """``splice`` is not used: an OpenAI-compatible upstream renders its prompt from the
+        messages (its rollouts' prompt ids are its own, not spliced)."""
         if request.uses_tools():  # rendered here, read here: the same format on every engine
             tools = ("tools", "tool_choice", "parallel_tool_calls")
             raw = {k: v for k, v in raw.items() if k not in tools}

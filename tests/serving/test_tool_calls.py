@@ -86,7 +86,15 @@ class ScriptedModel:
     def pin(self, info: Any) -> None: ...
     def unpin(self, checkpoint_id: str) -> None: ...
 
-    async def chat(self, target: Any, request: Any, raw: Any, params: Any, on_step: Any = None):
+    async def chat(
+        self,
+        target: Any,
+        request: Any,
+        raw: Any,
+        params: Any,
+        on_step: Any = None,
+        splice: Any = None,
+    ) -> Generation:
         messages = request.prompt_messages()
         self.prompts.append(messages)
         text = self.answers.pop(0)

@@ -104,8 +104,9 @@ def test_a_history_that_does_not_extend_starts_a_new_segment_of_the_same_run() -
 def test_other_arguments_under_the_same_id_do_not_extend() -> None:
     memory = AnswerMemory()
     _answer(memory, "r1", ASK, calls=(("call_1", "read_file", '{"path": "a.py"}'),))
-    edited: list[Any] = [*ASK, {"role": "assistant", "tool_calls": [_call("call_1", args='{"path": "b.py"}')]},
-              {"role": "tool", "tool_call_id": "call_1", "content": "..."}]  # fmt: skip
+    call = _call("call_1", args='{"path": "b.py"}')
+    edited: list[Any] = [*ASK, {"role": "assistant", "tool_calls": [call]},
+                         {"role": "tool", "tool_call_id": "call_1", "content": "..."}]  # fmt: skip
     assert memory.recognise(edited, None, "u1", None).outcome == "new_segment"
 
 

@@ -28,6 +28,13 @@ which scheduling delays on a loaded machine do not inflate as they do latencies.
 backend's sampling dominates both, so the figures say what the gateway adds to a fast backend;
 a real vLLM backend is slower per request, which makes the relative overhead smaller.
 Figures go to stdout and to ``bench/out/gateway_bench.json``.
+
+``--tools`` asks ``/v1/chat/completions`` instead, as an agent does: two tools and a history
+with an earlier call and its result, which the gateway renders into the default tool format
+(``models.tool_format``), recognises against the answers it remembers and reads back for calls;
+the backend and the peer get the same rendered messages without tools (the same prompt to
+sample), so the difference is what tool calling adds at the gateway. ``--endpoint chat``
+without ``--tools`` is the same chat without tools, for the figure beside it.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
@@ -112,7 +120,8 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def aiohttp_client(url: str, key: str, concurrency: int) -> tuple[Post, Close]:
+def aiohttp_client(url: str, key: str, concurrency: int,
+                   path: str = "/v1/completions") -> tuple[Post, Close]:  # fmt: skip
     session = aiohttp.ClientSession(
         url,
         connector=aiohttp.TCPConnector(limit=concurrency),
@@ -121,14 +130,15 @@ def aiohttp_client(url: str, key: str, concurrency: int) -> tuple[Post, Close]:
     )
 
     async def post(body: bytes, headers: dict[str, str] | None) -> int:
-        async with session.post("/v1/completions", data=body, headers=headers) as answer:
+        async with session.post(path, data=body, headers=headers) as answer:
             await answer.read()
             return answer.status
 
     return post, session.close
 
 
-def lean_client(url: str, key: str, concurrency: int) -> tuple[Post, Close]:
+def lean_client(url: str, key: str, concurrency: int,
+                path: str = "/v1/completions") -> tuple[Post, Close]:  # fmt: skip
     pool = HttpPool(
         url,
         {"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
@@ -137,7 +147,7 @@ def lean_client(url: str, key: str, concurrency: int) -> tuple[Post, Close]:
     )
 
     async def post(body: bytes, headers: dict[str, str] | None) -> int:
-        return (await pool.post("/v1/completions", body, headers)).status
+        return (await pool.post(path, body, headers)).status
 
     return post, pool.close
 
@@ -145,12 +155,48 @@ def lean_client(url: str, key: str, concurrency: int) -> tuple[Post, Close]:
 CLIENTS = {"lean": lean_client, "aiohttp": aiohttp_client}
 
 
+TOOLS: list[Any] = [
+    {"type": "function", "function": {"name": "read_file", "description": "Read a file",
+     "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                    "required": ["path"]}}},
+    {"type": "function", "function": {"name": "run_tests", "description": "Run the tests",
+     "parameters": {"type": "object", "properties": {}}}},
+]  # fmt: skip
+HISTORY: list[Any] = [
+    {"role": "user", "content": "Fix mean(xs) in stats.py."},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_0", "type": "function",
+     "function": {"name": "read_file", "arguments": '{"path": "stats.py"}'}}]},
+    {"role": "tool", "tool_call_id": "call_0", "content": "def mean(xs):\n    return sum(xs)"},
+]  # fmt: skip
+
+
+def request_body(endpoint: str, tools: bool, max_tokens: int, through_gateway: bool) -> bytes:
+    """One request's body: a completion, or a chat (with the tools and a history of calls when
+    ``tools``; rendered into plain messages for a server other than the gateway)."""
+    if endpoint == "completions":
+        return orjson.dumps(
+            {"model": "default", "prompt": "def mean(xs):", "max_tokens": max_tokens}
+        )
+    if not tools:
+        messages: list = [HISTORY[0]]
+        return orjson.dumps({"model": "default", "messages": messages, "max_tokens": max_tokens})
+    if through_gateway:
+        return orjson.dumps(
+            {"model": "default", "messages": HISTORY, "tools": TOOLS, "max_tokens": max_tokens}
+        )
+    from models.tool_format import render
+
+    rendered = render(HISTORY, TOOLS)
+    return orjson.dumps({"model": "default", "messages": rendered, "max_tokens": max_tokens})
+
+
 async def load(url: str, key: str, requests: int, concurrency: int, max_tokens: int,
-               latencies: list[float], client: str = "lean") -> float:  # fmt: skip
+               latencies: list[float], client: str = "lean",
+               body: bytes | None = None, path: str = "/v1/completions") -> float:  # fmt: skip
     """Send ``requests`` completions from ``concurrency`` clients; returns the seconds taken
     and appends each request's latency."""
-    body = orjson.dumps({"model": "default", "prompt": "def mean(xs):", "max_tokens": max_tokens})
-    post, close = CLIENTS[client](url, key, concurrency)
+    body = body or request_body("completions", False, max_tokens, False)
+    post, close = CLIENTS[client](url, key, concurrency, path)
     try:
 
         async def one(headers: dict[str, str] | None = None) -> None:
@@ -185,6 +231,14 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=1, help="tokens per completion")
     parser.add_argument("--rounds", type=int, default=10, help="alternating slices per row")
     parser.add_argument(
+        "--endpoint", choices=("completions", "chat"), default="completions", help="which API"
+    )
+    parser.add_argument(
+        "--tools",
+        action="store_true",
+        help="chat with tools and a history of calls (implies --endpoint chat)",
+    )
+    parser.add_argument(
         "--client", choices=sorted(CLIENTS), default="lean", help="the load generator's client"
     )
     parser.add_argument(
@@ -193,6 +247,9 @@ def main() -> int:
         help="BACKEND,GATEWAY cores ('' to leave every process unpinned)",
     )
     args = parser.parse_args()
+    if args.tools:
+        args.endpoint = "chat"
+    api_path = "/v1/chat/completions" if args.endpoint == "chat" else "/v1/completions"
     cpus = [int(c) for c in args.cpus.split(",")] if args.cpus else [None, None]
     load_before = os.getloadavg()
     rows: list[dict] = []
@@ -223,7 +280,7 @@ def main() -> int:
         backend = serve([*common, "--no-record"], ports, tmp / "backend.log", threads, cpus[0])
         direct = f"http://127.0.0.1:{ports}"
         gateway = serve(
-            [*common, "--upstream", direct, "--upstream-model", "base"],
+            [*common, "--upstream", direct, "--upstream-model", "default"],
             ports + 1,
             tmp / "gateway.log",
             {"RTRL_UPSTREAM_API_KEY": key},
@@ -260,6 +317,10 @@ def main() -> int:
                                 args.max_tokens,
                                 latencies[name],
                                 args.client,
+                                request_body(
+                                    args.endpoint, args.tools, args.max_tokens, name == "gateway"
+                                ),
+                                api_path,
                             )
                         )
                         cpu[name][0] += cpu_seconds(backend.pid) - before[0]
@@ -320,11 +381,17 @@ def main() -> int:
         )
     )
     path = write_results(
-        "gateway_bench",
+        "gateway_bench_tools"
+        if args.tools
+        else f"gateway_bench_{args.endpoint}"
+        if args.endpoint == "chat"
+        else "gateway_bench",
         {
             "benchmark": "gateway_bench",
             "machine": machine(),
             "max_tokens": args.max_tokens,
+            "endpoint": args.endpoint,
+            "tools": args.tools,
             "client": args.client,
             "cpus": {"backend": cpus[0], "gateway_and_load": cpus[1]},
             "load_avg_before": load_before,

@@ -12,9 +12,13 @@ constrained modes) is tested in ``test_tool_calls_model.py``.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -31,6 +35,8 @@ from serving.stream import Step
 from tests.serving.test_openai_schema import check
 from tests.support.gateway import api_key
 from tests.support.kafka import free_port_block
+
+NODE = Path(__file__).parent / "node"
 
 TOOLS: Any = [
     {
@@ -334,3 +340,40 @@ def test_constrained_modes_are_refused_where_the_backend_cannot_constrain(
             )
         assert refused.value.code == "unsupported_tool_choice"
     assert not model.answers  # nothing was asked of the model
+
+
+def test_the_official_node_client_calls_tools(gateway: Any) -> None:
+    """The Node client's whole and streamed answers with calls validate against OpenAI's
+    schemas, and its next call, the calls and their results sent back, joins the first's
+    interaction."""
+    url, key, model, _ = gateway
+    node = shutil.which("node")
+    assert node is not None, "Node is required (scripts/bootstrap installs the client)"
+    model.answers.extend(
+        [
+            call_text("read_file", {"path": "app.py"}),
+            "Reading.\n" + call_text("run_tests", {}),
+            "The bug is in f.",
+        ]
+    )
+    env = {**os.environ, "RTRL_URL": f"{url}/v1", "RTRL_KEY": key, "RTRL_TOOLS": json.dumps(TOOLS)}
+    done = subprocess.run(
+        [node, "tool_calls.mjs"], cwd=NODE, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    check("CreateChatCompletionResponse", out["whole"])
+    (call,) = out["whole"]["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "read_file"
+    for chunk in out["stream"]:
+        check("CreateChatCompletionStreamResponse", chunk)
+    streamed = [
+        tc["function"]["name"]
+        for chunk in out["stream"]
+        for choice in chunk["choices"]
+        for tc in choice["delta"].get("tool_calls") or []
+    ]
+    assert streamed == ["run_tests"]
+    check("CreateChatCompletionResponse", out["next"])
+    assert out["next"]["choices"][0]["message"]["content"] == "The bug is in f."
+    assert out["next_interaction"] == out["whole_interaction"]

@@ -87,7 +87,7 @@ class LlamaCppBackend(UpstreamBackend):
     ) -> Generation:
         if splice is not None:
             return await self._generate(route, await self._spliced(route, splice, params), params)
-        if request.uses_tools():  # the tools, calls and results in the gateway's tool format
+        if request is not None and request.uses_tools():  # rendered in the default tool format
             template: dict[str, Any] = {"messages": request.prompt_messages()}
         else:
             template = {k: raw[k] for k in _TEMPLATE_FIELDS if k in raw}

@@ -182,7 +182,7 @@ class UpstreamBackend:
     ) -> Generation:
         """``splice`` is not used: an OpenAI-compatible upstream renders its prompt from the
         messages (its rollouts' prompt ids are its own, not spliced)."""
-        if request.uses_tools():  # rendered here, read here: the same format on every engine
+        if request is not None and request.uses_tools():  # as on every engine
             tools = ("tools", "tool_choice", "parallel_tool_calls")
             raw = {k: v for k, v in raw.items() if k not in tools}
             raw["messages"] = request.prompt_messages()

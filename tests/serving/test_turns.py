@@ -95,12 +95,16 @@ def test_a_call_from_another_user_with_the_same_words_is_not_joined(
     first = _ask(served, ASK, {"X-Rtrl-User-Id": "alice"})
     _, _, text1 = _turn(first)
     history = [*ASK, {"role": "assistant", "content": text1}, {"role": "user", "content": "ok"}]
+    before = served[0].metrics()
     other = _ask(served, history, {"X-Rtrl-User-Id": "bob"})
     assert other.status_code == 200
     assert other.headers["X-Rtrl-Interaction-Id"] != first.headers["X-Rtrl-Interaction-Id"]
-    counts = served[0].metrics()
-    assert counts['rtrl_gateway_calls_total{outcome="unmatched"}'] >= 1
-    assert counts['rtrl_gateway_calls_total{outcome="extends"}'] >= 1
+    same = _ask(served, history, {"X-Rtrl-User-Id": "alice"})
+    assert same.headers["X-Rtrl-Interaction-Id"] == first.headers["X-Rtrl-Interaction-Id"]
+    after = served[0].metrics()
+    for outcome in ("unmatched", "extends"):
+        name = f'rtrl_gateway_calls_total{{outcome="{outcome}"}}'
+        assert after[name] == before.get(name, 0.0) + 1
 
 
 def test_an_over_long_spliced_prompt_is_refused_not_truncated(served: tuple[Serve, str]) -> None:

@@ -28,6 +28,7 @@ MODEL_PACKAGES = frozenset(
         "gguf",
         "peft",
         "sentencepiece",
+        "llguidance",
     }
 )
 """What only the trainer and the serving side import: model code and its formats."""

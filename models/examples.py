@@ -5,7 +5,9 @@ each row with the rollout the serving side published for its interaction (``roll
 when none was sunk). An example needs both: rows without a rollout, or whose rollout came from
 another checkpoint than the batch's, are left out and counted, never guessed. The user and
 session of each interaction come along (null when the record has none): the gate holds out and
-resamples whole users.
+resamples whole users. A rollout decoded under a constraint carries it (``rollout.constraint``),
+for scoring to replay; one this process cannot replay (another grammar library or version) is
+left out and counted here, before any scoring pass would refuse it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
+from models.constraint import NOT_REPLAYABLE, unreplayable_reason
 from models.rollout import Rollout, RolloutError
 
 
@@ -34,7 +37,8 @@ class BatchExamples:
     skipped: Counter[str]
     """Rows left out, by reason: no_rollout, no_reward, bad_rollout, old_rollout_version,
     other_interaction (the rollout names another interaction), other_checkpoint (it was served
-    by another one)."""
+    by another one), constraint_not_replayable (decoded under a grammar this process cannot
+    replay)."""
 
 
 def read_examples(path: str | Path) -> BatchExamples:
@@ -70,6 +74,9 @@ def read_examples(path: str | Path) -> BatchExamples:
             continue
         if rollout.checkpoint_id != checkpoint:
             skipped["other_checkpoint"] += 1
+            continue
+        if rollout.constraint is not None and unreplayable_reason(rollout.constraint):
+            skipped[NOT_REPLAYABLE] += 1
             continue
         examples.append(Example(rollout, float(reward), user_id, session_id))
     return BatchExamples(checkpoint, examples, skipped)

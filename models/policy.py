@@ -7,6 +7,10 @@ given completions: the log-probability of each of their tokens under the current
 gradients when training. Both work on token ids, never on re-tokenised text: what was sampled is
 exactly what is scored.
 
+Under a decoding constraint (``models.constraint``: a tool call's grammar) a row is sampled from
+the masked distribution, and scored under the same masks replayed over its tokens
+(``models.grammar_mask``); rows without one cost nothing extra.
+
 Sampling left-pads the prompts and decodes with the model's key-value cache; scoring right-pads
 prompt + completion and reads only the completion's positions. The vocabulary projection and its
 log-softmax run in chunks of positions (and, with gradients, are recomputed in the backward pass),
@@ -23,6 +27,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from models import grammar_mask
+from models.constraint import Constraint
 from models.sampling import LOGPROB_FLOOR, SamplingParams, sampling_log_probs
 
 SCORE_CHUNK = 1024  # positions per vocabulary projection (1024 x 49k floats = 200 MB)
@@ -52,10 +58,11 @@ class TokenScorer(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 positions: torch.Tensor, targets: torch.Tensor, temperature: torch.Tensor,
-                top_p: torch.Tensor) -> torch.Tensor:  # fmt: skip
+                top_p: torch.Tensor, allowed: torch.Tensor | None = None
+                ) -> torch.Tensor:  # fmt: skip
         """``positions``/``targets`` ``[N]`` (flat, into ``[B*L]``): the log-probability of
         ``targets[i]`` given everything up to ``positions[i]``; ``temperature``/``top_p`` per
-        target."""
+        target, ``allowed`` (packed grammar masks ``[N, W]``, or None) too."""
         core = _core(self.model)
         hidden = core.get_decoder()(
             input_ids=input_ids, attention_mask=attention_mask
@@ -65,7 +72,8 @@ class TokenScorer(nn.Module):
         pieces = []
         for start in range(0, flat.shape[0], SCORE_CHUNK):
             part = slice(start, start + SCORE_CHUNK)
-            args = (flat[part], targets[part], temperature[part], top_p[part])
+            mask = None if allowed is None else allowed[part]
+            args = (flat[part], targets[part], temperature[part], top_p[part], mask)
             if torch.is_grad_enabled():
                 pieces.append(checkpoint(_chunk_logprobs, head, *args, use_reentrant=False))
             else:
@@ -79,8 +87,11 @@ def _chunk_logprobs(
     targets: torch.Tensor,
     temperature: torch.Tensor,
     top_p: torch.Tensor,
+    allowed: torch.Tensor | None,
 ) -> torch.Tensor:
-    log_dist = sampling_log_probs(head(hidden), temperature.unsqueeze(-1), top_p.unsqueeze(-1))
+    log_dist = sampling_log_probs(
+        head(hidden), temperature.unsqueeze(-1), top_p.unsqueeze(-1), allowed
+    )
     return log_dist.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
@@ -196,10 +207,15 @@ class CausalLMPolicy:
             if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < vocab:
                 raise ValueError(f"{what} holds {token!r}: token ids are integers in [0, {vocab})")
 
+    def grammar_tokenizer(self) -> Any:
+        """llguidance's reading of this policy's tokenizer (built on first use, shared)."""
+        return grammar_mask.grammar_tokenizer(self.tokenizer, self.vocab_size, self.end_ids)
+
     @torch.no_grad()
     def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
                generator: torch.Generator, on_token: OnToken | None = None,
-               top_n: int = 0) -> list[Completion]:  # fmt: skip
+               top_n: int = 0, constraints: Sequence[Constraint | None] | None = None
+               ) -> list[Completion]:  # fmt: skip
         """One completion per prompt, all decoded together; ``generator`` (on this policy's
         device) makes it reproducible.
 
@@ -210,18 +226,31 @@ class CausalLMPolicy:
 
         ``top_n`` > 0: each token also comes with the ``top_n`` likeliest tokens of the
         distribution it was drawn from (after temperature and top-p: the one its log-probability
-        is of), leaving out tokens that distribution cannot draw (outside the nucleus)."""
+        is of), leaving out tokens that distribution cannot draw (outside the nucleus).
+
+        ``constraints`` (one per prompt, None for a free row): a constrained row draws only
+        tokens its grammar allows (masked before temperature and top-p; its log-probabilities
+        are of that masked distribution) and ends when the grammar is complete and the model
+        draws an end token; stop strings do not apply to it (they could cut the call short)."""
         for i, prompt in enumerate(prompts):
             self.check_tokens(prompt, f"prompt {i}")
+        if constraints is not None and len(constraints) != len(prompts):
+            raise ValueError(f"one constraint (or None) per prompt ({len(prompts)})")
+        matchers = None
+        if constraints is not None and any(c is not None for c in constraints):
+            tokenizer = self.grammar_tokenizer()
+            matchers = [None if c is None else grammar_mask.Matcher(tokenizer, c)
+                        for c in constraints]  # fmt: skip
         was_training = self.model.training
         self.model.eval()
         try:
-            return self._sample(prompts, params, generator, on_token, top_n)
+            return self._sample(prompts, params, generator, on_token, top_n, matchers)
         finally:
             self.model.train(was_training)
 
     def _sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
-                generator: torch.Generator, on_token: OnToken | None, top_n: int
+                generator: torch.Generator, on_token: OnToken | None, top_n: int,
+                matchers: list[grammar_mask.Matcher | None] | None
                 ) -> list[Completion]:  # fmt: skip
         device, batch = self.device, len(prompts)
         width = max(map(len, prompts))
@@ -243,9 +272,15 @@ class CausalLMPolicy:
         tops: list[list[TopTokens]] = [[] for _ in range(batch)]
         finish: list[str | None] = [None] * batch
         ends = torch.tensor(sorted(self.end_ids), device=device)
+        mask_width = grammar_mask.bitmask_width(self.vocab_size)
         last = positions[:, -1:]
         for _ in range(params.max_tokens):
-            log_dist = sampling_log_probs(out.logits[:, -1], params.temperature, params.top_p)
+            allowed = (
+                None if matchers is None else _step_masks(matchers, finish, mask_width, device)
+            )
+            log_dist = sampling_log_probs(
+                out.logits[:, -1], params.temperature, params.top_p, allowed
+            )
             drawn = torch.multinomial(log_dist.exp(), 1, generator=generator)  # [B, 1]
             drawn_lp = log_dist.gather(-1, drawn).squeeze(-1).tolist()
             is_end = torch.isin(drawn.squeeze(-1), ends).tolist()
@@ -259,7 +294,12 @@ class CausalLMPolicy:
                     tops[i].append(top[i])
                 if on_token is not None:
                     on_token(i, token, drawn_lp[i], top[i])
-                if is_end[i] or (params.stop and self._hits_stop(tokens[i], params.stop)):
+                matcher = None if matchers is None else matchers[i]
+                if matcher is not None and not matcher.consume(token):
+                    raise RuntimeError(f"row {i}: drew token {token}, which its mask refused")
+                if is_end[i] or (
+                    params.stop and matcher is None and self._hits_stop(tokens[i], params.stop)
+                ):
                     finish[i] = STOP
             if all(f is not None for f in finish):
                 break
@@ -272,9 +312,11 @@ class CausalLMPolicy:
                 past_key_values=out.past_key_values,
                 use_cache=True,
             )
+        stops = [params.stop if matchers is None or matchers[i] is None else ()
+                 for i in range(batch)]  # fmt: skip
         return [
-            Completion(tuple(t), tuple(lp), f or LENGTH, self._text(t, params.stop), tuple(k))
-            for t, lp, f, k in zip(tokens, logprobs, finish, tops, strict=True)
+            Completion(tuple(t), tuple(lp), f or LENGTH, self._text(t, stop), tuple(k))
+            for t, lp, f, k, stop in zip(tokens, logprobs, finish, tops, stops, strict=True)
         ]
 
     def _hits_stop(self, tokens: list[int], stop: Sequence[str]) -> bool:
@@ -288,12 +330,15 @@ class CausalLMPolicy:
 
     def score(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
               temperature: Sequence[float] | float = 1.0,
-              top_p: Sequence[float] | float = 1.0, scorer: nn.Module | None = None
+              top_p: Sequence[float] | float = 1.0, scorer: nn.Module | None = None,
+              constraints: Sequence[Constraint | None] | None = None
               ) -> list[torch.Tensor]:  # fmt: skip
         """Per completion, the log-probability ``[T_i]`` of each of its tokens under this
-        policy's sampling distribution at the given temperature/top-p (per row or for all).
-        With gradients when grad mode is on; ``scorer`` is this policy's :class:`TokenScorer`
-        as wrapped for training (accelerate), by default the plain one."""
+        policy's sampling distribution at the given temperature/top-p (per row or for all) and
+        under the masks of the row's constraint (None: unconstrained), replayed over its tokens
+        (``ConstraintNotReplayable`` when that cannot be done). With gradients when grad mode is
+        on; ``scorer`` is this policy's :class:`TokenScorer` as wrapped for training
+        (accelerate), by default the plain one."""
         batch = score_batch(prompts, completions, self.pad_id, self.device)
         n = len(prompts)
         temps = _per_row(temperature, n)
@@ -309,8 +354,39 @@ class CausalLMPolicy:
             batch.targets,
             per_token_t,
             per_token_p,
+            self._replayed_masks(completions, constraints),
         )
         return list(flat.split(list(batch.lengths)))
+
+    def _replayed_masks(self, completions: Sequence[Sequence[int]],
+                        constraints: Sequence[Constraint | None] | None
+                        ) -> torch.Tensor | None:  # fmt: skip
+        """The packed masks ``[N, W]`` the completions were sampled under (all ones for a free
+        row), or None when no row has a constraint."""
+        if constraints is None or all(c is None for c in constraints):
+            return None
+        if len(constraints) != len(completions):
+            raise ValueError(f"one constraint (or None) per completion ({len(completions)})")
+        tokenizer = self.grammar_tokenizer()
+        width = grammar_mask.bitmask_width(self.vocab_size)
+        masks = [
+            torch.full((len(c), width), -1, dtype=torch.int32)
+            if k is None
+            else grammar_mask.replay(tokenizer, k, c)
+            for c, k in zip(completions, constraints, strict=True)
+        ]
+        return torch.cat(masks).to(self.device)
+
+
+def _step_masks(matchers: list[grammar_mask.Matcher | None], finish: list[str | None],
+                width: int, device: torch.device) -> torch.Tensor:  # fmt: skip
+    """This step's packed masks ``[B, W]``: each unfinished constrained row's grammar's, all
+    ones for the other rows (a finished row's draw is thrown away, but it must be a draw)."""
+    masks = torch.full((len(matchers), width), -1, dtype=torch.int32)
+    for i, (matcher, done) in enumerate(zip(matchers, finish, strict=True)):
+        if matcher is not None and done is None:
+            masks[i] = matcher.allowed()
+    return masks.to(device)
 
 
 def _likeliest(log_dist: torch.Tensor, n: int) -> list[TopTokens]:

@@ -9,14 +9,18 @@ Version 2 carries what a correct learner needs besides the tokens:
      "sampling": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 64, "stop": []},
      "prompt_ids": [...], "completion_ids": [...], "logprobs": [...],
      "finish_reason": "stop" | "length", "experiment": {"name": ..., "arm": ...} | null,
-     "created_at": "...Z"}
+     "created_at": "...Z", "constraint": {"library": ..., "version": ..., "grammar": ...,
+     "options": {...}}}
 
 ``logprobs[i]`` is the log-probability of ``completion_ids[i]`` under the distribution it was
 drawn from (the checkpoint's at that temperature and nucleus, ``models.sampling``); the learner
 scores the same tokens under the same transformation, so the importance ratio compares like
 with like. The tokenizer hash says which vocabulary the ids are in: a rollout of another
-tokenizer is never trained on. Version 1 (token ids without model or sampling) is refused with
-its own reason: a learner cannot know how its tokens were drawn.
+tokenizer is never trained on. ``constraint`` (optional: absent or null in a rollout sampled
+freely, and in every rollout written before it existed) is the grammar the completion was
+decoded under (``models.constraint``): its log-probabilities are of the masked distribution, so
+the learner scores it under the same masks. Version 1 (token ids without model or sampling) is
+refused with its own reason: a learner cannot know how its tokens were drawn.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 import orjson
 
 from ingest.contract import ContractError, normalize_ts
+from models.constraint import Constraint
 from models.sampling import SamplingParams
 
 ROLLOUT_VERSION = 2
@@ -36,6 +41,7 @@ FINISH_REASONS = ("stop", "length")
 _FIELDS = ("rollout_version", "interaction_id", "checkpoint_id", "model", "sampling",
            "prompt_ids", "completion_ids", "logprobs", "finish_reason", "experiment",
            "created_at")  # fmt: skip
+_OPTIONAL_FIELDS = ("constraint",)
 _MODEL_FIELDS = ("family", "base_sha256", "tokenizer_sha256")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -99,6 +105,7 @@ class Rollout:
     finish_reason: str
     created_at: str  # canonical UTC timestamp
     experiment: Experiment | None = None  # the A/B arm that served it, as in events-v1
+    constraint: Constraint | None = None  # the grammar it was decoded under, if any
 
     def __post_init__(self) -> None:
         for name in ("interaction_id", "checkpoint_id"):
@@ -146,7 +153,7 @@ class Rollout:
             if self.experiment is None
             else {"name": self.experiment.name, "arm": self.experiment.arm},
             "created_at": self.created_at,
-        }
+        } | ({} if self.constraint is None else {"constraint": self.constraint.to_json_dict()})
 
     def to_json(self) -> bytes:
         return orjson.dumps(self.to_json_dict())
@@ -186,8 +193,9 @@ class Rollout:
             )
         if version != ROLLOUT_VERSION:
             raise RolloutError(f"rollout_version: {ROLLOUT_VERSION} expected, got {version!r}")
-        if set(data) != set(_FIELDS):
-            missing, extra = set(_FIELDS) - set(data), set(data) - set(_FIELDS)
+        missing = set(_FIELDS) - set(data)
+        extra = set(data) - set(_FIELDS) - set(_OPTIONAL_FIELDS)
+        if missing or extra:
             raise RolloutError(f"fields: missing {sorted(missing)}, unknown {sorted(extra)}")
         for name in ("prompt_ids", "completion_ids", "logprobs"):
             if not isinstance(data[name], list):
@@ -203,6 +211,12 @@ class Rollout:
         if experiment is not None and (not isinstance(experiment, dict)
                                        or set(experiment) != {"name", "arm"}):  # fmt: skip
             raise RolloutError("experiment: null or an object with exactly name and arm")
+        constraint = None
+        if data.get("constraint") is not None:
+            try:
+                constraint = Constraint.model_validate(data["constraint"])
+            except ValueError as exc:
+                raise RolloutError(f"constraint: {exc}".splitlines()[0]) from None
         return cls(
             data["interaction_id"],
             data["checkpoint_id"],
@@ -214,4 +228,5 @@ class Rollout:
             data["finish_reason"],
             data["created_at"],
             None if experiment is None else Experiment(**experiment),
+            constraint,
         )

@@ -4,7 +4,10 @@ The behaviour log-probability a rollout records must be that of the distribution
 actually drawn from: at temperature ``T`` and nucleus ``top_p`` that is not the model's own
 softmax. :func:`sampling_log_probs` is that distribution, used by the sampler to draw and record
 and by the learner to score the same tokens under new weights, so that the importance ratio of
-the first update step is exactly 1 and every later ratio compares like with like.
+the first update step is exactly 1 and every later ratio compares like with like. Under a
+decoding constraint (``models.constraint``) the grammar's mask comes first: the tokens it
+refuses get probability 0 before the temperature and the nucleus are applied, in the sampler and
+in scoring alike.
 """
 
 from __future__ import annotations
@@ -60,13 +63,34 @@ class SamplingParams(BaseModel):
         }
 
 
+def unpack_mask(allowed: torch.Tensor, vocab: int) -> torch.Tensor:
+    """The boolean ``[..., vocab]`` form of a packed mask ``int32 [..., ceil(vocab / 32)]``
+    (llguidance's: bit ``j`` of word ``i`` allows token ``32 i + j``).
+
+    >>> import torch
+    >>> unpack_mask(torch.tensor([[5, -1]], dtype=torch.int32), 34).nonzero()[:, 1].tolist()
+    [0, 2, 32, 33]
+    """
+    import torch
+
+    shifts = torch.arange(32, dtype=torch.int32, device=allowed.device)
+    bits = (allowed.unsqueeze(-1) >> shifts) & 1
+    return bits.flatten(-2)[..., :vocab].bool()
+
+
 def sampling_log_probs(
-    logits: torch.Tensor, temperature: float | torch.Tensor, top_p: float | torch.Tensor
+    logits: torch.Tensor,
+    temperature: float | torch.Tensor,
+    top_p: float | torch.Tensor,
+    allowed: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Log-probabilities ``[..., V]`` of the distribution sampled from: ``logits / temperature``,
-    then restricted to the nucleus of ``top_p`` and renormalised. Differentiable in ``logits``
-    (the nucleus itself is a choice, not a function with a gradient). ``temperature`` and
-    ``top_p`` are numbers, or tensors ``[..., 1]`` of one value per row.
+    """Log-probabilities ``[..., V]`` of the distribution sampled from: ``logits`` less the
+    tokens a grammar refuses (``allowed``, a packed mask ``[..., ceil(V / 32)]``, see
+    :func:`unpack_mask`), ``/ temperature``, then restricted to the nucleus of ``top_p`` and
+    renormalised. Differentiable in ``logits`` (the mask and the nucleus are choices, not
+    functions with a gradient). ``temperature`` and ``top_p`` are numbers, or tensors ``[..., 1]``
+    of one value per row. A token the grammar forces (the only one allowed) has log-probability
+    exactly 0.
 
     >>> import torch
     >>> logits = torch.log(torch.tensor([0.5, 0.3, 0.2]))
@@ -74,10 +98,15 @@ def sampling_log_probs(
     [0.5, 0.3, 0.2]
     >>> sampling_log_probs(logits, 1.0, 0.7).exp().tolist()  # {0.5, 0.3} hold 0.8 >= 0.7
     [0.625, 0.375, 0.0]
+    >>> only_1 = torch.tensor([0b010], dtype=torch.int32)
+    >>> sampling_log_probs(logits, 0.7, 0.9, only_1)[1].item()
+    0.0
     """
     import torch
 
     scaled = logits.float()
+    if allowed is not None:
+        scaled = scaled.masked_fill(~unpack_mask(allowed, scaled.shape[-1]), float("-inf"))
     if isinstance(temperature, torch.Tensor) or temperature != 1.0:
         scaled = scaled / temperature
     log_dist = torch.log_softmax(scaled, dim=-1)

@@ -1,8 +1,12 @@
 """Log-probabilities of recorded completions under a policy, as the learner and the gate read them.
 
 The learner scores its shard before and after each update; the gate scores held-out
-interactions under the candidate. Both go through :func:`score_rows`, so that a completion is
-scored the one way: with the temperature and top-p it was sampled with.
+interactions under the candidate. Both go through :func:`score_rollouts` (the learner's update
+step directly, with gradients; everything else through :func:`score_rows`), so that a
+completion is scored the one way: with the temperature and top-p it was sampled with, under the
+grammar masks it was sampled under (its constraint, replayed over its tokens). A constraint that
+cannot be replayed raises ``models.constraint.ConstraintNotReplayable`` (reason
+``constraint_not_replayable``): scoring it without its masks would score another distribution.
 """
 
 from __future__ import annotations
@@ -10,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import torch
+from torch import nn
 
 from models.examples import Example
 from models.policy import CausalLMPolicy
+from models.rollout import Rollout
 
 
 def by_length(examples: Sequence[Example], rows: Iterable[int]) -> list[int]:
@@ -29,6 +35,22 @@ def by_length(examples: Sequence[Example], rows: Iterable[int]) -> list[int]:
                   + len(examples[i].rollout.completion_ids))  # fmt: skip
 
 
+def score_rollouts(
+    policy: CausalLMPolicy, rollouts: Sequence[Rollout], scorer: nn.Module | None = None
+) -> list[torch.Tensor]:
+    """Each rollout's completion's log-probabilities under ``policy``, by how it was sampled;
+    with gradients when grad mode is on (``scorer``: the policy's scorer as wrapped for
+    training)."""
+    return policy.score(
+        [r.prompt_ids for r in rollouts],
+        [r.completion_ids for r in rollouts],
+        [r.sampling.temperature for r in rollouts],
+        [r.sampling.top_p for r in rollouts],
+        scorer=scorer,
+        constraints=[r.constraint for r in rollouts],
+    )
+
+
 @torch.no_grad()
 def score_rows(
     policy: CausalLMPolicy, examples: Sequence[Example], rows: Sequence[int], micro_batch: int
@@ -38,13 +60,7 @@ def score_rows(
     unique = by_length(examples, dict.fromkeys(rows))
     for start in range(0, len(unique), micro_batch):
         part = unique[start : start + micro_batch]
-        rollouts = [examples[i].rollout for i in part]
-        scores = policy.score(
-            [r.prompt_ids for r in rollouts],
-            [r.completion_ids for r in rollouts],
-            [r.sampling.temperature for r in rollouts],
-            [r.sampling.top_p for r in rollouts],
-        )
+        scores = score_rollouts(policy, [examples[i].rollout for i in part])
         out.update(zip(part, scores, strict=True))
     return out
 

@@ -38,7 +38,7 @@ from accelerate import Accelerator
 
 from models.examples import Example
 from models.policy import CausalLMPolicy
-from models.scoring import by_length, score_rows
+from models.scoring import by_length, score_rollouts, score_rows
 from trainer.learner_config import LearnerConfig, _finite
 from trainer.losses import k3_kl, kl_penalty, ppo_token_loss
 
@@ -284,13 +284,7 @@ def _step(policy: CausalLMPolicy, scorer: Any, optimizer: Any, accelerator: Acce
         rollouts = [examples[i].rollout for i in part]
         sync = n == len(micro) - 1
         with accelerator.no_sync(scorer) if not sync else _null():
-            new = policy.score(
-                [r.prompt_ids for r in rollouts],
-                [r.completion_ids for r in rollouts],
-                [r.sampling.temperature for r in rollouts],
-                [r.sampling.top_p for r in rollouts],
-                scorer=scorer,
-            )
+            new = score_rollouts(policy, rollouts, scorer=scorer)
             new_flat = torch.cat(new)
             old_flat = torch.cat([old[i] for i in part])
             mu_flat = torch.cat([behaviour[i] for i in part])

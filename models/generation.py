@@ -9,8 +9,12 @@ turns it into the OpenAI response and the rollout (``serving.generation``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from models.rollout import ModelIdentity
+
+if TYPE_CHECKING:
+    from models.constraint import Constraint
 
 Alternatives = tuple[tuple[str, float], ...]  # a position's likeliest tokens, most likely first
 
@@ -27,3 +31,4 @@ class Generation:
     pieces: tuple[str, ...] | None = None  # text of each token; joined, exactly ``text``
     # per token, the likeliest tokens of the distribution it was drawn from (when asked for)
     top_logprobs: tuple[Alternatives, ...] | None = None
+    constraint: Constraint | None = None  # the grammar it was decoded under, if any

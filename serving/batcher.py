@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from models.constraint import Constraint
 from models.policy import CausalLMPolicy, Completion, OnToken, TopTokens
 from models.sampling import SamplingParams
 
@@ -41,6 +42,7 @@ class Job:
     params: SamplingParams
     on_token: JobToken | None = field(default=None, compare=False)
     top_n: int = field(default=0, compare=False)
+    constraint: Constraint | None = field(default=None, compare=False)
     future: Future[Completion] = field(default_factory=Future, compare=False)
 
 
@@ -80,9 +82,9 @@ class Batcher:
         self._thread.start()
 
     def submit(self, policy: CausalLMPolicy, prompt: Sequence[int], params: SamplingParams,
-               on_token: JobToken | None = None,
-               top_n: int = 0) -> Future[Completion]:  # fmt: skip
-        job = Job(policy, tuple(prompt), params, on_token, top_n)
+               on_token: JobToken | None = None, top_n: int = 0,
+               constraint: Constraint | None = None) -> Future[Completion]:  # fmt: skip
+        job = Job(policy, tuple(prompt), params, on_token, top_n, constraint=constraint)
         self._queue.put(job)
         return job.future
 
@@ -130,6 +132,7 @@ class Batcher:
                         self._generator(policy.device),
                         _rows_on_token(live),
                         max(j.top_n for j in live),
+                        _constraints(live),
                     )
                 except Exception as exc:  # a bad batch fails its requests, not the server
                     log.exception("sampling a batch of %d failed", len(live))
@@ -140,6 +143,12 @@ class Batcher:
                 self.sampled += len(live)
                 for job, completion in zip(live, done, strict=True):
                     job.future.set_result(completion)
+
+
+def _constraints(jobs: Sequence[Job]) -> list[Constraint | None] | None:
+    """Each row's grammar, or None when no row has one (the sampler's unconstrained path)."""
+    constraints = [j.constraint for j in jobs]
+    return constraints if any(c is not None for c in constraints) else None
 
 
 def _rows_on_token(jobs: Sequence[Job]) -> OnToken | None:

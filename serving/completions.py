@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from starlette.responses import Response, StreamingResponse
 
 from ingest.contract import uuid7
+from models.constraint import Constraint, tool_call_constraint
 from models.generation import Generation
 from models.rollout import Experiment, Rollout
 from models.sampling import SamplingParams
@@ -50,7 +51,7 @@ from serving.generation import (
     rollout_of,
 )
 from serving.metrics import GatewayMetrics
-from serving.protocol import ChatCompletionRequest, CompletionRequest
+from serving.protocol import ChatCompletionRequest, CompletionRequest, NamedToolChoice
 from serving.recorder import RolloutRecorder
 from serving.splice import Splice, SpliceError
 from serving.stream import (
@@ -119,6 +120,7 @@ class Completions:
         self._pending: set[asyncio.Task[Generation]] = set()  # streams' generations
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}  # bound once, then reused
         self._params: dict[tuple[Any, ...], SamplingParams] = {}
+        self._constraints: dict[bytes, Constraint] = {}  # compiled grammars, by tools and choice
         self.turns = None
         if config.remember_answers > 0:
             memory = AnswerMemory(config.remember_answers, config.remember_s)
@@ -136,7 +138,10 @@ class Completions:
         try:
             params = self._sampling(req)
             reading = reading_of(req) if isinstance(req, ChatCompletionRequest) else None
-            if reading is not None and reading.constrained and not self._constrains():
+            constraint = None
+            if reading is not None and reading.constrained and self._constrains():
+                constraint = self._constraint(req)  # type: ignore[arg-type]
+            elif reading is not None and reading.constrained:
                 raise ApiError(
                     400,
                     f"tool_choice {reading.mode!r} needs the answer decoded under a grammar of "
@@ -179,11 +184,12 @@ class Completions:
             try:
                 if req.stream:
                     response = await self._stream(
-                        req, target, raw, params, answer, done, rid, reading, turn, scope
-                    )
+                        req, target, raw, params, answer, done, rid, reading, turn, scope,
+                        constraint,
+                    )  # fmt: skip
                 else:
                     splice = turn.splice if turn is not None else None
-                    gen = await self._generate(req, target, raw, params, None, splice)
+                    gen = await self._generate(req, target, raw, params, None, splice, constraint)
                     response = self._whole(req, gen, answer, rid, reading, turn, scope)
                     response.background = After(done, gen)  # type: ignore[assignment]
             except UpstreamError as exc:
@@ -197,6 +203,32 @@ class Completions:
         finally:
             self._child(self.metrics.latency, endpoint).observe(time.perf_counter() - started)
             self._child(self.metrics.requests, endpoint, str(status)).inc()
+
+    def _constraint(self, req: ChatCompletionRequest) -> Constraint:
+        """The grammar of the calls ``req`` requires, compiled once for each set of tools and
+        choice seen (an agent sends the same ones on every call); a choice its tools cannot
+        satisfy, or a schema the grammar engine cannot compile, is a 400: never sampled
+        unconstrained."""
+        tools = [t.model_dump(exclude_none=True) for t in req.tools or ()]
+        choice = req.tool_choice
+        choice_raw = choice.model_dump() if isinstance(choice, NamedToolChoice) else choice
+        key = orjson.dumps(
+            [tools, choice_raw, req.parallel_tool_calls], option=orjson.OPT_SORT_KEYS
+        )
+        constraint = self._constraints.get(key)
+        if constraint is None:
+            try:
+                constraint = tool_call_constraint(tools, choice_raw, req.parallel_tool_calls)
+            except ValueError as exc:
+                raise ApiError(
+                    400, str(exc), "invalid_request_error", "invalid_tools", "tools"
+                ) from None
+            if constraint is None:  # not asked for: reading_of said otherwise
+                raise ApiError(400, "tool_choice asks for no call", "invalid_request_error")
+            if len(self._constraints) >= PARAMS_KEPT:
+                self._constraints.clear()
+            self._constraints[key] = constraint
+        return constraint
 
     def _constrains(self) -> bool:
         """Whether the backend samples under a grammar (``required``, a named function)."""
@@ -277,9 +309,14 @@ class Completions:
 
     async def _generate(self, req: Request, target: Any, raw: dict[str, Any],
                         params: SamplingParams, on_step: OnStep | None = None,
-                        splice: Splice | None = None) -> Generation:  # fmt: skip
+                        splice: Splice | None = None,
+                        constraint: Constraint | None = None) -> Generation:  # fmt: skip
         try:
             if isinstance(req, ChatCompletionRequest):
+                if constraint is not None:  # only a backend that constrains gets one
+                    return await self.backend.chat(  # type: ignore[call-arg]
+                        target, req, raw, params, on_step, splice, constraint
+                    )
                 if splice is None:
                     return await self.backend.chat(target, req, raw, params, on_step)
                 return await self.backend.chat(target, req, raw, params, on_step, splice)
@@ -330,13 +367,14 @@ class Completions:
                       params: SamplingParams, headers: dict[str, str],
                       done: Callable[[Generation], None], rid: str,
                       reading: Reading | None = None, turn: Turn | None = None,
-                      scope: str = "") -> Response:  # fmt: skip
+                      scope: str = "",
+                      constraint: Constraint | None = None) -> Response:  # fmt: skip
         """Server-sent events that follow the generation's steps as they come; the backend's
         refusal before its first step is raised here, as for a whole answer."""
         steps: asyncio.Queue[Step | None] = asyncio.Queue()  # None: the generation has ended
         splice = turn.splice if turn is not None else None
         task = asyncio.ensure_future(
-            self._generate(req, target, raw, params, steps.put_nowait, splice)
+            self._generate(req, target, raw, params, steps.put_nowait, splice, constraint)
         )
         self._pending.add(task)
 

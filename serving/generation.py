@@ -71,6 +71,7 @@ def rollout_of(
             gen.finish_reason,
             created_at,
             experiment,
+            constraint=gen.constraint,
         )
     except RolloutError as exc:
         return exc.reason

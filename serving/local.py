@@ -30,6 +30,7 @@ from typing import Any
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy
+from models.constraint import Constraint
 from models.generation import Alternatives, Generation
 from models.loading import load_base
 from models.policy import CausalLMPolicy, Completion, TopTokens
@@ -71,6 +72,7 @@ def _served(registry: CheckpointRegistry, info: CheckpointInfo,
 
 class LocalBackend:
     kind = "local"
+    constrains_tool_calls = True  # required and named functions under a grammar (models.constraint)
 
     def __init__(self, registry: CheckpointRegistry, checkpoint_id: str,
                  pinned: set[str] = frozenset(), device: str = "cpu", seed: int = 0,  # type: ignore[assignment]
@@ -147,12 +149,14 @@ class LocalBackend:
     # --- sampling ----------------------------------------------------------------------------
     async def chat(self, served: Served, request: ChatCompletionRequest, raw: dict[str, Any],
                    params: SamplingParams, on_step: Callable[[Step], None] | None = None,
-                   splice: Splice | None = None) -> Generation:  # fmt: skip
+                   splice: Splice | None = None,
+                   constraint: Constraint | None = None) -> Generation:  # fmt: skip
         if splice is None:
             prompt = served.policy.chat_prompt(request.prompt_messages())
         else:
             prompt = _spliced(served.policy, splice, params.max_tokens)
-        return await self._sample(served, prompt, params, on_step, request.top_logprobs or 0)
+        top_n = request.top_logprobs or 0
+        return await self._sample(served, prompt, params, on_step, top_n, constraint)
 
     async def complete(self, served: Served, request: CompletionRequest, raw: dict[str, Any],
                        params: SamplingParams,
@@ -164,8 +168,8 @@ class LocalBackend:
         return await self._sample(served, prompt, params, on_step, request.logprobs or 0)
 
     async def _sample(self, served: Served, prompt: list[int], params: SamplingParams,
-                      on_step: Callable[[Step], None] | None,
-                      top_n: int = 0) -> Generation:  # fmt: skip
+                      on_step: Callable[[Step], None] | None, top_n: int = 0,
+                      constraint: Constraint | None = None) -> Generation:  # fmt: skip
         """The completion; with ``on_step``, each token is also passed to it (on this event
         loop) as a :class:`Step` as soon as it is drawn. ``top_n``: each token's likeliest
         alternatives, from the distribution it was drawn from."""
@@ -183,7 +187,7 @@ class LocalBackend:
             on_token = _to_loop(on_step, Increments(decode, params.stop), tuple(prompt),
                                 named if top_n else None)  # fmt: skip
         done: Completion = await asyncio.wrap_future(
-            self.batcher.submit(served.policy, prompt, params, on_token, top_n)
+            self.batcher.submit(served.policy, prompt, params, on_token, top_n, constraint)
         )
         pieces = text_pieces(decode, done.token_ids, done.text)
         return Generation(
@@ -196,6 +200,7 @@ class LocalBackend:
             done.finish_reason,
             pieces,
             tuple(map(named, done.top)) if top_n else None,
+            constraint,
         )
 
     def ready(self) -> bool:

@@ -1,0 +1,87 @@
+"""An unmodified agent framework against `rtrl serve`: the OpenAI Agents SDK on chat
+completions, its model pointed at the gateway on the tiny model, a real function tool.
+
+The agent's first call requires a tool (``ModelSettings(tool_choice="required")``: decoded under
+the grammar of calls, so even the random tiny model calls it; the tool names its files, as a
+repository's tool would, so that the random model's call fits its token budget: the tiny
+tokenizer spends a token on every few characters). The SDK runs the tool and, as it does by
+default, asks again with ``tool_choice`` reset to auto, the call and its result in the
+history. The gateway joins the two calls into one interaction (the second extends the first's
+answer by its tool-call id) and splices the second prompt from the first call's tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from agents import (
+    Agent,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
+from openai import AsyncOpenAI
+
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import register_base
+from tests.support.gateway import Serve, api_key
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
+) -> Iterator[tuple[Serve, str]]:
+    tmp = tmp_path_factory.mktemp("frameworks")
+    registry = CheckpointRegistry(tmp / "ckpt")
+    register_base(registry, "t-0000", tiny_model)
+    key = api_key(tmp / "keys.sqlite")
+    serve = Serve(
+        ["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"), "--no-record",
+         "--no-follow", "--max-tokens", "256"],
+        tmp / "serve.log",
+    )  # fmt: skip
+    yield serve, key
+    serve.stop()
+
+
+def test_the_openai_agents_sdk_runs_a_tool_through_the_gateway(served: tuple[Serve, str]) -> None:
+    serve, key = served
+    set_tracing_disabled(True)  # the SDK would export its traces to OpenAI otherwise
+    read: list[str] = []
+
+    @function_tool
+    def read_file(path: Literal["stats.py", "test_stats.py"]) -> str:
+        """Read a file of the repository."""
+        read.append(path)
+        return "def mean(xs):\n    return sum(xs)"
+
+    client = AsyncOpenAI(
+        base_url=f"{serve.url}/v1",
+        api_key=key,
+        max_retries=0,
+        default_headers={"X-Rtrl-User-Id": "sdk-user"},
+    )
+    agent = Agent(
+        name="fixer",
+        instructions="Fix the bug.",
+        model=OpenAIChatCompletionsModel(model="default", openai_client=client),
+        model_settings=ModelSettings(tool_choice="required", max_tokens=256),
+        tools=[read_file],
+    )
+    before = serve.metrics()
+    result = Runner.run_sync(agent, "mean([]) fails: fix it.", max_turns=3)
+    after = serve.metrics()
+    assert len(read) == 1  # the tool ran, for real, once
+    assert isinstance(result.final_output, str)
+
+    def grew(outcome: str) -> float:
+        name = f'rtrl_gateway_calls_total{{outcome="{outcome}"}}'
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    assert grew("new") == 1 and grew("extends") == 1  # two calls, one run
+    assert after['rtrl_gateway_tool_calls_total{outcome="called"}'] >= 1

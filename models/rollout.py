@@ -10,7 +10,8 @@ Version 2 carries what a correct learner needs besides the tokens:
      "prompt_ids": [...], "completion_ids": [...], "logprobs": [...],
      "finish_reason": "stop" | "length", "experiment": {"name": ..., "arm": ...} | null,
      "created_at": "...Z", "constraint": {"library": ..., "version": ..., "grammar": ...,
-     "options": {...}}}
+     "options": {...}},
+     "turn": {"call_id": ..., "parent_call_id": ... | null, "segment": 0, "prefix_len": 0}}
 
 ``logprobs[i]`` is the log-probability of ``completion_ids[i]`` under the distribution it was
 drawn from (the checkpoint's at that temperature and nucleus, ``models.sampling``); the learner
@@ -19,7 +20,14 @@ with like. The tokenizer hash says which vocabulary the ids are in: a rollout of
 tokenizer is never trained on. ``constraint`` (optional: absent or null in a rollout sampled
 freely, and in every rollout written before it existed) is the grammar the completion was
 decoded under (``models.constraint``): its log-probabilities are of the masked distribution, so
-the learner scores it under the same masks. Version 1 (token ids without model or sampling) is
+the learner scores it under the same masks. ``turn`` (optional, written by the gateway for
+chat calls) places the call in its agent run: an interaction is every call of one run, each
+with its own rollout; ``call_id`` is the answer's id, ``parent_call_id`` the answer it extends
+(null for the first call of a segment), ``segment`` numbers the runs of calls that extend one
+another token for token, and the first ``prefix_len`` prompt ids are the parent's prompt and
+completion ids exactly (spliced, never re-tokenised; 0 when the prompt was rendered whole), so
+the model's own earlier tokens and the environment's (tool results, user turns) can be told
+apart by position. Version 1 (token ids without model or sampling) is
 refused with its own reason: a learner cannot know how its tokens were drawn.
 """
 
@@ -41,9 +49,33 @@ FINISH_REASONS = ("stop", "length")
 _FIELDS = ("rollout_version", "interaction_id", "checkpoint_id", "model", "sampling",
            "prompt_ids", "completion_ids", "logprobs", "finish_reason", "experiment",
            "created_at")  # fmt: skip
-_OPTIONAL_FIELDS = ("constraint",)
+_OPTIONAL_FIELDS = ("constraint", "turn")
 _MODEL_FIELDS = ("family", "base_sha256", "tokenizer_sha256")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class TurnRef:
+    """A chat call's place in its agent run (see the module's ``turn``)."""
+
+    call_id: str
+    parent_call_id: str | None
+    segment: int
+    prefix_len: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.call_id, str) or not 1 <= len(self.call_id) <= 128:
+            raise RolloutError(f"turn.call_id: 1 to 128 characters, got {self.call_id!r}")
+        if self.parent_call_id is not None and not isinstance(self.parent_call_id, str):
+            raise RolloutError("turn.parent_call_id: a string or null")
+        for name in ("segment", "prefix_len"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 0:
+                raise RolloutError(f"turn.{name}: an integer >= 0, got {value!r}")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"call_id": self.call_id, "parent_call_id": self.parent_call_id,
+                "segment": self.segment, "prefix_len": self.prefix_len}  # fmt: skip
 
 
 class RolloutError(ValueError):
@@ -106,6 +138,7 @@ class Rollout:
     created_at: str  # canonical UTC timestamp
     experiment: Experiment | None = None  # the A/B arm that served it, as in events-v1
     constraint: Constraint | None = None  # the grammar it was decoded under, if any
+    turn: TurnRef | None = None  # the call's place in its agent run (chat calls)
 
     def __post_init__(self) -> None:
         for name in ("interaction_id", "checkpoint_id"):
@@ -133,27 +166,33 @@ class Rollout:
             raise RolloutError(
                 f"finish_reason: one of {list(FINISH_REASONS)}, got {self.finish_reason!r}"
             )
+        if self.turn is not None and self.turn.prefix_len > len(self.prompt_ids):
+            raise RolloutError("turn.prefix_len: longer than the prompt")
         try:
             object.__setattr__(self, "created_at", normalize_ts(self.created_at, "created_at"))
         except ContractError as exc:
             raise RolloutError(f"created_at: {exc.detail}") from None
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "rollout_version": ROLLOUT_VERSION,
-            "interaction_id": self.interaction_id,
-            "checkpoint_id": self.checkpoint_id,
-            "model": self.model.to_json_dict(),
-            "sampling": self.sampling.to_json_dict(),
-            "prompt_ids": self.prompt_ids,
-            "completion_ids": self.completion_ids,
-            "logprobs": self.logprobs,
-            "finish_reason": self.finish_reason,
-            "experiment": None
-            if self.experiment is None
-            else {"name": self.experiment.name, "arm": self.experiment.arm},
-            "created_at": self.created_at,
-        } | ({} if self.constraint is None else {"constraint": self.constraint.to_json_dict()})
+        return (
+            {
+                "rollout_version": ROLLOUT_VERSION,
+                "interaction_id": self.interaction_id,
+                "checkpoint_id": self.checkpoint_id,
+                "model": self.model.to_json_dict(),
+                "sampling": self.sampling.to_json_dict(),
+                "prompt_ids": self.prompt_ids,
+                "completion_ids": self.completion_ids,
+                "logprobs": self.logprobs,
+                "finish_reason": self.finish_reason,
+                "experiment": None
+                if self.experiment is None
+                else {"name": self.experiment.name, "arm": self.experiment.arm},
+                "created_at": self.created_at,
+            }
+            | ({} if self.constraint is None else {"constraint": self.constraint.to_json_dict()})
+            | ({} if self.turn is None else {"turn": self.turn.to_json_dict()})
+        )
 
     def to_json(self) -> bytes:
         return orjson.dumps(self.to_json_dict())
@@ -217,6 +256,12 @@ class Rollout:
                 constraint = Constraint.model_validate(data["constraint"])
             except ValueError as exc:
                 raise RolloutError(f"constraint: {exc}".splitlines()[0]) from None
+        turn = data.get("turn")
+        if turn is not None:
+            fields = {"call_id", "parent_call_id", "segment", "prefix_len"}
+            if not isinstance(turn, dict) or set(turn) != fields:
+                raise RolloutError(f"turn: null or an object with exactly {sorted(fields)}")
+            turn = TurnRef(**turn)
         return cls(
             data["interaction_id"],
             data["checkpoint_id"],
@@ -229,4 +274,5 @@ class Rollout:
             data["created_at"],
             None if experiment is None else Experiment(**experiment),
             constraint,
+            turn,
         )

@@ -38,7 +38,7 @@ from starlette.responses import Response, StreamingResponse
 from ingest.contract import uuid7
 from models.constraint import Constraint, tool_call_constraint
 from models.generation import Generation
-from models.rollout import Experiment, Rollout
+from models.rollout import Experiment, Rollout, TurnRef
 from models.sampling import SamplingParams
 from models.tool_format import Parsed
 from serving.answers import After, ApiError, JsonAnswer
@@ -177,7 +177,8 @@ class Completions:
                     return
                 self.recorder.later(
                     lambda created_at: self._rollout(gen, interaction, params, experiment,
-                                                     created_at),
+                                                     created_at,
+                                                     turn.ref(gen) if turn else None),
                     self._counted,
                 )  # fmt: skip
 
@@ -296,10 +297,11 @@ class Completions:
         return params
 
     def _rollout(self, gen: Generation, interaction: str, params: SamplingParams,
-                 experiment: Experiment | None, created_at: str) -> Rollout | None:  # fmt: skip
+                 experiment: Experiment | None, created_at: str,
+                 turn: TurnRef | None = None) -> Rollout | None:  # fmt: skip
         """The completion's rollout, built on the recorder's thread; None when the answer
         lacks what a rollout needs (the reason counted and logged)."""
-        rollout = rollout_of(gen, interaction, params, experiment, created_at)
+        rollout = rollout_of(gen, interaction, params, experiment, created_at, turn)
         if isinstance(rollout, str):
             self._counted("refused")
             self._child(self.metrics.refused, rollout).inc()

@@ -16,7 +16,7 @@ from itertools import accumulate
 from typing import Any
 
 from models.generation import Alternatives, Generation
-from models.rollout import Experiment, Rollout, RolloutError
+from models.rollout import Experiment, Rollout, RolloutError, TurnRef
 from models.sampling import SamplingParams
 
 
@@ -36,6 +36,7 @@ def rollout_of(
     params: SamplingParams,
     experiment: Experiment | None,
     created_at: str,
+    turn: TurnRef | None = None,
 ) -> Rollout | str:
     """The generation's rollout, or the reason (a code for counting) why it cannot be one.
 
@@ -72,6 +73,7 @@ def rollout_of(
             created_at,
             experiment,
             constraint=gen.constraint,
+            turn=turn,
         )
     except RolloutError as exc:
         return exc.reason

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.generation import Generation
+from models.rollout import TurnRef
 from models.tool_format import Parsed
 from serving.protocol import ChatCompletionRequest
 from serving.splice import RE_RENDER, Splice, mode_of
@@ -34,6 +35,20 @@ class Turn:
     recognition: Recognition
     splice: Splice | None  # how its prompt is built from the parent's tokens (None: rendered)
     prefix_len: int  # prompt tokens that are the parent's sequence (0 when not spliced)
+
+    def spliced(self, gen: Generation) -> bool:
+        """Whether the answer's prompt begins with the parent's sequence (a backend that
+        renders its own prompt, an OpenAI-compatible upstream, does not splice)."""
+        return (
+            self.splice is not None
+            and gen.prompt_ids is not None
+            and (gen.prompt_ids[: self.prefix_len] == self.splice.prefix_ids)
+        )
+
+    def ref(self, gen: Generation) -> TurnRef:
+        """What the rollout records of it."""
+        prefix = self.prefix_len if self.spliced(gen) else 0
+        return TurnRef(self.call_id, self.parent_call_id, self.segment, prefix)
 
 
 def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
@@ -92,9 +107,7 @@ class Turns:
         lacks its token ids: nothing could be spliced from it)."""
         if not gen.prompt_ids or not gen.token_ids or gen.model is None:
             return
-        spliced = (
-            turn.splice is not None and gen.prompt_ids[: turn.prefix_len] == turn.splice.prefix_ids
-        )
+        spliced = turn.spliced(gen)
         new_prompt = gen.prompt_ids[turn.prefix_len :] if spliced else gen.prompt_ids
         parent = turn.recognition.parent if spliced else None
         content = gen.text if parsed is None or not parsed.calls else parsed.content or ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -18,7 +19,9 @@ from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy, register_base
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
+from models.rollout import Rollout
 from tests.support.gateway import Serve, api_key, rollouts
+from tests.support.kafka import drain
 
 ASK = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
 
@@ -221,3 +224,33 @@ def test_a_stream_sends_each_token_as_it_is_drawn(served, registry, kafka_bootst
     assert len(ids) >= 24, "the tiny model ended every stream early: nothing to time"
     assert first is not None and last is not None
     assert first < last / 2, f"first chunk at {first:.3f} s of {last:.3f} s ({len(ids)} tokens)"
+
+
+def test_an_agent_runs_calls_are_rollouts_of_one_interaction(served, kafka_bootstrap, topic_names):
+    """Each call of a run is a rollout of the run's interaction; the second says which answer
+    it extends and how many of its prompt ids are that answer's sequence, exactly."""
+    serve, client = served
+    headers = {"X-Rtrl-User-Id": f"agent-{uuid.uuid4().hex[:8]}"}
+    ask: Any = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
+    first = client.chat.completions.with_raw_response.create(
+        model="default", messages=ask, extra_headers=headers
+    )
+    text = first.parse().choices[0].message.content
+    history: Any = [*ask, {"role": "assistant", "content": text}, {"role": "user", "content": "?"}]
+    second = client.chat.completions.with_raw_response.create(
+        model="default", messages=history, extra_headers=headers
+    )
+    interaction = first.headers["x-rtrl-interaction-id"]
+    assert second.headers["x-rtrl-interaction-id"] == interaction
+    got = [Rollout.from_json(m.value()) for m in drain(kafka_bootstrap, topic_names.rollouts, None)]
+    mine = [r for r in got if r.interaction_id == interaction]
+    assert len(mine) == 2 and all(r.turn is not None for r in mine)
+    parent, child = sorted(
+        mine, key=lambda r: r.turn is not None and r.turn.parent_call_id is not None
+    )
+    assert parent.turn is not None and child.turn is not None
+    assert parent.turn.parent_call_id is None and parent.turn.call_id == first.parse().id
+    assert child.turn.parent_call_id == parent.turn.call_id == first.parse().id
+    assert child.turn.segment == parent.turn.segment
+    assert child.turn.prefix_len == len(parent.prompt_ids) + len(parent.completion_ids)
+    assert child.prompt_ids[: child.turn.prefix_len] == parent.prompt_ids + parent.completion_ids

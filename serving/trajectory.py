@@ -99,7 +99,7 @@ class Answer:
     context: str  # digest of the history it was asked with
     content: str  # its text, as sent to the client (before any calls)
     calls: tuple[tuple[str, str, str], ...]  # (id, name, arguments) as sent
-    new_ids: array  # tokens after the parent's sequence: environment's, then the model's
+    new_ids: array  # (int32) tokens after the parent's sequence: environment's, then the model's
     completion_len: int  # how many of new_ids are the model's (the last ones)
     finish_reason: str
     checkpoint_id: str

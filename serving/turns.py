@@ -128,7 +128,7 @@ class Turns:
                 context=digest(_messages(req), _tools(req)),
                 content=content,
                 calls=answer_calls,
-                new_ids=array("l", [*new_prompt, *gen.token_ids]),
+                new_ids=array("i", [*new_prompt, *gen.token_ids]),
                 completion_len=len(gen.token_ids),
                 finish_reason=gen.finish_reason,
                 checkpoint_id=gen.checkpoint_id,

@@ -30,7 +30,7 @@ def _answer(memory: AnswerMemory, call_id: str, history: list[dict[str, Any]], c
         context=digest(history),
         content=content,
         calls=calls,
-        new_ids=array("l", new_ids),
+        new_ids=array("i", new_ids),
         completion_len=1,
         finish_reason="stop",
         checkpoint_id="c0",

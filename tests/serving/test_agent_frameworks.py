@@ -27,24 +27,16 @@ from agents import (
 )
 from openai import AsyncOpenAI
 
-from checkpoints.store import CheckpointRegistry
-from checkpoints.weights import register_base
-from tests.support.gateway import Serve, api_key
+from tests.support.gateway import Serve, serve_tiny
 
 
 @pytest.fixture(scope="module")
 def served(
     tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
 ) -> Iterator[tuple[Serve, str]]:
-    tmp = tmp_path_factory.mktemp("frameworks")
-    registry = CheckpointRegistry(tmp / "ckpt")
-    register_base(registry, "t-0000", tiny_model)
-    key = api_key(tmp / "keys.sqlite")
-    serve = Serve(
-        ["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"), "--no-record",
-         "--no-follow", "--max-tokens", "256"],
-        tmp / "serve.log",
-    )  # fmt: skip
+    serve, key = serve_tiny(
+        tmp_path_factory.mktemp("frameworks"), tiny_model, "--max-tokens", "256"
+    )
     yield serve, key
     serve.stop()
 

@@ -21,14 +21,12 @@ import jsonschema
 import openai
 import pytest
 
-from checkpoints.store import CheckpointRegistry
-from checkpoints.weights import register_base
 from models.generation import Generation
 from models.rollout import ModelIdentity
 from models.sampling import SamplingParams
 from serving.generation import rollout_of
 from tests.serving.test_openai_schema import check
-from tests.support.gateway import Serve, api_key
+from tests.support.gateway import Serve, serve_tiny
 
 TOOLS: Any = [
     {
@@ -65,15 +63,9 @@ NAMED: Any = {"type": "function", "function": {"name": "run_tests"}}
 def served(
     tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
 ) -> Iterator[tuple[Serve, str]]:
-    tmp = tmp_path_factory.mktemp("tools-model")
-    registry = CheckpointRegistry(tmp / "ckpt")
-    register_base(registry, "t-0000", tiny_model)
-    key = api_key(tmp / "keys.sqlite")
-    serve = Serve(
-        ["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"), "--no-record",
-         "--no-follow", "--max-tokens", "96"],
-        tmp / "serve.log",
-    )  # fmt: skip
+    serve, key = serve_tiny(
+        tmp_path_factory.mktemp("tools-model"), tiny_model, "--max-tokens", "96"
+    )
     yield serve, key
     serve.stop()
 

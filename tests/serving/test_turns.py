@@ -16,9 +16,7 @@ import httpx
 import pytest
 from transformers import AutoTokenizer
 
-from checkpoints.store import CheckpointRegistry
-from checkpoints.weights import register_base
-from tests.support.gateway import Serve, api_key
+from tests.support.gateway import Serve, serve_tiny
 
 ASK = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
 
@@ -27,15 +25,7 @@ ASK = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
 def served(
     tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
 ) -> Iterator[tuple[Serve, str]]:
-    tmp = tmp_path_factory.mktemp("turns")
-    registry = CheckpointRegistry(tmp / "ckpt")
-    register_base(registry, "t-0000", tiny_model)
-    key = api_key(tmp / "keys.sqlite")
-    serve = Serve(
-        ["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"), "--no-record",
-         "--no-follow"],
-        tmp / "serve.log",
-    )  # fmt: skip
+    serve, key = serve_tiny(tmp_path_factory.mktemp("turns"), tiny_model)
     yield serve, key
     serve.stop()
 

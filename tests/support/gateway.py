@@ -16,7 +16,7 @@ import torch
 
 from checkpoints.record import CheckpointInfo, TrainingRef
 from checkpoints.store import CheckpointRegistry
-from checkpoints.weights import load_policy, weight_writers
+from checkpoints.weights import load_policy, register_base, weight_writers
 from ingest.collector.keys import KeyStore
 from models.loading import LoraSettings, with_lora
 from models.rollout import Rollout
@@ -148,3 +148,14 @@ def register_lora(registry: CheckpointRegistry, checkpoint_id: str, parent: str,
         batches=(),
         status="promoted",
     )
+
+
+def serve_tiny(tmp: Path, tiny_model: Path, *args: str) -> tuple[Serve, str]:
+    """`rtrl serve` on the tiny model (its own registry and key store in ``tmp``; nothing
+    recorded or followed) and an API key for it."""
+    registry = CheckpointRegistry(tmp / "ckpt")
+    register_base(registry, "t-0000", tiny_model)
+    key = api_key(tmp / "keys.sqlite")
+    command = ["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"), "--no-record",
+               "--no-follow", *args]  # fmt: skip
+    return Serve(command, tmp / "serve.log"), key

@@ -26,6 +26,7 @@ COPY warehouse/ warehouse/
 COPY models/ models/
 COPY checkpoints/ checkpoints/
 COPY agent/ agent/
+COPY llamacpp/ llamacpp/
 COPY serving/ serving/
 COPY trainer/ trainer/
 COPY release/ release/

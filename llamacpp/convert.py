@@ -53,12 +53,11 @@ from checkpoints.record import CheckpointInfo, ModelRef
 from checkpoints.store import CheckpointRegistry
 from infra.kafka_dist import default_cache_root
 from llamacpp.build import engine_dir, ensure_source
+from llamacpp.engine_settings import OUTTYPE, OUTTYPES
 from llamacpp.gguf_tokenizer import with_tokenizer_of
 from models.catalog import file_sha256
 
 log = logging.getLogger(__name__)
-OUTTYPES = ("f32", "f16", "bf16", "q8_0")
-OUTTYPE = "f16"
 Log = Callable[[str], None]
 
 

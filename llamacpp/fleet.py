@@ -27,44 +27,15 @@ import threading
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from infra.ports import free_port_block
-from llamacpp.convert import OUTTYPE, OUTTYPES, EngineWeights, base_gguf
+from llamacpp.convert import EngineWeights, base_gguf
+from llamacpp.engine_settings import EngineSettings
 from llamacpp.server import EngineConfig, LlamaServer
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
-
-
-class EngineSettings(BaseModel):
-    """How ``rtrl serve --engine llama.cpp`` runs its servers."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    binary: Path  # the built llama-server
-    cache_root: Path  # the llama.cpp tree (its converters) is under it
-    converted_dir: Path | None = None  # converted files (default: the cache's)
-    log_dir: Path  # each server's output
-    threads: int = Field(
-        2,
-        ge=1,
-        description="CPU threads of the gateway's servers together (see threads_per_server)",
-    )
-    slots: int = Field(8, ge=1, description="requests one server decodes together")
-    context: int = Field(8192, ge=256, description="tokens of context, shared by the slots")
-    outtype: str = Field(OUTTYPE, pattern="^(" + "|".join(OUTTYPES) + ")$")
-    exact: bool = Field(
-        False,
-        description="a quantized GGUF base served as the learner computes it, its dequantized "
-        "weights at outtype (llamacpp.convert.dequantized_base)",
-    )
-    start_timeout_s: float = Field(120, gt=0)
-    convert_timeout_s: float = Field(1800, gt=0)
-    drain_timeout_s: float = Field(
-        600, gt=0, description="longest wait for a replaced server's admitted requests"
-    )
 
 
 def threads_per_server(threads: int, servers: int) -> int:

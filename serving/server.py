@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import uvicorn
 
@@ -20,45 +19,15 @@ from infra.http_server import freeze_startup_heap, http_server
 from infra.lifetime import stop_signals_call
 from infra.topics import TopicNames
 from ingest.collector.keys import KeyStore
-from llamacpp.fleet import EngineSettings
 from serving.api import create_app
 from serving.assignment import Assignment
 from serving.backend import Backend
-from serving.completions import GatewayConfig
 from serving.follower import CheckpointFollower
 from serving.metrics import GatewayMetrics
 from serving.recorder import RolloutRecorder
-from serving.routing import Split
+from serving.serve_config import ServeConfig
 
 log = logging.getLogger("serving")
-
-
-@dataclass(frozen=True)
-class ServeConfig:
-    registry: Path
-    checkpoint: str | None  # None: the registry's latest promoted checkpoint
-    key_db: Path
-    bootstrap: str
-    topic_prefix: str = ""
-    host: str = "127.0.0.1"
-    port: int = 8000
-    metrics_port: int | None = None
-    upstream: str | None = None  # an OpenAI-compatible server's base URL (without /v1)
-    upstream_model: str | None = None  # its base model's name; None: the first it lists
-    upstream_api_key: str | None = None
-    upstream_kind: str = "auto"  # openai, llama.cpp, or auto: asked of the upstream
-    engine: EngineSettings | None = None  # llama-server processes started and switched here
-    adapter_dir: Path = Path(".rtrl/adapters")
-    split: Split | None = None
-    device: str = "cpu"
-    max_batch: int = 16
-    batch_wait_s: float = 0.0
-    spool_max: int = 100_000
-    drain_s: float = 10.0
-    record: bool = True
-    follow: bool = True
-    gateway: GatewayConfig = field(default_factory=GatewayConfig)
-    seed: int = 0
 
 
 def _first_model(url: str, api_key: str | None) -> str:

@@ -1,5 +1,8 @@
 """The trainer's subcommand, `rtrl train`.
 
+Its options are derived from the round's settings, one per field (``infra.settings_cli``):
+RoundOptions, LearnerConfig, LoraSettings, GateConfig and CanaryConfig, each declaring below the
+fields the command gives itself instead and any option spelled otherwise than its field.
 Handlers import torch when they run, so ``rtrl --help`` stays fast.
 """
 
@@ -9,18 +12,89 @@ import argparse
 import logging
 from pathlib import Path
 
-from agent.tasks import GROUPS
 from checkpoints.cli import add_publish, add_registry
-from infra.cli import (
-    add_watch_args,
-    bootstrap_from,
-    positive_int,
-)
+from infra.cli import add_watch_args, bootstrap_from, positive_int
+from infra.settings_cli import Option, SettingsOptions
+from infra.topics import TopicNames
 from models.devices import DEVICES
+from models.lora_settings import LoraSettings
+from release.canary import CanaryConfig
+from release.gate import GateConfig
 from trainer.exit_codes import EXIT_REJECTED
 from trainer.learner_cli import add_learner_args, learner_from
+from trainer.round_options import RoundOptions
 
 log = logging.getLogger("rtrl.train")
+
+# The round's own options (its help on the fields); given by the command: the registry and
+# Kafka options (checkpoints.cli), the settings objects below, and the evals' llama.cpp.
+ROUND_OPTIONS = SettingsOptions(
+    RoundOptions,
+    options={
+        "warehouse": Option(default=Path(".rtrl/warehouse")),
+        "candidate_id": Option(flags=("--id",)),
+        "device": Option(choices=DEVICES),
+    },
+    omit=("registry", "bootstrap", "topics", "learner", "gate", "publish", "lora", "canary",
+          "eval_engine"),
+)  # fmt: skip
+# --lora-r is the switch: none, no adapter (every weight trains).
+LORA_OPTIONS = SettingsOptions(
+    LoraSettings,
+    prefix="lora_",
+    options={
+        "r": Option(type=positive_int, default=None,
+                    help="train a LoRA adapter of this rank instead of every weight (a "
+                    "checkpoint then stores only the adapter); a LoRA parent trains its own"),
+        "alpha": Option(type=positive_int),
+        "targets": Option(type=str, from_field=",".join,
+                          to_field=lambda text: tuple(t for t in text.split(",") if t),
+                          help="comma-separated module names that get an adapter"),
+    },
+    omit=("dropout",),
+)  # fmt: skip
+# The gate's limits the command sets; the reward's range comes from --reward-config.
+GATE_OPTIONS = SettingsOptions(
+    GateConfig,
+    options={
+        "min_gain": "margin the one-sided lower confidence bound of the candidate's "
+        "estimated reward gain must exceed",
+        "max_kl": "largest KL from the served checkpoint",
+        "level": "confidence level of that bound",
+        "eval_prompts": "held-out prompts the candidate and its parent generate for before it "
+        "may serve, beside the shipped eval tasks (0: no candidate evals)",
+        "eval_samples": "generations per eval prompt and checkpoint",
+        "eval_reader": Option(metavar="READER",
+                              help="how the candidate evals read a generation: harness (the "
+                              "agent harness over real text: code blocks, tool-call blocks, "
+                              "questions; the default), or a reader a simulator plugs in as "
+                              "module:factory (rtrl run's token-level users: "
+                              "rtrl.token_reader:simulated, rtrl.token_reader:simulated_agent)"),
+        "eval_tasks": "the tasks (agent/tasks.toml) whose pass rate under their hidden tests "
+        "the candidate must not lower, with the harness reader: shipped (the default), easy, or "
+        "held_out (tasks no user asks, so never trained on)",
+    },
+    omit=("min_ess_fraction", "min_examples", "min_users", "block_on_alarms", "resamples",
+          "weight_cap", "reward_min", "reward_max", "eval_alpha"),
+)  # fmt: skip
+# --canary is the switch: none, the candidate is promoted at once.
+CANARY_OPTIONS = SettingsOptions(
+    CanaryConfig,
+    prefix="canary_",
+    options={
+        "percent": Option(flags=("--canary",), default=None, metavar="PERCENT",
+                          help="a candidate that passes the gate serves this share of users "
+                          "first, as experiment canary-ID against its parent; `rtrl canary "
+                          "decide` rolls it out or back (default: promote at once)"),
+        "min_users": Option(flags=("--canary-users",), type=positive_int,
+                            help="users with a scored interaction in each arm, at least 2, "
+                            "before the canary's live reward is judged"),
+        "margin": "the canary is rolled out when its live reward (per-user mean) is shown no "
+        "more than this below the parent's",
+    },
+    omit=("alpha", "guardrail_alpha", "guardrails", "tuning_users", "srm_alpha",
+          "deadline_hours"),
+)  # fmt: skip
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,101 +110,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        f"decision. Exit 0 promoted (or a canary), {EXIT_REJECTED} rejected, "
                        "1 when there is nothing to train on.")  # fmt: skip
     add_registry(t)
-    t.add_argument(
-        "--warehouse",
-        type=Path,
-        default=Path(".rtrl/warehouse"),
-        help="local warehouse folder the batches' files are relative to",
-    )
-    t.add_argument(
-        "--catalog",
-        type=Path,
-        default=None,
-        help="the warehouse's DuckDB catalog, for the monitors (default: "
-        "warehouse.duckdb in --warehouse)",
-    )
-    t.add_argument(
-        "--checkpoint",
-        default=None,
-        help="the checkpoint whose data to train on (default: the current promoted)",
-    )
-    t.add_argument(
-        "--id",
-        default=None,
-        help="the candidate's id (default: the parent's prefix and the next number)",
-    )
-    t.add_argument(
-        "--device",
-        choices=DEVICES,
-        default="auto",
-        help="auto: a CUDA GPU when there is one (bf16 autocast), else the CPU",
-    )
-    t.add_argument("--no-bf16", action="store_true", help="train in float32 on a GPU too")
+    ROUND_OPTIONS.add_to(t)
     add_learner_args(t)
-    t.add_argument(
-        "--lora-r",
-        type=positive_int,
-        default=None,
-        help="train a LoRA adapter of this rank instead of every weight (a "
-        "checkpoint then stores only the adapter); a LoRA parent trains its own",
-    )
-    t.add_argument(
-        "--lora-alpha",
-        type=positive_int,
-        default=16,
-        help="LoRA scale numerator (scale = alpha / r)",
-    )
-    t.add_argument(
-        "--lora-targets",
-        default="q_proj,v_proj",
-        help="comma-separated module names that get an adapter",
-    )
-    t.add_argument(
-        "--held-out",
-        type=float,
-        default=0.3,
-        help="share of interactions kept for the eval (default 0.3)",
-    )
-    t.add_argument(
-        "--min-gain",
-        type=float,
-        default=0.0,
-        help="margin the one-sided lower confidence bound of the candidate's "
-        "estimated reward gain must exceed (default 0)",
-    )
-    t.add_argument(
-        "--level", type=float, default=0.95, help="confidence level of that bound (default 0.95)"
-    )
-    t.add_argument(
-        "--eval-prompts",
-        type=int,
-        default=64,
-        help="held-out prompts the candidate and its parent generate for before it "
-        "may serve, beside the shipped eval tasks (default 64; 0: no candidate evals)",
-    )
-    t.add_argument(
-        "--eval-samples",
-        type=int,
-        default=4,
-        help="generations per eval prompt and checkpoint (default 4)",
-    )
-    t.add_argument(
-        "--eval-reader",
-        default="harness",
-        metavar="READER",
-        help="how the candidate evals read a generation: harness (the agent harness over "
-        "real text: code blocks, tool-call blocks, questions; the default), or a reader a "
-        "simulator plugs in as module:factory (rtrl run's token-level users: "
-        "rtrl.token_reader:simulated, rtrl.token_reader:simulated_agent)",
-    )
-    t.add_argument(
-        "--eval-tasks",
-        choices=GROUPS,
-        default="shipped",
-        help="the tasks (agent/tasks.toml) whose pass rate under their hidden tests the "
-        "candidate must not lower, with the harness reader: shipped (the default), easy, or "
-        "held_out (tasks no user asks, so never trained on)",
-    )
+    LORA_OPTIONS.add_to(t)
+    GATE_OPTIONS.add_to(t)
     t.add_argument(
         "--eval-engine",
         choices=("transformers", "llama.cpp"),
@@ -155,41 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "under, as given to `rtrl stream worker --config`: the gate's bound shifts rewards by "
         "its range (default: reward v1's defaults, -4.1..2)",
     )
-    t.add_argument(
-        "--max-kl",
-        type=float,
-        default=1.0,
-        help="largest KL from the served checkpoint (default 1.0)",
-    )
-    t.add_argument(
-        "--thresholds",
-        type=Path,
-        default=None,
-        help="monitor thresholds file (default: the built-in ones)",
-    )
-    t.add_argument(
-        "--canary",
-        type=float,
-        default=None,
-        metavar="PERCENT",
-        help="a candidate that passes the gate serves this share of users first, as "
-        "experiment canary-ID against its parent; `rtrl canary decide` rolls it out or "
-        "back (default: promote at once)",
-    )
-    t.add_argument(
-        "--canary-users",
-        type=positive_int,
-        default=100,
-        help="users with a scored interaction, in each arm, before the canary's live reward "
-        "is judged (default 100; at least 2)",
-    )
-    t.add_argument(
-        "--canary-margin",
-        type=float,
-        default=0.1,
-        help="the canary is rolled out when its live reward (per-user mean) is shown no more "
-        "than this below the parent's (default 0.1)",
-    )
+    CANARY_OPTIONS.add_to(t)
     add_watch_args(t, "train whenever the served checkpoint has a new batch", 30.0)
     add_publish(t)  # the batches are read from the batches topic of the same cluster
     t.set_defaults(func=_train)
@@ -203,62 +152,39 @@ def _eval_engine(args: argparse.Namespace):  # EngineSettings | None
     return engine_settings(2, 16, exact=args.eval_engine_exact)
 
 
+def round_options(args: argparse.Namespace) -> RoundOptions:
+    """The round's settings: its options', and what the command gives itself (ValueError,
+    OSError: an option out of range, an unreadable reward configuration)."""
+    from rewards.config import RewardConfig, load_config
+
+    reward = load_config(args.reward_config) if args.reward_config else RewardConfig()
+    return ROUND_OPTIONS.read(
+        args,
+        registry=args.registry,
+        bootstrap=bootstrap_from(args),
+        topics=TopicNames(args.topic_prefix),
+        learner=learner_from(args),
+        gate=GateConfig.for_reward(reward, **GATE_OPTIONS.values(args)),
+        publish=args.publish,
+        lora=None if args.lora_r is None else LORA_OPTIONS.read(args),
+        canary=None if args.canary_percent is None else CANARY_OPTIONS.read(args),
+        eval_engine=_eval_engine(args),
+    )
+
+
 def _train(args: argparse.Namespace) -> int:
     import threading
 
     from infra.lifetime import stop_signals_call
-    from infra.topics import TopicNames
-    from models.loading import LoraSettings
-    from release.canary import CanaryConfig
-    from release.gate import GateConfig
-    from rewards.config import RewardConfig, load_config
-    from trainer.service import RoundOptions, train_once, watch
+    from trainer.service import train_once, watch
 
-    if args.watch and (args.checkpoint or args.id):
+    if args.watch and (args.checkpoint or args.candidate_id):
         log.error(
             "--watch always trains the current promoted checkpoint: no --checkpoint or --id with it"
         )
         return 2
     try:
-        reward = load_config(args.reward_config) if args.reward_config else RewardConfig()
-        options = RoundOptions(
-            registry=args.registry,
-            warehouse=args.warehouse,
-            bootstrap=bootstrap_from(args),
-            topics=TopicNames(args.topic_prefix),
-            learner=learner_from(args),
-            device=args.device,
-            bf16=not args.no_bf16,
-            lora=None
-            if args.lora_r is None
-            else LoraSettings(
-                r=args.lora_r,
-                alpha=args.lora_alpha,
-                targets=tuple(t for t in args.lora_targets.split(",") if t),
-            ),
-            gate=GateConfig.for_reward(
-                reward,
-                min_gain=args.min_gain,
-                max_kl=args.max_kl,
-                level=args.level,
-                eval_prompts=args.eval_prompts,
-                eval_samples=args.eval_samples,
-                eval_reader=args.eval_reader,
-                eval_tasks=args.eval_tasks,
-            ),
-            held_out=args.held_out,
-            catalog=args.catalog,
-            checkpoint=args.checkpoint,
-            candidate_id=args.id,
-            thresholds=args.thresholds,
-            canary=None
-            if args.canary is None
-            else CanaryConfig(
-                percent=args.canary, min_users=args.canary_users, margin=args.canary_margin
-            ),
-            publish=args.publish,
-            eval_engine=_eval_engine(args),
-        )
+        options = round_options(args)
     except (ValueError, OSError) as exc:  # an option out of range, an unreadable config file
         log.error(
             "%s",

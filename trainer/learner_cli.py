@@ -1,19 +1,16 @@
-"""The learner's command-line options: one per ``LearnerConfig`` field, its default from the
-config, so the CLI and the config cannot drift apart."""
+"""The learner's command-line options: one per ``LearnerConfig`` field (``infra.settings_cli``),
+its default from the config and its help here, so the CLI and the config cannot drift apart."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
+from infra.settings_cli import SettingsOptions
+from trainer.learner_config import LearnerConfig
 
-def add_learner_args(p: argparse.ArgumentParser) -> None:
-    """One option per LearnerConfig field, its default and help from the config itself."""
-    from dataclasses import fields
-
-    from trainer.learner_config import LearnerConfig
-
-    helps = {
+LEARNER_OPTIONS = SettingsOptions(
+    LearnerConfig,
+    options={
         "lr": "AdamW learning rate", "epochs": "passes over the round's examples",
         "minibatch": "examples per optimizer step",
         "micro_batch": "examples per forward/backward (gradient accumulation up to a minibatch)",
@@ -33,25 +30,14 @@ def add_learner_args(p: argparse.ArgumentParser) -> None:
         "(0: always score)",
         "seed": "orders the minibatches", "save_every": "steps between saved round states, "
         "from which a killed round resumes (0: never)",
-    }  # fmt: skip
-    defaults = LearnerConfig()
-    for f in fields(LearnerConfig):
-        default = getattr(defaults, f.name)
-        p.add_argument(
-            f"--{f.name.replace('_', '-')}",
-            dest=f"learn_{f.name}",
-            metavar=f.name.upper(),
-            type=type(default),
-            default=default,
-            help=f"{helps[f.name]} (default {default})",
-        )
+    },
+)  # fmt: skip
 
 
-def learner_from(args: argparse.Namespace) -> Any:
-    from dataclasses import fields
+def add_learner_args(p: argparse.ArgumentParser) -> None:
+    """One option per LearnerConfig field, its default from the config itself."""
+    LEARNER_OPTIONS.add_to(p)
 
-    from trainer.learner_config import LearnerConfig
 
-    return LearnerConfig(
-        **{f.name: getattr(args, f"learn_{f.name}") for f in fields(LearnerConfig)}
-    )
+def learner_from(args: argparse.Namespace) -> LearnerConfig:
+    return LEARNER_OPTIONS.read(args)

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
 from confluent_kafka import KafkaException
@@ -24,41 +21,13 @@ from checkpoints.publish import announce_missing
 from checkpoints.record import CANARY, PROMOTED
 from checkpoints.store import CheckpointRegistry, next_id
 from infra.periodic import run_every
-from infra.topics import TopicNames
 from models.devices import make_accelerator
-from models.loading import LoraSettings
-from release.canary import CanaryConfig
-from release.gate import GateConfig
 from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
 from trainer.inputs import alarms_of, offered_batches, untrained
-from trainer.learner import LearnerConfig
+from trainer.round_options import RoundOptions
 from trainer.train import train_round
 
-if TYPE_CHECKING:
-    from llamacpp.fleet import EngineSettings
-
 log = logging.getLogger("rtrl.train")
-
-
-@dataclass(frozen=True)
-class RoundOptions:
-    registry: Path
-    warehouse: Path
-    bootstrap: str
-    topics: TopicNames
-    learner: LearnerConfig
-    gate: GateConfig
-    held_out: float = 0.3
-    catalog: Path | None = None  # default: warehouse.duckdb in the warehouse
-    checkpoint: str | None = None  # default: the current promoted one
-    candidate_id: str | None = None  # default: the next number
-    thresholds: Path | None = None
-    publish: bool = False
-    device: str = "auto"  # auto | cpu | cuda
-    bf16: bool = True  # autocast on a GPU that has it
-    lora: LoraSettings | None = None  # train an adapter instead of every weight
-    canary: CanaryConfig | None = None  # a candidate that passes serves a share first
-    eval_engine: EngineSettings | None = None  # the candidate evals' llama.cpp (None: transformers)
 
 
 def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:

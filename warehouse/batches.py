@@ -17,7 +17,6 @@ version) slice is one candidate. The quality gate decides:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import orjson
@@ -26,7 +25,6 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from infra.compacted import read_latest
 from infra.settings import reliable_producer
-from rewards.config import RewardConfig
 from rewards.record import FIELD_NAMES, RECORD_SCHEMA
 from warehouse.catalog import build_catalog, connect
 from warehouse.layout import BATCHES_DIR, join
@@ -41,25 +39,14 @@ from warehouse.manifest import (
     report_file,
 )
 from warehouse.privacy import load_forgotten
-from warehouse.quality import QualityConfig, validate
+from warehouse.quality import validate
+from warehouse.settings import BuildConfig
 from warehouse.store import Store
 
 log = logging.getLogger(__name__)
 
-_DEFAULTS = RewardConfig()
 # Every interaction a batch took (scored or not, offered or quarantined), one file per batch.
 CLAIMS_DIR = join(BATCHES_DIR, "claims")
-
-
-@dataclass(frozen=True)
-class BuildConfig:
-    min_rows: int = 1  # a slice with fewer candidate rows waits for more
-    settle_s: int = _DEFAULTS.late_s + _DEFAULTS.grace_s  # no revision can follow after this
-    quality: QualityConfig = field(default_factory=QualityConfig)
-
-    def __post_init__(self) -> None:
-        if self.min_rows < 1 or self.settle_s < 0:
-            raise ValueError("min_rows must be >= 1 and settle_s >= 0")
 
 
 def _used_ids_sql(store: Store) -> str:
@@ -96,8 +83,12 @@ def _candidates(store: Store, db: str, now: datetime, settle_s: int) -> pl.DataF
     return candidates
 
 
-def build_batches(store: Store, config: BuildConfig = BuildConfig(), db: str | None = None,
-                  now: datetime | None = None) -> list[BatchEntry]:  # fmt: skip
+def build_batches(
+    store: Store,
+    config: BuildConfig = BuildConfig(),  # noqa: B008 - frozen: one shared default is safe
+    db: str | None = None,
+    now: datetime | None = None,
+) -> list[BatchEntry]:
     """Build, gate and record every batch that is due; returns their manifest entries."""
     now = now or datetime.now(UTC)
     db = build_catalog(store, db)

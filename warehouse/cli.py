@@ -1,8 +1,9 @@
 """Subcommands of the warehouse stage: `rtrl warehouse ...`, `rtrl batches ...`, `rtrl report ab`,
 `rtrl forget`.
 
-Handlers import their modules when they run, so ``rtrl --help`` stays fast (the quality gate
-loads Great Expectations, which takes seconds).
+The sink's and the batch builder's options are their settings' fields (``warehouse.settings``,
+``infra.settings_cli``). Handlers import their modules when they run, so ``rtrl --help`` stays
+fast (the quality gate loads Great Expectations, which takes seconds).
 """
 
 from __future__ import annotations
@@ -15,10 +16,18 @@ import sys
 from pathlib import Path
 
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, add_watch_args, bootstrap_from
+from infra.settings_cli import SettingsOptions
+from warehouse.settings import DEFAULT_GROUP, BuildConfig, SinkConfig
 
 ROOT_ENV = "RTRL_WAREHOUSE"
 DEFAULT_ROOT = ".rtrl/warehouse"
-DEFAULT_GROUP = "rtrl-warehouse-sink"
+# Given by the command: Kafka's options and the root (--bootstrap, --topic-prefix, --root); the
+# sink's pacing and timeouts are no options.
+SINK_OPTIONS = SettingsOptions(
+    SinkConfig,
+    omit=("bootstrap", "root", "topics", "once_idle_s", "compact_every_s", "session_timeout_ms"),
+)
+BUILD_OPTIONS = SettingsOptions(BuildConfig, omit=("quality",))
 
 
 def _add_root(p: argparse.ArgumentParser, db: bool = True) -> None:
@@ -50,26 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_bootstrap_arg(s)
     add_topic_prefix_arg(s)
     _add_root(s, db=False)
-    s.add_argument("--group-id", default=DEFAULT_GROUP, help="consumer group of the sink")
-    s.add_argument(
-        "--instance-id",
-        default=None,
-        help="static group membership: a restart with the same id resumes at once",
-    )
-    s.add_argument("--once", action="store_true", help="drain what the topics hold now and exit")
-    s.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        help="serve Prometheus metrics on this port (/metrics); default: none",
-    )
-    s.add_argument("--max-rows", type=int, default=50_000, help="flush after this many messages")
-    s.add_argument(
-        "--max-seconds",
-        type=float,
-        default=5.0,
-        help="flush when the oldest buffered message waited this long",
-    )
+    SINK_OPTIONS.add_to(s)
     s.set_defaults(func=_sink)
 
     c = wsub.add_parser(
@@ -106,13 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_topic_prefix_arg(bb)
     _add_root(bb)
     bb.add_argument("--no-publish", action="store_true", help="do not announce on Kafka")
-    bb.add_argument("--min-rows", type=int, default=1, help="smallest batch worth building")
-    bb.add_argument(
-        "--settle-s",
-        type=int,
-        default=None,
-        help="only interactions closed this long ago (default: late window + grace)",
-    )
+    BUILD_OPTIONS.add_to(bb)
     add_watch_args(bb, "rebuild the catalog, then build and announce what is due", 60.0)
     bb.set_defaults(func=_batches_build)
     bl = bsub.add_parser("list", help="show the manifest")
@@ -198,20 +182,15 @@ def _store(args: argparse.Namespace, *, must_exist: bool = True):  # noqa: ANN20
 
 def _sink(args: argparse.Namespace) -> int:
     from infra.topics import TopicNames
-    from warehouse.sink import Sink, SinkConfig
+    from warehouse.sink import Sink
 
     store = _store(args, must_exist=False)
     try:
-        config = SinkConfig(
+        config = SINK_OPTIONS.read(
+            args,
             bootstrap=bootstrap_from(args),
             root=store.root,
             topics=TopicNames(args.topic_prefix),
-            group_id=args.group_id,
-            max_rows=args.max_rows,
-            max_seconds=args.max_seconds,
-            once=args.once,
-            instance_id=args.instance_id,
-            metrics_port=args.metrics_port,
         )
     except ValueError as exc:
         print(f"rtrl warehouse sink: {exc}", file=sys.stderr)
@@ -259,7 +238,6 @@ def _committed_offsets(args: argparse.Namespace) -> dict[tuple[str, int], int]:
 
     from infra.settings import manual_commit_consumer
     from infra.topics import TopicNames
-    from warehouse.sink import SinkConfig
 
     config = SinkConfig(
         bootstrap=bootstrap_from(args),
@@ -289,11 +267,10 @@ def _batches_build(args: argparse.Namespace) -> int:
     from infra.lifetime import stop_signals_call
     from infra.periodic import run_every
     from infra.topics import TopicNames
-    from warehouse.batches import BuildConfig, announce_missing, build_batches
+    from warehouse.batches import announce_missing, build_batches
 
     store = _store(args, must_exist=not args.watch)
-    settle = {} if args.settle_s is None else {"settle_s": args.settle_s}
-    config = BuildConfig(min_rows=args.min_rows, **settle)
+    config = BUILD_OPTIONS.read(args)
     log = logging.getLogger("rtrl.batches")
 
     def build() -> bool:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
@@ -44,48 +44,16 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from infra.kafka_errors import KafkaRefused, is_refusal, refusal_sentence
 from infra.settings import admin, manual_commit_consumer, process_security
-from infra.topics import TopicNames
 from warehouse.compact import compact
 from warehouse.encode import WITH_METADATA, Batch, encode
 from warehouse.layout import join, part_name, superseded, uncommitted
 from warehouse.privacy import load_forgotten
+from warehouse.settings import SinkConfig
 from warehouse.sink_metrics import SinkMetrics
 from warehouse.store import Store
 from warehouse.writer import BackgroundWriter
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SinkConfig:
-    """How the sink batches and where it writes; never read from the environment here."""
-
-    bootstrap: str
-    root: str  # folder or fsspec URL
-    topics: TopicNames = field(default_factory=TopicNames)
-    group_id: str = "rtrl-warehouse-sink"
-    max_rows: int = 50_000  # flush when the buffers hold this many messages ...
-    max_seconds: float = 5.0  # ... or when the oldest buffered message waited this long
-    once: bool = False  # drain what the topics hold now, flush, exit
-    once_idle_s: float = 10.0  # in --once mode, also stop after this long without a message
-    compact_every_s: float = 300.0  # merge small committed files this often (0: never)
-    # A killed sink's partitions move to its successor only once the group gives up on it.
-    session_timeout_ms: int = 10_000
-    # Static membership: a sink restarted with the same id takes its partitions back at once.
-    instance_id: str | None = None
-    metrics_port: int | None = None  # serve Prometheus metrics while running
-
-    def __post_init__(self) -> None:
-        if self.max_rows <= 0 or self.max_seconds <= 0:
-            raise ValueError("max_rows and max_seconds must be positive")
-        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
-            raise ValueError(f"metrics_port must be in 0..65535, got {self.metrics_port}")
-
-    def datasets(self) -> dict[str, str]:
-        """topic name -> warehouse dataset."""
-        t = self.topics
-        return {t.rewards: "rewards", t.events: "events", t.rollouts: "rollouts",
-                t.late: "late", t.dlq: "dlq", t.checkpoints: "checkpoints"}  # fmt: skip
 
 
 @dataclass

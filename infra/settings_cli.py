@@ -1,0 +1,231 @@
+"""Command-line options derived from a typed settings class: one option per field, its name,
+type, default and help taken from the field, and the settings read back from the parsed args.
+
+Why: a command that maps its options to its settings keyword by keyword lets the two drift
+apart (a new field without an option, a default changed in one place only, a help that states
+an old default). Here the settings class is the one place, for dataclasses (help in
+``field(metadata={"help": ...})``) and pydantic models (help in ``Field(description=...)``)
+alike. Two declarations cover what is not derived:
+
+* an :class:`Option` for a field whose option is older than the field and must stay as users'
+  scripts know it (another unit, spelling or shape), or whose help is written beside the
+  command rather than on the field;
+* ``omit`` for a field the command gives itself (from another option, the environment, a
+  nested settings object) or leaves at its default.
+
+Every other field must have a help, or the command is refused when it is built: a new field
+cannot silently miss its option. A help gains "(default X)" unless it speaks of its default
+itself (a None default: what None means).
+
+>>> from dataclasses import dataclass, field
+>>> @dataclass(frozen=True)
+... class Cache:
+...     size_mb: int = field(default=64, metadata={"help": "largest size"})
+...     persist: bool = field(default=True, metadata={"help": "keep nothing on disk"})
+>>> options = SettingsOptions(Cache, prefix="cache_")
+>>> parser = argparse.ArgumentParser()
+>>> options.add_to(parser)
+>>> options.read(parser.parse_args(["--cache-size-mb", "8", "--no-cache-persist"]))
+Cache(size_mb=8, persist=False)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
+
+T = TypeVar("T")
+_UNSET: Any = object()  # an Option that leaves its default to the field
+_SCALARS = (str, int, float, Path)  # annotations an option's type is read from as they are
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one field's option differs from the one derived from it (each part left unset is
+    derived): kept as users know it, declared so that the difference is visible."""
+
+    help: str | None = None  # beside the command, instead of the field's own
+    flags: tuple[str, ...] = ()  # default: --PREFIX-FIELD-NAME, --no-... for a bool set True
+    type: Callable[[str], Any] | None = None  # default: the annotation's (X of X | None)
+    choices: Sequence[Any] | None = None  # default: a Literal annotation's values
+    metavar: str | None = None  # default: the last flag, upper-cased
+    nargs: str | None = None
+    default: Any = _UNSET  # the option's own, where the field has none or a switch is None
+    to_field: Callable[[Any], Any] | None = None  # parsed value -> field value
+    from_field: Callable[[Any], Any] | None = None  # field default -> option default
+
+
+@dataclass(frozen=True)
+class _Argument:
+    flags: tuple[str, ...]
+    kwargs: dict[str, Any]  # of ArgumentParser.add_argument, dest included
+    to_field: Callable[[Any], Any] | None
+
+
+class SettingsOptions(Generic[T]):
+    """The options of one settings class on a command: added to its parser, read back into it.
+
+    ``prefix`` starts every option's flag and dest (``engine_``: ``--engine-threads``, read from
+    ``args.engine_threads``), so that two settings classes can share one command; ``help_prefix``
+    starts every help text.
+    """
+
+    def __init__(
+        self,
+        cls: type[T],
+        *,
+        options: Mapping[str, Option | str] | None = None,
+        omit: Iterable[str] = (),
+        prefix: str = "",
+        help_prefix: str = "",
+    ) -> None:
+        self.cls = cls
+        self.omitted = frozenset(omit)
+        declared = {
+            k: v if isinstance(v, Option) else Option(help=v) for k, v in (options or {}).items()
+        }
+        fields = _fields(cls)
+        unknown = sorted((set(declared) | self.omitted) - {name for name, _, _ in fields})
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field {', '.join(unknown)}")
+        both = sorted(set(declared) & self.omitted)
+        if both:
+            raise ValueError(f"{cls.__name__}.{both[0]}: both an option and omitted")
+        self._arguments = {
+            name: _argument(
+                cls, name, spec, text, declared.get(name, Option()), prefix, help_prefix
+            )
+            for name, spec, text in fields
+            if name not in self.omitted
+        }
+
+    @property
+    def flags(self) -> dict[str, tuple[str, ...]]:
+        """Each field on the command line, and its option's flags."""
+        return {name: a.flags for name, a in self._arguments.items()}
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        """One option per field not omitted; refused where another option has its dest already,
+        since argparse would let one silently overwrite the other."""
+        taken = {action.dest for action in parser._actions}
+        for name, a in self._arguments.items():
+            if a.kwargs["dest"] in taken:
+                raise ValueError(f"{self.cls.__name__}.{name}: {a.kwargs['dest']} is taken")
+            parser.add_argument(*a.flags, **a.kwargs)
+
+    def values(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The fields the options give, by name, as the settings class takes them."""
+        out = {}
+        for name, a in self._arguments.items():
+            value = getattr(args, a.kwargs["dest"])
+            out[name] = a.to_field(value) if a.to_field is not None else value
+        return out
+
+    def read(self, args: argparse.Namespace, **given: Any) -> T:
+        """The settings: the options' fields, and ``given`` for omitted ones (the others keep
+        their defaults)."""
+        stray = sorted(set(given) - self.omitted)
+        if stray:
+            raise TypeError(f"{self.cls.__name__}.{stray[0]} is an option, not given")
+        return self.cls(**self.values(args), **given)
+
+
+def _fields(cls: type) -> list[tuple[str, Any, str | None]]:
+    """(name, its dataclass Field or pydantic FieldInfo, help or None) of each field, in the
+    class's order; defaults and annotations are read only for fields on the command line."""
+    if dataclasses.is_dataclass(cls):
+        return [(f.name, f, f.metadata.get("help")) for f in dataclasses.fields(cls)]
+    model_fields = getattr(cls, "model_fields", None)
+    if isinstance(model_fields, dict):  # a pydantic model
+        return [(name, info, info.description) for name, info in model_fields.items()]
+    raise TypeError(f"{cls.__name__} is neither a dataclass nor a pydantic model")
+
+
+def _default(spec: Any) -> Any:
+    if isinstance(spec, dataclasses.Field):
+        if spec.default is not dataclasses.MISSING:
+            return spec.default
+        if spec.default_factory is not dataclasses.MISSING:
+            return spec.default_factory()
+        return _UNSET
+    return _UNSET if spec.is_required() else spec.get_default(call_default_factory=True)
+
+
+def _annotation(cls: type, name: str, spec: Any) -> Any:
+    if not isinstance(spec, dataclasses.Field):
+        return spec.annotation  # pydantic evaluated it
+    if not isinstance(spec.type, str):
+        return spec.type
+    # postponed: evaluated alone, as typing.get_type_hints would, so that an omitted field may
+    # name a type imported only for type checking
+    try:
+        return eval(spec.type, vars(sys.modules[cls.__module__]))
+    except NameError as exc:
+        raise TypeError(f"{cls.__name__}.{name}: {exc}: declare Option(type=...)") from exc
+
+
+def _type_and_choices(where: str, annotation: Any) -> tuple[Any, tuple[Any, ...] | None]:
+    """What the command line parses a field's value with: X of X | None, a Literal's values."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(annotation) if a is not type(None)]
+        annotation = rest[0] if len(rest) == 1 else annotation
+    if typing.get_origin(annotation) is Literal:
+        values = typing.get_args(annotation)
+        return type(values[0]), values
+    if annotation in _SCALARS:
+        return annotation, None
+    raise TypeError(f"{where}: no option type for {annotation!r}: declare Option(type=...)")
+
+
+def _argument(
+    cls: type,
+    name: str,
+    spec: Any,
+    field_help: str | None,
+    option: Option,
+    prefix: str,
+    help_prefix: str,
+) -> _Argument:
+    where = f"{cls.__name__}.{name}"
+    text = option.help if option.help is not None else field_help
+    if not text:
+        raise ValueError(
+            f"{where} has no help for its option: give the field one (metadata 'help', "
+            "Field(description=...)), declare an Option, or omit the field"
+        )
+    default = option.default
+    if default is _UNSET:
+        default = _default(spec)
+        if default is _UNSET:
+            raise ValueError(f"{where} has no default: its Option must give the option one")
+        if option.from_field is not None:
+            default = option.from_field(default)
+    dashed = f"--{prefix}{name}".replace("_", "-")
+    kwargs: dict[str, Any] = {"dest": prefix + name, "default": default}
+    if option.type is None and _annotation(cls, name, spec) is bool:  # a flag: not the default
+        if not isinstance(default, bool):
+            raise ValueError(f"{where} is a bool: its default must be True or False")
+        kwargs["action"] = "store_false" if default else "store_true"
+        flags = option.flags or ((f"--no-{dashed[2:]}",) if default else (dashed,))
+    else:
+        kind, choices = option.type, option.choices
+        if kind is None:
+            kind, derived = _type_and_choices(where, _annotation(cls, name, spec))
+            choices = derived if choices is None else choices
+        flags = option.flags or (dashed,)
+        named = flags[-1].lstrip("-").replace("-", "_").upper()
+        kwargs.update(type=kind, choices=choices, nargs=option.nargs)
+        # argparse shows choices as {a,b,c}; any other value by the option's (last) name
+        kwargs["metavar"] = option.metavar or (None if choices is not None else named)
+        if default not in (None, "") and "default" not in text.lower():
+            shown = " ".join(map(str, default)) if isinstance(default, list) else default
+            text = f"{text} (default {shown})"
+    kwargs["help"] = (help_prefix + text).replace("%", "%%")  # plain text, not a format
+    return _Argument(flags, kwargs, option.to_field)

@@ -1,0 +1,107 @@
+"""What ``rtrl serve`` runs with: the gateway's settings, each field's help that of its option
+(``serving.cli`` derives one option per field, ``infra.settings_cli``).
+
+A module apart from ``serving.server``, which imports the web server, so that building the
+``rtrl`` command line (``rtrl --help``, every stage's process) loads no web framework.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from serving.completions import GatewayConfig
+
+if TYPE_CHECKING:
+    from llamacpp.engine_settings import EngineSettings
+    from serving.routing import Split
+
+UPSTREAM_KEY_ENV = "RTRL_UPSTREAM_API_KEY"  # the upstream's API key: read by serving.cli only
+UpstreamKind = Literal["auto", "openai", "llama.cpp"]
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    registry: Path = field(metadata=_help("checkpoint registry folder"))
+    # None: the registry's latest promoted checkpoint
+    checkpoint: str | None = field(
+        metadata=_help(
+            "checkpoint to serve first (default: the latest promoted); with --upstream, the one "
+            "the upstream serves now"
+        )
+    )
+    key_db: Path = field(metadata=_help("SQLite file of hashed API keys"))
+    bootstrap: str
+    topic_prefix: str = ""
+    host: str = field(default="127.0.0.1", metadata=_help("bind address"))
+    port: int = field(default=8000, metadata=_help("TCP port"))
+    metrics_port: int | None = field(
+        default=None,
+        metadata=_help("serve Prometheus metrics on this port (/metrics); default: none"),
+    )
+    upstream: str | None = field(  # an OpenAI-compatible server's base URL (without /v1)
+        default=None,
+        metadata=_help(
+            "serve through this OpenAI-compatible server (vLLM, SGLang, another rtrl serve) "
+            f"instead of a local model; its API key from ${UPSTREAM_KEY_ENV}. vLLM must run with "
+            "--logprobs-mode processed_logprobs (its default, raw_logprobs, gives "
+            "log-probabilities from before temperature and top-p: `rtrl train` quarantines such "
+            "batches). Sampling parameters a rollout does not record (top_k, min_p, penalties, "
+            "logit_bias, ...) are refused with a 400"
+        ),
+    )
+    upstream_model: str | None = field(  # its base model's name; None: the first it lists
+        default=None,
+        metadata=_help(
+            "the name the upstream serves its base model under (default: the first of its "
+            "/v1/models)"
+        ),
+    )
+    upstream_api_key: str | None = None
+    upstream_kind: UpstreamKind = field(  # asked of the upstream when auto
+        default="auto",
+        metadata=_help(
+            "how to ask the upstream for exact token ids: openai (vLLM's return_token_ids), "
+            "llama.cpp (its native endpoints), or auto (default: llama.cpp when GET /props "
+            "answers as llama-server does at start)"
+        ),
+    )
+    engine: EngineSettings | None = None  # llama-server processes started and switched here
+    adapter_dir: Path = field(
+        default=Path(".rtrl/adapters"),
+        metadata=_help(
+            "where LoRA checkpoints are written as peft adapters for the upstream to load (a "
+            "path the upstream can read)"
+        ),
+    )
+    split: Split | None = None
+    device: str = field(default="cpu", metadata=_help("local backend: torch device (cpu, cuda)"))
+    max_batch: int = field(
+        default=16, metadata=_help("local backend: most requests sampled together")
+    )
+    batch_wait_s: float = 0.0  # on the command line in milliseconds (serving.cli)
+    spool_max: int = field(
+        default=100_000,
+        metadata=_help(
+            "rollouts held while Kafka is unreachable; beyond, each is dropped (counted and logged)"
+        ),
+    )
+    drain_s: float = 10.0
+    record: bool = field(  # its option: --no-record
+        default=True,
+        metadata=_help("record no rollouts (a backend standing as another gateway's upstream)"),
+    )
+    follow: bool = field(  # its option: --no-follow
+        default=True,
+        metadata=_help(
+            "do not follow the checkpoints topic (a backend standing as another gateway's "
+            "upstream: that gateway loads what it serves)"
+        ),
+    )
+    gateway: GatewayConfig = field(default_factory=GatewayConfig)
+    seed: int = field(default=0, metadata=_help("local backend: sampling seed"))

@@ -81,6 +81,7 @@ class CallProblem(enum.StrEnum):
     malformed = "malformed"  # not one JSON object of the tool-call shape
     unknown_tool = "unknown_tool"  # names no tool the harness knows
     missing_args = "missing_args"  # a known tool without its required arguments
+    refused = "refused"  # well formed, but cannot be carried out (a path outside the repo)
 
 
 @dataclass(frozen=True)

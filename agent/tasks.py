@@ -11,7 +11,8 @@ Tasks come in groups: ``shipped`` (the default set, which the candidate evals an
 users name), ``easy`` (one obvious line each, where a small model starts: users of the code world
 ask for them, so the model trains on them) and ``held_out`` (as easy, but never asked by a user
 and never trained on: only the evals see them, to tell learning the work from learning the
-tasks).
+tasks). An easy task's ``visible`` cases are the ones a repository's own tests show (the
+agent world's ``run_tests``, ``agent.workspace``), on other arguments than the hidden cases'.
 
 >>> [task.function for task in load_tasks()][:3]
 ['slugify', 'reverse', 'count_words']
@@ -83,6 +84,11 @@ class Task(BaseModel):
     reference: str = Field(description="source of a solution that passes every case")
     cases: tuple[Case, ...] = Field(min_length=1)
     group: Group = Field("shipped", description="shipped, easy, or held_out (evals only)")
+    visible: tuple[Case, ...] = Field(
+        (),
+        description="cases a repository's own tests show (the agent world's `run_tests`), "
+        "never with a hidden case's arguments",
+    )
 
     @model_validator(mode="after")
     def _well_formed(self) -> Task:
@@ -90,9 +96,12 @@ class Task(BaseModel):
         if match is None:
             raise ValueError(f"signature {self.signature!r} is not `name(params)`")
         arity = len([p for p in match["params"].split(",") if p.strip()])
-        for case in self.cases:
+        for case in (*self.cases, *self.visible):
             if len(case.args) != arity:
                 raise ValueError(f"{self.signature}: a case has {len(case.args)} arguments")
+        hidden = {repr(case.args) for case in self.cases}
+        if any(repr(case.args) in hidden for case in self.visible):
+            raise ValueError(f"{self.signature}: a visible case gives a hidden case away")
         if f"`{self.signature}`" not in self.prompt:
             raise ValueError(f"the prompt of {self.signature} does not name it")
         return self

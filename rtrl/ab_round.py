@@ -14,7 +14,9 @@ latency and mean reward.
 
 In the code world (``rtrl run --world code``) the users are the rounds' text users instead
 (``rtrl.code_world``): each asks for two easy tasks, the harness reads the answer, the sandbox
-grades it, and they accept, keep or revert by the same stated rule.
+grades it, and they accept, keep or revert by the same stated rule. In the agent world
+(``--world agent``) each user runs the tool-calling agent twice (``rtrl.agent_world``); the split
+hashes the user id, so every request of a run is served by one arm.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import httpx
 
 from ingest.sdk import Client
 from models.sampling import SamplingParams
+from rtrl.agent_world import AgentWorldSettings, play_agent_ab
 from rtrl.code_world import play_users, round_asks
 from rtrl.gateway_stage import GatewaySetup, gateway
 from rtrl.http_users import ask_all
@@ -85,11 +88,15 @@ def play_code_ab(http: httpx.Client, client: Client, users: int, per_user: int, 
 
 def run_final_ab(setup: GatewaySetup, first: str, last: str, client: Client,
                  population: Population | None, users: int, params: SamplingParams,
-                 log_file: Path) -> Counter[str]:  # fmt: skip
+                 log_file: Path,
+                 agent: AgentWorldSettings | None = None) -> Counter[str]:  # fmt: skip
     """Start the gateway with the split, play ``users`` users (two asks each) through it, stop
-    it; the interactions per arm. ``population`` None: the code world's text users."""
+    it; the interactions per arm. ``population`` None: the code world's text users, or with
+    ``agent`` the agent world's."""
     split = ["--experiment", EXPERIMENT, "--arms", arms(first, last), "--no-follow"]
     with gateway(setup, last, split, log_file) as http:
+        if agent is not None:
+            return play_agent_ab(http, client, users, 2, setup.seed, agent)
         if population is None:
             return play_code_ab(http, client, users, 2, setup.seed, params)
         return play_ab(http, client, population, users, 2, setup.seed, params)

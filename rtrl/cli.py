@@ -73,8 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # A line per HTTP request drowns what the stages say; keep httpx's warnings only.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # A line per HTTP request drowns what the stages say; keep httpx's warnings only (httpx2:
+    # the openai client's, which the agent world's users talk through).
+    for name in ("httpx", "httpx2"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -12,7 +12,7 @@ own `rtrl` subcommand, logging to a file under ``--data-dir``.
 The reward windows are shortened (``--window-s``) so that the run finishes in a few minutes;
 everything else is the production code path.
 
-Two worlds (``--world``). ``tokens`` (the default): the rounds' users react to the token ids of
+Three worlds (``--world``). ``tokens`` (the default): the rounds' users react to the token ids of
 the answer (``--users``, ``--scenario``), a world in which the tiny model learns in seconds.
 ``code``: users ask for real functions (the easy tasks of agent/tasks.toml) and judge the code in
 the answer's text by a stated rule: accepted when it runs and defines the function asked for,
@@ -22,7 +22,12 @@ round then prints the share of code passing the hidden tests, edits kept, dissat
 follow-ups, the served checkpoint's pass rate on held-out tasks no user asks for, and the gate's
 decision; the closing A/B test uses the same users. Its defaults (users per round, answer
 length, LoRA training) fit three rounds of SmolLM2-135M (``--model smollm2-135m``) on two CPU
-cores in about 30 minutes.
+cores in about 30 minutes. ``agent``: each user gives a tool-calling agent (the official openai
+client against the gateway, with read_file, write_file, run_tests and finish carried out in a
+repository of its own, up to ``--agent-calls`` requests joined by the gateway into one
+interaction) an easy task; the hidden tests decide keep or revert by the code world's rule
+(``rtrl.agent_world``). Each round prints the tasks solved, edits kept and the share of broken
+tool calls.
 """
 
 from __future__ import annotations
@@ -81,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if args.scenario != "default" and args.users != "default":
         log.error("--scenario %s brings its own users: no --users with it", args.scenario)
         return 2
-    if args.world == "code" and (args.scenario != "default" or args.users != "default"):
-        log.error("--world code brings its own users: no --scenario or --users with it")
+    if args.world != "tokens" and (args.scenario != "default" or args.users != "default"):
+        log.error("--world %s brings its own users: no --scenario or --users with it", args.world)
         return 2
     if args.engine == "llama.cpp" and args.model == "tiny":
         # its tokenizer is a BPE trained here, which llama.cpp's converter does not recognise
@@ -209,6 +214,7 @@ def _loop(
         gateway_setup=gateway,
         world=args.world,
         code=args.code,
+        agent=args.agent,
         engine=evals_engine(args),
     )
     try:
@@ -273,7 +279,7 @@ def _land_and_train(
     _print_monitors(warehouse / "warehouse.duckdb", child="ckpt-0003", parent="ckpt-0001")
     # the code world's last checkpoint meets its users in the closing A/B (its treatment arm):
     # a round of users before that would measure it twice, and cost a SmolLM2 run 4 minutes
-    last_round_in_ab = args.world == "code" and bool(args.ab_users)
+    last_round_in_ab = args.world != "tokens" and bool(args.ab_users)
     for number in range(2, args.rounds + 2):
         rounds.train(warehouse)
         if number <= args.rounds or not last_round_in_ab:
@@ -339,12 +345,13 @@ def _final_ab(args: argparse.Namespace, root: Path, logs: Path, rounds: Training
              "%d users", first, last, args.ab_users)  # fmt: skip
     assert last is not None
     rounds.close()  # the rounds' gateway gives its port to the experiment's
-    code = rounds.world == "code"  # the code world's text users, else the rounds' token users
+    code = rounds.world != "tokens"  # the code or agent world's users, else the token users
     population = None if code else POPULATIONS[rounds.users](rounds.vocab_size)
     params = rounds.code.sampling if code else SAMPLING
+    agent = rounds.agent if rounds.world == "agent" else None
     with Client(replace(rounds.sdk, spool_path=root / "ab.db")) as client:
         served = run_final_ab(closing, first, last, client, population, args.ab_users, params,
-                              logs / "gateway.log")  # fmt: skip
+                              logs / "gateway.log", agent)  # fmt: skip
         left = client.flush(timeout=60)
     rounds.played_until = time.monotonic()
     log.info("closing A/B: interactions per arm %s%s", dict(served),

@@ -112,6 +112,15 @@ def render(title: str, summary: RunSummary, plots: Sequence[Plot]) -> str:
               r.dissatisfied_share, r.held_out_pass_rate, r.mean_reward, r.candidate or "-", g]
              for r, g in zip(rounds, gate, strict=True)],
         )  # fmt: skip
+    elif summary.world == "agent":
+        cycle_table = table(
+            ["round", "served by", "users", "tasks solved", "edits kept",
+             "broken tool calls (of all calls)", "tool calls", "dissatisfied follow-ups",
+             "mean reward", "candidate trained on it", "gate"],
+            [[r.round, r.served_by, r.users, r.pass_share, r.edits_kept_share,
+              r.broken_tool_call_share, r.tool_calls, r.dissatisfied_share, r.mean_reward,
+              r.candidate or "-", g] for r, g in zip(rounds, gate, strict=True)],
+        )  # fmt: skip
     else:
         cycle_table = table(
             ["round", "served by", "users", "accepted", "invalid tool calls", "questions",

@@ -46,6 +46,8 @@ class RoundFigures:
     passed: int = 0  # the code world: answers whose code passed the task's hidden tests
     kept: int = 0  # the code world: accepted edits kept on the second look
     dissatisfied: int = 0  # the code world: interactions with a dissatisfied follow-up
+    tool_calls: int = 0  # the agent world: every call the model made in the round's runs
+    broken_tool_calls: int = 0  # the agent world: those that were invalid
 
 
 def react_and_report(client: Client, population: Population, rng: random.Random, task: str,

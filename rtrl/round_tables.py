@@ -28,6 +28,9 @@ def print_summary(rounds: TrainingRounds, db: Path) -> None:
     if rounds.world == "code":
         print_code_rounds(rounds, measured)
         return
+    if rounds.world == "agent":
+        print_agent_rounds(rounds, measured)
+        return
     verdicts = {d.checkpoint_id: d for d in rounds.decisions}
     print(
         "training rounds (simulated users; taste: their mean chance of accepting an edit, "
@@ -73,6 +76,32 @@ def print_code_rounds(rounds: TrainingRounds, measured: dict[str, float]) -> Non
         print(f"  {i + 1:>5} {f.checkpoint_id:<15} {n:>5} {f.passed / n:>6.2f} {f.kept / n:>5.2f} "
               f"{f.dissatisfied / n:>6.2f} {'-' if reward is None else f'{reward:+.3f}':>7} "
               f"{rate_text(rounds.held_out.get(f.checkpoint_id)):<16} "
+              f"{f'{decision.checkpoint_id} {decision.status}' if decision else '-'}")  # fmt: skip
+    for d in rounds.decisions:
+        if d.status != PROMOTED:
+            print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")
+    if rounds.clock.complete():
+        print("cycle time (s, wall): first user served -> the next checkpoint serving")
+        print(rounds.clock.table())
+
+
+def print_agent_rounds(rounds: TrainingRounds, measured: dict[str, float]) -> None:
+    """The agent world's rounds: tasks solved (the hidden tests pass after the run), edits
+    kept, the share of the model's tool calls that were invalid, the reward the platform
+    measured, and the gate's decision on the candidate trained on the round."""
+    print("training rounds (agent world: each user's agent run on an easy task; broken: "
+          "invalid tool calls of all calls):")  # fmt: skip
+    print(f"  {'round':>5} {'served by':<15} {'users':>5} {'solved':>6} {'kept':>5} "
+          f"{'broken':>13} {'dissat':>6} {'reward':>7}  candidate")  # fmt: skip
+    for i, f in enumerate(rounds.figures):
+        n = f.interactions
+        reward = measured.get(f.checkpoint_id)
+        decision = rounds.decisions[i] if i < len(rounds.decisions) else None
+        share = f.broken_tool_calls / f.tool_calls if f.tool_calls else 0.0
+        broken = f"{share:.2f} ({f.broken_tool_calls}/{f.tool_calls})"
+        print(f"  {i + 1:>5} {f.checkpoint_id:<15} {n:>5} {f.passed / n:>6.2f} {f.kept / n:>5.2f} "
+              f"{broken:>13} {f.dissatisfied / n:>6.2f} "
+              f"{'-' if reward is None else f'{reward:+.3f}':>7}  "
               f"{f'{decision.checkpoint_id} {decision.status}' if decision else '-'}")  # fmt: skip
     for d in rounds.decisions:
         if d.status != PROMOTED:

@@ -26,6 +26,7 @@ from checkpoints.record import PROMOTED, CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from ingest.sdk import Client, SdkConfig
 from models.sampling import SamplingParams
+from rtrl.agent_world import AgentWorldSettings
 from rtrl.code_world import CodeWorldSettings, PassRate, rate_text
 from rtrl.cycle_clock import CycleClock
 from rtrl.gateway_stage import GatewaySetup, gateway
@@ -82,6 +83,7 @@ class TrainingRounds:
     gateway_setup: GatewaySetup | None = None  # where the rounds' `rtrl serve` runs
     world: str = "tokens"  # "code": text users ask for easy tasks (rtrl.code_world)
     code: CodeWorldSettings = field(default_factory=CodeWorldSettings)
+    agent: AgentWorldSettings = field(default_factory=AgentWorldSettings)  # "agent" world
     held_out: dict[str, PassRate] = field(default_factory=dict)  # the code world's, per checkpoint
     engine: EngineSettings | None = None  # the held-out evals' llama.cpp (None: transformers)
     serving: str | None = None  # the checkpoint the gateway serves
@@ -135,6 +137,8 @@ class TrainingRounds:
         self.clock.start_cycle()
         if self.world == "code":
             return self._play_code(number)
+        if self.world == "agent":
+            return self._play_agent(number)
         with self.clock.stage("serve"), Client(self.sdk) as client:
             population = POPULATIONS[self.users](self.vocab_size)
             figures = play_round(
@@ -189,6 +193,26 @@ class TrainingRounds:
                  "kept %.2f, dissatisfied follow-ups %.2f, no code %.2f; held-out pass rate %s",
                  number, n, figures.checkpoint_id, t["passed"] / n, t["kept"] / n,
                  t["dissatisfied"] / n, t["no_code"] / n, rate_text(rate))  # fmt: skip
+        return figures
+
+    def _play_agent(self, number: int) -> RoundFigures:
+        """The agent world's round: each user's run of the tool-calling agent on an easy task
+        in a repository of its own (``rtrl.agent_world``)."""
+        from rtrl.agent_world import figures_text, play_agents, round_asks, round_figures, tally
+
+        assert self._http is not None
+        with self.clock.stage("serve"), Client(self.sdk) as client:
+            asks = round_asks(self.interactions, self.seed * 1000 + number)
+            outcomes = play_agents(self._http, client, asks, self.agent)
+            left = client.flush(timeout=60)
+        self.played_until = time.monotonic()
+        if left:
+            log.warning("round %d: %d events not yet acknowledged (kept in the spool)", number,
+                        left)  # fmt: skip
+        figures = round_figures(outcomes)
+        self.figures.append(figures)
+        log.info("round %d: %d agent runs served by %s: %s", number, len(outcomes),
+                 figures.checkpoint_id, figures_text(tally(outcomes)))  # fmt: skip
         return figures
 
     def measure_held_out(self) -> None:
@@ -254,7 +278,7 @@ class TrainingRounds:
         print(trained, end="")
         decision = self.registry.list()[-1]
         self.decisions.append(decision)
-        if self.world == "code":  # its held-out pass rate: after the next users (measure_held_out)
+        if self.world != "tokens":  # no truth to judge; code: held-out rate after the next users
             why = "" if decision.status == PROMOTED else ": " + "; ".join(decision.reasons)
             log.info("gate: %s (trained on %s's users) %s%s", decision.checkpoint_id, parent,
                      decision.status, why)  # fmt: skip
@@ -266,6 +290,8 @@ class TrainingRounds:
         return decision
 
     def _learner_args(self) -> list[str]:
+        if self.world == "agent":
+            return [*self.agent.train_args(), *self.train_args]
         if self.world == "code":  # real text: the candidate evals (if any) read it with the harness
             return [*self.code.train_args(), "--eval-reader", "harness", *self._eval_engine(),
                     *self.train_args]  # fmt: skip

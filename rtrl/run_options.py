@@ -6,10 +6,15 @@ import argparse
 from pathlib import Path
 
 from infra.cli import positive_int
+from rtrl.agent_world import AgentWorldSettings
 from rtrl.code_world import CodeWorldSettings
 from rtrl.scenarios import SCENARIOS
 
 TOKEN_ROUND_USERS = TOKEN_AB_USERS = 1000
+ENGINE_SLOTS = 16
+AGENT_ENGINE_SLOTS = 4
+"""The agent world's llama.cpp slots: 2,048 tokens of context each, for a run's history (the
+tools and the example run take ~630 of SmolLM2's tokens, each call and its result ~150 more)."""
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -35,20 +40,23 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--world",
-        choices=("tokens", "code"),
+        choices=("tokens", "code", "agent"),
         default="tokens",
         help="tokens: the rounds' users react to the answer's token ids (--users, --scenario); "
         "code: they ask for real functions and judge the code in the answer's text by the "
         "hidden tests (accepted if it runs and defines the function, kept if it passes, "
-        "reverted if not) (default: tokens)",
+        "reverted if not); agent: each user gives a tool-calling agent (the openai client with "
+        "read_file, write_file, run_tests, finish, carried out in a repository of its own) an "
+        "easy task, and the hidden tests decide keep or revert as in the code world "
+        "(default: tokens)",
     )
-    code = CodeWorldSettings()
+    code, agent = CodeWorldSettings(), AgentWorldSettings()
     p.add_argument(
         "--round-users",
         type=positive_int,
         default=None,
         help=f"simulated users served per training round (default 1000; code world "
-        f"{code.round_users})",
+        f"{code.round_users}, agent world {agent.round_users})",
     )
     p.add_argument(
         "--ab-users",
@@ -56,13 +64,20 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="users of the closing A/B test, two asks each: the last promoted checkpoint "
         f"against the first through the gateway's split (default 1000, code world "
-        f"{code.ab_users}; 0: none)",
+        f"{code.ab_users}, agent world {agent.ab_users}; 0: none)",
     )
     p.add_argument(
         "--max-tokens",
         type=positive_int,
         default=code.max_tokens,
-        help=f"code world: tokens per answer at most (default {code.max_tokens})",
+        help=f"code and agent worlds: tokens per answer at most (default {code.max_tokens})",
+    )
+    p.add_argument(
+        "--agent-calls",
+        type=positive_int,
+        default=agent.max_calls,
+        help="agent world: requests per agent run at most, each answer's calls carried out "
+        f"before the next (default {agent.max_calls})",
     )
     p.add_argument(
         "--held-out-samples",
@@ -93,8 +108,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine-slots",
         type=positive_int,
-        default=16,
-        help="llama.cpp: answers one server decodes together (default 16, the users' concurrency)",
+        default=None,
+        help="llama.cpp: answers one server decodes together (default 16, the users' "
+        f"concurrency; agent world {AGENT_ENGINE_SLOTS}: the server's 8,192 tokens of context "
+        "are shared by its slots, and an agent run's history outgrows 512)",
     )
     p.add_argument(
         "--engine-exact",
@@ -159,12 +176,16 @@ def serve_args(args: argparse.Namespace) -> list[str]:
 
 def with_world_defaults(args: argparse.Namespace) -> None:
     """Fill in what the options left to the world: users per round and of the closing A/B
-    test, and (``args.code``) the code world's settings."""
+    test, and the code world's settings (``args.code``) and the agent world's (``args.agent``)."""
     code = CodeWorldSettings(max_tokens=args.max_tokens, eval_samples=args.held_out_samples,
                              gate_eval_samples=args.gate_eval_samples)  # fmt: skip
-    tokens = args.world == "tokens"
-    args.code = code
+    agent = AgentWorldSettings(max_tokens=args.max_tokens, max_calls=args.agent_calls)
+    args.code, args.agent = code, agent
+    if args.engine_slots is None:
+        args.engine_slots = AGENT_ENGINE_SLOTS if args.world == "agent" else ENGINE_SLOTS
     if args.round_users is None:
-        args.round_users = TOKEN_ROUND_USERS if tokens else code.round_users
+        args.round_users = {"tokens": TOKEN_ROUND_USERS, "code": code.round_users,
+                            "agent": agent.round_users}[args.world]  # fmt: skip
     if args.ab_users is None:
-        args.ab_users = TOKEN_AB_USERS if tokens else code.ab_users
+        args.ab_users = {"tokens": TOKEN_AB_USERS, "code": code.ab_users,
+                         "agent": agent.ab_users}[args.world]  # fmt: skip

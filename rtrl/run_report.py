@@ -34,11 +34,13 @@ def round_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[Round
     """Round i is served by ``figures[i]``; the candidate trained on its data is
     ``decisions[i]`` (the last round has none: nothing trains after it)."""
     rows = []
-    code = rounds.world == "code"
+    code = rounds.world in ("code", "agent")
+    agent = rounds.world == "agent"
     for i, f in enumerate(rounds.figures):
         decision = rounds.decisions[i] if i < len(rounds.decisions) else None
         held_out = rounds.held_out.get(f.checkpoint_id)
         n = f.interactions
+        broken = f.broken_tool_calls / f.tool_calls if f.tool_calls else 0.0
         rows.append(
             Round(
                 round=i + 1,
@@ -56,6 +58,8 @@ def round_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[Round
                 dissatisfied_share=f.dissatisfied / n if code else None,
                 held_out_pass_rate=held_out.rate if held_out else None,
                 held_out_answers=held_out.n if held_out else None,
+                tool_calls=f.tool_calls if agent else None,
+                broken_tool_call_share=broken if agent else None,
             )
         )
     return rows
@@ -85,7 +89,7 @@ def build_summary(rounds: TrainingRounds, rows: list[Round], experiment: str, cl
                           held.get(c.checkpoint_id))
                for c in rounds.registry.list()]  # fmt: skip
     return RunSummary(
-        world="code" if rounds.world == "code" else "tokens",
+        world=rounds.world if rounds.world in ("code", "agent") else "tokens",  # type: ignore[arg-type]
         rounds=rows,
         checkpoints=lineage,
         ab=ab_tests(experiment, closing, ab),
@@ -104,9 +108,14 @@ def plot_rounds(rows: list[Round], path: Path) -> Path:
     if rows[0].pass_share is None:
         ax.plot(x, [r.taste for r in rows], "o-", label="hidden taste of the served policy")
         ax.plot(x, [r.accepted_share for r in rows], "s--", label="accepted edits")
-    else:  # the code world: the hidden tests' verdicts, and the held-out tasks no user asks
-        ax.plot(x, [r.pass_share or 0.0 for r in rows], "o-", label="code passing the hidden tests")
+    else:  # the code and agent worlds: the hidden tests' verdicts (and the held-out tasks)
+        agent = rows[0].broken_tool_call_share is not None
+        solved = "tasks solved" if agent else "code passing the hidden tests"
+        ax.plot(x, [r.pass_share or 0.0 for r in rows], "o-", label=solved)
         ax.plot(x, [r.edits_kept_share or 0.0 for r in rows], "s--", label="edits kept")
+        if agent:
+            ax.plot(x, [r.broken_tool_call_share or 0.0 for r in rows], "x:",
+                    label="broken tool calls (of all calls)")  # fmt: skip
         held = [(r.round, r.held_out_pass_rate) for r in rows if r.held_out_pass_rate is not None]
         if held:
             ax.plot(*zip(*held, strict=True), "D-.", label="held-out pass rate")

@@ -50,6 +50,10 @@ class Round(_Model):
     dissatisfied_share: float | None = None
     held_out_pass_rate: float | None = None
     held_out_answers: int | None = None
+    # the agent world's (None elsewhere): every tool call the model made in the round's runs,
+    # and the share of them that were invalid (``pass_share`` is then the tasks solved)
+    tool_calls: int | None = None
+    broken_tool_call_share: float | None = None
 
 
 class Checkpoint(_Model):
@@ -108,7 +112,7 @@ class Cycle(_Model):
 
 class RunSummary(_Model):
     schema_version: Literal[1] = 1  # SCHEMA_VERSION
-    world: Literal["tokens", "code"] = "tokens"  # rtrl run --world
+    world: Literal["tokens", "code", "agent"] = "tokens"  # rtrl run --world
     rounds: list[Round]
     checkpoints: list[Checkpoint]
     ab: list[AbTest]  # one per treatment arm of the experiment the run closed with

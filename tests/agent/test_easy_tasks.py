@@ -33,3 +33,24 @@ def test_an_easy_task_is_graded_by_its_hidden_cases(task):
     assert not nothing.passed and nothing.failed == nothing.total
     for case in task.cases:  # the prompt names no case's arguments
         assert json.dumps(list(case.args))[1:-1] not in task.prompt
+
+
+@pytest.mark.parametrize("task", EASY, ids=lambda t: t.function)
+def test_an_easy_task_shows_visible_cases_that_give_no_hidden_one_away(task):
+    """The agent world's repository tests (``agent.workspace``) show these, never a hidden
+    case's arguments; the reference passes them."""
+    assert len(task.visible) >= 2
+    hidden = {json.dumps(list(c.args)) for c in task.cases}
+    assert not hidden & {json.dumps(list(c.args)) for c in task.visible}
+    assert grade(task.reference, task.model_copy(update={"cases": task.visible})).passed
+
+
+def test_a_visible_case_that_repeats_a_hidden_one_is_refused():
+    task = get_task("double")
+    with pytest.raises(ValueError, match="gives a hidden case away"):
+        type(task).model_validate(
+            {
+                **task.model_dump(exclude_none=True),
+                "visible": [task.cases[0].model_dump(exclude_none=True)],
+            }
+        )

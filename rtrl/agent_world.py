@@ -1,0 +1,221 @@
+"""The agent world of `rtrl run --world agent`: users give a tool-calling agent a small task in a
+small repository, and keep or revert what it wrote by the task's hidden tests.
+
+Each user's run gets a repository of its own (``agent.workspace``: ``solution.py`` with a stub
+of one of the *easy* tasks' functions, ``test_solution.py`` with the task's visible cases) and
+the agent of ``agent.tool_agent``: the official ``openai`` client pointed at the gateway, the
+tools ``read_file``, ``write_file``, ``run_tests`` and ``finish`` carried out for real in that
+directory, at most ``max_calls`` requests, every one under the user's ``X-Rtrl-User-Id``, so
+that the gateway joins them into one interaction whose rollouts extend one another token for
+token. After the run the user grades the module with the task's hidden cases in the sandbox and
+reacts by the code world's stated rule (``rtrl.text_users.by_rule``), the run being one turn of
+the harness (its calls and edits in order):
+
+- no edit (nothing written, or only what was already there): a dissatisfied follow-up;
+- edits that leave ``solution.py`` as it was: rejected, dissatisfied;
+- else accepted when the module runs and defines the function, **kept** (``edit.retention``
+  1.0) when it passes every hidden case, **reverted** (``edit.reverted``) ``LOOK_AGAIN_S``
+  later when it does not, with a dissatisfied follow-up.
+
+The events go through the SDK as the code world's do (``rtrl.text_users.now_events``,
+``later_events``): ``interaction.started``, one ``agent.tool_call {tool, valid}`` per call the
+model made (invalid ones included: an answer the gateway could not read as calls, a call that
+cannot be carried out), ``agent.edit_proposed`` per write that changed the repository,
+``interaction.completed`` with the run's wait and output tokens, then the verdicts. Under reward
+v1 a solved task earns about +2, a wrong edit -2, no edit -1, less 0.5 per invalid call.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.sandbox import Grade, grade
+from agent.tasks import Task, load_tasks
+from agent.tool_agent import AgentRun, AgentSettings, run_agent
+from agent.workspace import Workspace
+from rtrl.code_world import CodeWorldSettings
+from rtrl.http_users import LOOK_AGAIN_S, Emitter, Later
+from rtrl.text_users import Reaction, by_rule, later_events, now_events
+
+if TYPE_CHECKING:
+    from rtrl.rl_sim import RoundFigures
+
+log = logging.getLogger("rtrl.run")
+
+
+class AgentWorldSettings(BaseModel):
+    """The agent world's defaults, for SmolLM2-135M on two CPU cores: a run is up to four
+    requests of up to 96 tokens (a one-line function's ``write_file`` call takes ~50), three to
+    four times a code-world answer, so a round has fewer users than the code world's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    round_users: int = Field(192, ge=1, description="users per round, one agent run each")
+    ab_users: int = Field(200, ge=0, description="closing A/B users, two runs each")
+    max_calls: int = Field(4, ge=1, description="requests per run")
+    max_tokens: int = Field(96, ge=16, description="tokens per answer at most")
+    temperature: float = Field(0.7, gt=0)
+    example: bool = Field(True, description="start each run's history with one worked run")
+    learner: tuple[str, ...] = CodeWorldSettings.model_fields["learner"].default
+    """The code world's learner (a LoRA adapter, early stop past 0.006 nats a token)."""
+
+    def train_args(self) -> list[str]:
+        """`rtrl train`'s options: the learner's, without candidate evals (they read one
+        answer's text with the harness, not a run of calls)."""
+        return [*self.learner, "--eval-prompts", "0"]
+
+    @property
+    def agent(self) -> AgentSettings:
+        return AgentSettings(self.max_calls, self.max_tokens, self.temperature, 1.0,
+                             self.example)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    """One user's run, the hidden cases' grade of the module after it, and the reaction."""
+
+    user_id: str
+    task: Task
+    run: AgentRun
+    graded: Grade | None  # None: solution.py was not changed
+    reaction: Reaction
+
+    @property
+    def solved(self) -> bool:
+        return self.graded is not None and self.graded.passed
+
+
+def openai_client(http: httpx.Client) -> Any:
+    """An ``openai.OpenAI`` on the gateway ``http`` talks to, with its API key and read
+    timeout; it never retries (a retried request would be a second answer in the run)."""
+    import openai
+
+    key = http.headers.get("authorization", "").removeprefix("Bearer ")
+    return openai.OpenAI(base_url=f"{str(http.base_url).rstrip('/')}/v1", api_key=key or "none",
+                         timeout=http.timeout.read or 600.0, max_retries=0)  # fmt: skip
+
+
+def _run_and_grade(client: Any, user_id: str, task: Task,
+                   settings: AgentWorldSettings) -> tuple[AgentRun, Grade | None]:  # fmt: skip
+    with Workspace(task) as repo:
+        run = run_agent(client, repo, user_id, settings.agent)
+        return run, grade(repo.module(), task) if repo.module_changed() else None
+
+
+def react_and_report(client: Emitter, user_id: str, task: Task, run: AgentRun,
+                     graded: Grade | None, fields: dict[str, Any],
+                     later: Later) -> AgentOutcome:  # fmt: skip
+    """The user's reaction to the run by the stated rule, reported through ``client`` under the
+    interaction and checkpoint the gateway named; the second look is appended to ``later``."""
+    turn = run.turn
+    reaction = by_rule(turn, graded)
+    first = run.steps[0]
+    stamp = {**fields, "checkpoint_id": first.checkpoint_id}
+    if first.experiment:
+        stamp["experiment"] = {"name": first.experiment[0], "arm": first.experiment[1]}
+    for event in now_events(turn, reaction, run.latency_ms, run.output_tokens):
+        client.emit(event.type, run.interaction_id, event.payload, **stamp)
+    for event in later_events(turn, reaction, round(LOOK_AGAIN_S)):
+        later.append((event.type, run.interaction_id, event.payload, stamp))
+    return AgentOutcome(user_id, task, run, graded, reaction)
+
+
+def play_agents(
+    http: httpx.Client, client: Emitter, asks: Sequence[tuple[str, Task]],
+    settings: AgentWorldSettings, concurrency: int = 16,
+    fields: Callable[[str], dict[str, Any]] | None = None,
+) -> list[AgentOutcome]:  # fmt: skip
+    """Every ``(user_id, task)`` runs the agent through the gateway (``concurrency`` runs at a
+    time: the gateway batches their requests), then reacts as each run is graded; the second
+    looks are sent ``LOOK_AGAIN_S`` after each reaction."""
+    api = openai_client(http)
+    later, outcomes = Later(client), []
+    with ThreadPoolExecutor(concurrency) as pool:
+        runs = pool.map(lambda ask: _run_and_grade(api, ask[0], ask[1], settings), asks)
+        for (user_id, task), (run, graded) in zip(asks, runs, strict=True):
+            stamp = fields(user_id) if fields else {"user_id": user_id,
+                                                    "session_id": f"s_{user_id}"}  # fmt: skip
+            outcomes.append(react_and_report(client, user_id, task, run, graded, stamp, later))
+    later.drain()
+    split = sum(not o.run.joined for o in outcomes)
+    if split:
+        log.warning("%d of %d agent runs were not joined into one interaction by the gateway",
+                    split, len(outcomes))  # fmt: skip
+    return outcomes
+
+
+def round_asks(users: int, seed: int) -> list[tuple[str, Task]]:
+    """``users`` users, each with one easy task; the user ids are the round's own (``seed``),
+    so that no run's text is ever found under another round's user.
+
+    >>> [(u, t.function) for u, t in round_asks(2, 1001)]
+    [('u_agent1001_0000', 'add'), ('u_agent1001_0001', 'first')]
+    """
+    rng = random.Random(seed)
+    pool = load_tasks("easy")
+    return [(f"u_agent{seed}_{n:04d}", rng.choice(pool)) for n in range(users)]
+
+
+def tally(outcomes: Sequence[AgentOutcome]) -> Counter[str]:
+    """What happened, counted: runs, calls (every call the model made), invalid_calls,
+    runs_with_invalid, edits (runs with one), solved, accepted, kept, reverted, dissatisfied,
+    split (runs the gateway did not join), and how runs ended (ended_finish, ...)."""
+    out: Counter[str] = Counter()
+    for o in outcomes:
+        calls = o.run.turn.tool_calls
+        invalid = sum(not c.valid for c in calls)
+        r = o.reaction
+        out.update(runs=1, calls=len(calls), invalid_calls=invalid,
+                   runs_with_invalid=invalid > 0, edits=bool(o.run.turn.edits),
+                   solved=o.solved, accepted=bool(r.accepted),
+                   kept=bool(r.accepted) and not r.reverted, reverted=r.reverted,
+                   dissatisfied=r.dissatisfied, split=not o.run.joined)  # fmt: skip
+        out[f"ended_{o.run.ended}"] += 1
+    return out
+
+
+def broken_share(t: Counter[str]) -> float:
+    """Invalid calls among all calls the model made (0 when it made none)."""
+    return t["invalid_calls"] / t["calls"] if t["calls"] else 0.0
+
+
+def round_figures(outcomes: Sequence[AgentOutcome]) -> RoundFigures:
+    """A round's figures, as `rtrl run` keeps them: the one checkpoint that served it."""
+    from rtrl.rl_sim import RoundFigures  # torch: not for `rtrl --help`
+
+    served = {s.checkpoint_id for o in outcomes for s in o.run.steps}
+    if len(served) != 1:
+        raise RuntimeError(f"the served checkpoint changed within a round: {sorted(served)}")
+    t, n = tally(outcomes), len(outcomes)
+    return RoundFigures(served.pop(), n, t["accepted"], t["runs_with_invalid"],
+                        t["accepted"] / n, 0, t["solved"], t["kept"], t["dissatisfied"],
+                        t["calls"], t["invalid_calls"])  # fmt: skip
+
+
+def figures_text(t: Counter[str]) -> str:
+    """One line of a round's figures, for the log."""
+    n = t["runs"] or 1
+    ended = ", ".join(f"{k[6:]} {v}" for k, v in sorted(t.items()) if k.startswith("ended_"))
+    return (f"tasks solved {t['solved'] / n:.2f}, edits kept {t['kept'] / n:.2f}, broken tool "
+            f"calls {t['invalid_calls']}/{t['calls']} ({broken_share(t):.2f}), dissatisfied "
+            f"{t['dissatisfied'] / n:.2f}; runs ended: {ended}")  # fmt: skip
+
+
+def play_agent_ab(http: httpx.Client, client: Emitter, users: int, per_user: int, seed: int,
+                  settings: AgentWorldSettings, concurrency: int = 32) -> Counter[str]:  # fmt: skip
+    """The closing A/B test's users, ``per_user`` runs each, through the gateway's split (each
+    user's runs stay in one arm: the split hashes the user id); runs per arm."""
+    drawn = round_asks(users * per_user, seed)
+    asks = [(f"u_agentab{seed}_{n // per_user:05d}", task) for n, (_, task) in enumerate(drawn)]
+    outcomes = play_agents(http, client, asks, settings, concurrency)
+    return Counter(o.run.steps[0].experiment[1] if o.run.steps[0].experiment
+                   else "outside the experiment" for o in outcomes)  # fmt: skip

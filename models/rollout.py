@@ -11,7 +11,8 @@ Version 2 carries what a correct learner needs besides the tokens:
      "finish_reason": "stop" | "length", "experiment": {"name": ..., "arm": ...} | null,
      "created_at": "...Z", "constraint": {"library": ..., "version": ..., "grammar": ...,
      "options": {...}},
-     "turn": {"call_id": ..., "parent_call_id": ... | null, "segment": 0, "prefix_len": 0}}
+     "turn": {"call_id": ..., "parent_call_id": ... | null, "segment": 0, "prefix_len": 0,
+              "broken_calls": 0}}
 
 ``logprobs[i]`` is the log-probability of ``completion_ids[i]`` under the distribution it was
 drawn from (the checkpoint's at that temperature and nucleus, ``models.sampling``); the learner
@@ -27,8 +28,11 @@ with its own rollout; ``call_id`` is the answer's id, ``parent_call_id`` the ans
 another token for token, and the first ``prefix_len`` prompt ids are the parent's prompt and
 completion ids exactly (spliced, never re-tokenised; 0 when the prompt was rendered whole), so
 the model's own earlier tokens and the environment's (tool results, user turns) can be told
-apart by position. Version 1 (token ids without model or sampling) is
-refused with its own reason: a learner cannot know how its tokens were drawn.
+apart by position; ``broken_calls`` (optional, 0 when absent) counts the tool calls of this
+answer the gateway could not read (each ``<tool_call>`` of an answer served as text), so that
+the learner charges a broken call's penalty to the turn that made it and those before it.
+Version 1 (token ids without model or sampling) is refused with its own reason: a learner
+cannot know how its tokens were drawn.
 """
 
 from __future__ import annotations
@@ -62,20 +66,22 @@ class TurnRef:
     parent_call_id: str | None
     segment: int
     prefix_len: int
+    broken_calls: int = 0  # tool calls the gateway could not read in this answer (served as text)
 
     def __post_init__(self) -> None:
         if not isinstance(self.call_id, str) or not 1 <= len(self.call_id) <= 128:
             raise RolloutError(f"turn.call_id: 1 to 128 characters, got {self.call_id!r}")
         if self.parent_call_id is not None and not isinstance(self.parent_call_id, str):
             raise RolloutError("turn.parent_call_id: a string or null")
-        for name in ("segment", "prefix_len"):
+        for name in ("segment", "prefix_len", "broken_calls"):
             value = getattr(self, name)
             if type(value) is not int or value < 0:
                 raise RolloutError(f"turn.{name}: an integer >= 0, got {value!r}")
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"call_id": self.call_id, "parent_call_id": self.parent_call_id,
-                "segment": self.segment, "prefix_len": self.prefix_len}  # fmt: skip
+                "segment": self.segment, "prefix_len": self.prefix_len,
+                "broken_calls": self.broken_calls}  # fmt: skip
 
 
 class RolloutError(ValueError):
@@ -259,8 +265,11 @@ class Rollout:
         turn = data.get("turn")
         if turn is not None:
             fields = {"call_id", "parent_call_id", "segment", "prefix_len"}
-            if not isinstance(turn, dict) or set(turn) != fields:
-                raise RolloutError(f"turn: null or an object with exactly {sorted(fields)}")
+            allowed = fields | {"broken_calls"}  # optional: absent in rollouts written before it
+            if not isinstance(turn, dict) or not fields <= set(turn) <= allowed:
+                raise RolloutError(
+                    f"turn: null or an object with {sorted(fields)} and optionally broken_calls"
+                )
             turn = TurnRef(**turn)
         return cls(
             data["interaction_id"],

@@ -25,20 +25,30 @@ from rewards.config import RewardConfig
 
 @torch.no_grad()
 def evidence_rows(policy: CausalLMPolicy, examples: Sequence[Example]) -> list[EvidenceRow]:
-    """Each held-out example with its completion's log-probabilities under ``policy``."""
+    """One row per held-out interaction, with its completions' log-probabilities under
+    ``policy``. The calls of an agent run (examples of one interaction, each with its
+    ``rollout.turn``) make one row: their tokens' log-probabilities one after the other, so the
+    row's sequence weight is the product of the calls' weights and the ESS counts trajectories,
+    not calls; its reward is the trajectory's."""
     scores = score_examples(policy, examples)
-    return [
-        EvidenceRow(
-            user_id=e.user_id,
-            interaction_id=e.rollout.interaction_id,
-            reward=e.reward,
-            behaviour_logprobs=tuple(float(v) for v in e.rollout.logprobs),
-            candidate_logprobs=tuple(float(v) for v in new.double().tolist()),
-            session_id=e.session_id,
-            full_support=e.rollout.sampling.top_p >= 1.0,
-        )
-        for new, e in zip(scores, examples, strict=True)
-    ]
+    groups: dict[object, list[int]] = {}
+    for index, e in enumerate(examples):
+        groups.setdefault(e.rollout.interaction_id if e.rollout.turn else index, []).append(index)
+    rows = []
+    for members in groups.values():
+        first = examples[members[0]]
+        rows.append(EvidenceRow(
+            user_id=first.user_id,
+            interaction_id=first.rollout.interaction_id,
+            reward=first.reward,
+            behaviour_logprobs=tuple(float(v) for i in members
+                                     for v in examples[i].rollout.logprobs),
+            candidate_logprobs=tuple(float(v) for i in members
+                                     for v in scores[i].double().tolist()),
+            session_id=first.session_id,
+            full_support=all(examples[i].rollout.sampling.top_p >= 1.0 for i in members),
+        ))  # fmt: skip
+    return rows
 
 
 def estimate(policy: CausalLMPolicy, examples: Sequence[Example], *, level: float = LEVEL,

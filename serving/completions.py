@@ -71,6 +71,7 @@ from serving.stream import (
 from serving.tool_calls import (
     Reading,
     ShownText,
+    broken_count,
     outcome,
     read,
     reading_of,
@@ -175,10 +176,10 @@ class Completions:
                 if private:
                     self._counted("private")
                     return
+                ref = turn.ref(gen, broken_count(gen.text, reading)) if turn else None
                 self.recorder.later(
                     lambda created_at: self._rollout(gen, interaction, params, experiment,
-                                                     created_at,
-                                                     turn.ref(gen) if turn else None),
+                                                     created_at, ref),
                     self._counted,
                 )  # fmt: skip
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from models.tool_format import Parsed, parse_calls, visible_prefix
+from models.tool_format import MARKER, Parsed, parse_calls, visible_prefix
 from serving.protocol import ChatCompletionRequest, NamedToolChoice
 
 TOOL_CALLS = "tool_calls"
@@ -53,6 +53,24 @@ def reading_of(req: ChatCompletionRequest) -> Reading | None:
 
 def read(text: str, reading: Reading) -> Parsed:
     return parse_calls(text, reading.tools, reading.parallel)
+
+
+def broken_count(text: str, reading: Reading | None) -> int:
+    """How many tool calls the answer ``text`` holds that the gateway could not read: each
+    ``<tool_call>`` of an answer served as text because a call in it was broken (at least one),
+    none for an answer read as calls or plain text. Calls are counted one by one, so an answer
+    with parallel calls counts every call, not the answer.
+
+    >>> r = Reading(({"type": "function", "function": {"name": "f"}},), True, "auto", False)
+    >>> broken_count('<tool_call>\\n{"name": "f"}\\n</tool_call>', r)
+    0
+    >>> broken_count('<tool_call>\\n{"name": "g"}\\n</tool_call><tool_call>\\n{', r)
+    2
+    """
+    if reading is None:
+        return 0
+    parsed = read(text, reading)
+    return max(1, text.count(MARKER)) if parsed.broken is not None else 0
 
 
 def call_id() -> str:

@@ -45,10 +45,11 @@ class Turn:
             and (gen.prompt_ids[: self.prefix_len] == self.splice.prefix_ids)
         )
 
-    def ref(self, gen: Generation) -> TurnRef:
-        """What the rollout records of it."""
+    def ref(self, gen: Generation, broken_calls: int = 0) -> TurnRef:
+        """What the rollout records of it (``broken_calls``: the answer's calls the gateway
+        could not read, ``serving.tool_calls.broken_count``)."""
         prefix = self.prefix_len if self.spliced(gen) else 0
-        return TurnRef(self.call_id, self.parent_call_id, self.segment, prefix)
+        return TurnRef(self.call_id, self.parent_call_id, self.segment, prefix, broken_calls)
 
 
 def _messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:

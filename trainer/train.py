@@ -98,6 +98,37 @@ def split(examples: Sequence[Example], fraction: float) -> tuple[list[Example], 
     return train, held
 
 
+def within_context(examples: Sequence[Example], limit: int | None) -> tuple[list[Example], int]:
+    """The examples of every trajectory whose calls all fit ``limit`` positions (prompt and
+    completion), and how many calls were left out.
+
+    The stated rule for sequences longer than the learner's context: the whole trajectory is
+    left out and counted (``over_context``), never truncated. Truncating would train on a
+    prompt the model never saw, and keeping the other calls of the run would credit them with a
+    reward the left-out call earned too (and the gate's trajectory weight would lack a factor).
+    The gateway refuses a prompt longer than its engine's context (400
+    ``context_length_exceeded``), so this only happens when the learner's context is shorter.
+
+    >>> from types import SimpleNamespace as NS
+    >>> def call(run, n):
+    ...     return NS(rollout=NS(interaction_id=run, turn=True, prompt_ids=[0] * n,
+    ...                          completion_ids=[1]))
+    >>> kept, left = within_context([call("a", 3), call("a", 9), call("b", 3)], 8)
+    >>> [e.rollout.interaction_id for e in kept], left
+    (['b'], 2)
+    """
+    if limit is None:
+        return list(examples), 0
+
+    def key(index: int, e: Example) -> object:
+        return e.rollout.interaction_id if e.rollout.turn is not None else index
+
+    too_long = {key(i, e) for i, e in enumerate(examples)
+                if len(e.rollout.prompt_ids) + len(e.rollout.completion_ids) > limit}  # fmt: skip
+    kept = [e for i, e in enumerate(examples) if key(i, e) not in too_long]
+    return kept, len(examples) - len(kept)
+
+
 def behaviour_is_exact(checks: dict[str, BatchMismatch], limit: float) -> bool:
     """Whether the recorded behaviour log-probs may stand for ``pi_old``: every batch was
     checked, on some tokens, and its k3 is within ``limit`` nats a token of the served weights;
@@ -182,6 +213,17 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
             registry, parent_info, new_lora=lora if parent_info.weights.kind != "lora" else None
         )
         policy.to(accelerator.device)
+    limit = getattr(policy.model.config, "max_position_embeddings", None)
+    (train, over_train), (held, over_held) = (
+        within_context(train, limit),
+        within_context(held, limit),
+    )
+    if over_train or over_held:
+        skipped["over_context"] += over_train + over_held
+        log.warning("%d calls longer than the model's %s positions left out with their runs",
+                    over_train + over_held, limit)  # fmt: skip
+        if not train or not held:
+            raise ValueError(f"too few examples within the model's context ({limit} positions)")
     with _timed(seconds, "mismatch"):
         checks = (
             check_batches(policy, _by_batch(examples, batch_of), learner.mismatch_sample,

@@ -5,7 +5,8 @@ privacy-mode interactions and forgotten users, and waits until an interaction ca
 revised (``settle_s`` after its window closed: late window + grace). Each (checkpoint, reward
 version) slice is one candidate. The quality gate decides:
 
-* passed: its scored rows (with the interaction's rollout, when one was sunk) are written to
+* passed: its scored rows (with the interaction's rollouts, when any were sunk: the last in
+  ``rollout_json``, every call of an agent run in ``trajectory_json``) are written to
   ``_batches/data/<batch_id>.parquet``, the manifest gets a row with ``offered = true``, and
   :func:`publish` announces it on the ``batches`` topic;
 * failed: the candidate and its validation report go to ``_quarantine/<batch_id>/``, the manifest
@@ -64,9 +65,11 @@ def _candidates(store: Store, db: str, now: datetime, settle_s: int) -> pl.DataF
             f"""
             SELECT r.* EXCLUDE (reward_date),
                    epoch($now::TIMESTAMPTZ) - epoch(r.t_close) AS age_s,
-                   ro.rollout_json
+                   ro.rollout_json, ro.trajectory_json
             FROM rewards r
-            LEFT JOIN (SELECT interaction_id, arg_max(rollout_json, kafka_offset) AS rollout_json
+            LEFT JOIN (SELECT interaction_id, arg_max(rollout_json, kafka_offset) AS rollout_json,
+                              list(rollout_json ORDER BY kafka_partition, kafka_offset)
+                                  AS trajectory_json
                        FROM stg_rollouts GROUP BY ALL) ro USING (interaction_id)
             WHERE COALESCE(r.censor_reason, '') <> 'privacy_mode'
               AND r.t_close + to_seconds($settle) <= $now::TIMESTAMPTZ

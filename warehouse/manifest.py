@@ -26,7 +26,10 @@ _MANIFEST_COLUMNS: _Columns = {
     "offered": pl.Boolean, "created_at": pl.Datetime("us", "UTC"),
 }  # fmt: skip
 MANIFEST_SCHEMA = pl.Schema(_MANIFEST_COLUMNS)
-_BATCH_DATA_COLUMNS: _Columns = {"batch_id": pl.String, **RECORD_SCHEMA, "rollout_json": pl.String}
+# rollout_json: the interaction's last rollout; trajectory_json: all of them, in the order they
+# were published (every call of an agent run; the learner deduplicates by call id)
+_BATCH_DATA_COLUMNS: _Columns = {"batch_id": pl.String, **RECORD_SCHEMA, "rollout_json": pl.String,
+                                 "trajectory_json": pl.List(pl.String)}  # fmt: skip
 BATCH_DATA_SCHEMA = pl.Schema(_BATCH_DATA_COLUMNS)
 
 

@@ -72,9 +72,12 @@ def test_fixture_through_the_broker_report_batches_and_forget(kafka_bootstrap, t
     records.append(dict(n1, interaction_id="BAD1", checkpoint_id="ckpt-bad", reward=40.0))
     produce_json(kafka_bootstrap, topic_names.events, fixture_events(), key=by_id)
     produce_json(kafka_bootstrap, topic_names.rewards, records, key=by_id)
-    produce_json(kafka_bootstrap, topic_names.rollouts,
-                 [{"interaction_id": r["interaction_id"], "checkpoint_id": r["checkpoint_id"],
-                   "completion_token_ids": [7, 8]} for r in records], key=by_id)  # fmt: skip
+    rollouts = [{"interaction_id": r["interaction_id"], "checkpoint_id": r["checkpoint_id"],
+                 "completion_token_ids": [7, 8]} for r in records]  # fmt: skip
+    # an agent run: a second call of one interaction, published after the first
+    run = next(r for r in records if r["checkpoint_id"] == "ckpt-a" and r["status"] == "scored")
+    rollouts.append({**rollouts[records.index(run)], "completion_token_ids": [9]})
+    produce_json(kafka_bootstrap, topic_names.rollouts, rollouts, key=by_id)
     store = Store(str(tmp_path / "wh"))
     config = SinkConfig(
         bootstrap=kafka_bootstrap,
@@ -85,12 +88,12 @@ def test_fixture_through_the_broker_report_batches_and_forget(kafka_bootstrap, t
     )
     sink = Sink(config, store)
     stats = sink.run()
-    assert stats.messages == len(fixture_events()) + 2 * len(records)
+    assert stats.messages == len(fixture_events()) + 2 * len(records) + 1
     assert stats.files > 0 and stats.flushes >= 1
     sample = sink.metrics.registry.get_sample_value
     assert sample("rtrl_sink_consumed_total", {"dataset": "events"}) == len(fixture_events())
     assert sample("rtrl_sink_landed_total", {"dataset": "rewards"}) == len(records)
-    assert sample("rtrl_sink_landed_total", {"dataset": "rollouts"}) == len(records)
+    assert sample("rtrl_sink_landed_total", {"dataset": "rollouts"}) == len(records) + 1
     lags = [
         s.value
         for m in sink.metrics.registry.collect()
@@ -111,6 +114,11 @@ def test_fixture_through_the_broker_report_batches_and_forget(kafka_bootstrap, t
     batch_rows = [row for e in offered for row in store.read_parquet(e.files[0]).to_dicts()]
     assert "P1" not in {r["interaction_id"] for r in batch_rows}  # privacy mode never batched
     assert all(r["rollout_json"] for r in batch_rows)
+    assert all(len(r["trajectory_json"]) == (r["interaction_id"] == run["interaction_id"]) + 1
+               for r in batch_rows)  # fmt: skip
+    (agent_row,) = [r for r in batch_rows if r["interaction_id"] == run["interaction_id"]]
+    calls = [orjson.loads(raw)["completion_token_ids"] for raw in agent_row["trajectory_json"]]
+    assert calls == [[7, 8], [9]] and agent_row["rollout_json"] == agent_row["trajectory_json"][1]
 
     forget(store, "uc3")
     assert rows_mentioning(store, str(tmp_path / "wh" / "warehouse.duckdb"),

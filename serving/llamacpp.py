@@ -109,6 +109,8 @@ class LlamaCppBackend(UpstreamBackend):
                 raise bad_gateway("llama-server's /tokenize gave no token ids")
         else:
             ids = tuple(prompt)
+        # every prompt, fresh or spliced: llama-server would otherwise shift or cut the context
+        check_length(len(ids), params.max_tokens, await self._context(route))
         body = completion_body(list(ids), params)
         if params.stop:  # streamed: the whole answer drops the stop string's probabilities
             body["stream"] = True
@@ -138,9 +140,7 @@ class LlamaCppBackend(UpstreamBackend):
         ids = token_ids((await self._call(route, "/tokenize", asked)).get("tokens"))
         if ids is None:
             raise bad_gateway("llama-server's /tokenize gave no token ids")
-        prompt = splice.prompt(ids)
-        check_length(len(prompt), params.max_tokens, await self._context(route))
-        return prompt
+        return splice.prompt(ids)  # its length is checked with every prompt's (_generate)
 
     async def _context(self, route: Route) -> int | None:
         """The context of one of the server's slots (``GET /props``), asked once."""

@@ -154,7 +154,7 @@ class LocalBackend:
         if splice is None:
             prompt = served.policy.chat_prompt(request.prompt_messages())
         else:
-            prompt = _spliced(served.policy, splice, params.max_tokens)
+            prompt = _spliced(served.policy, splice)
         top_n = request.top_logprobs or 0
         return await self._sample(served, prompt, params, on_step, top_n, constraint)
 
@@ -174,6 +174,8 @@ class LocalBackend:
         loop) as a :class:`Step` as soon as it is drawn. ``top_n``: each token's likeliest
         alternatives, from the distribution it was drawn from."""
         served.policy.check_tokens(prompt, "the prompt")
+        context = getattr(served.policy.model.config, "max_position_embeddings", None)
+        check_length(len(prompt), params.max_tokens, context)  # fresh prompts too: never cut
         tokenizer = served.policy.tokenizer
 
         def decode(ids: Sequence[int]) -> str:
@@ -233,15 +235,11 @@ def _to_loop(on_step: Callable[[Step], None], increments: Increments, prompt: tu
     return on_token
 
 
-def _spliced(policy: CausalLMPolicy, splice: Splice, max_tokens: int) -> list[int]:
+def _spliced(policy: CausalLMPolicy, splice: Splice) -> list[int]:
     """An extending call's prompt: the earlier ids, then the continuation tokenised on its own
-    (``serving.splice``); refused when it would not fit the model's context."""
+    (``serving.splice``); its length is checked with every prompt's (``_sample``)."""
     rendered = policy.tokenizer.apply_chat_template(
         splice.template_messages(), add_generation_prompt=True, tokenize=False
     )
     continuation = policy.tokenizer(continuation_of(rendered), add_special_tokens=False).input_ids
-    prompt = splice.prompt(continuation)
-    check_length(
-        len(prompt), max_tokens, getattr(policy.model.config, "max_position_embeddings", None)
-    )
-    return prompt
+    return splice.prompt(continuation)

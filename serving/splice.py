@@ -92,8 +92,8 @@ def environment_ids(continuation: Sequence[int], completion: Sequence[int]) -> l
 
 
 def check_length(prompt_len: int, max_tokens: int, context: int | None) -> None:
-    """An over-long spliced prompt is refused, never truncated (truncating the start of a
-    trajectory would train on a context the model never saw)."""
+    """An over-long prompt (spliced or fresh) is refused, never truncated (truncating the
+    start of a trajectory would train on a context the model never saw)."""
     if context is not None and prompt_len + max_tokens > context:
         raise SpliceError(
             f"This model's maximum context length is {context} tokens. However, you requested "

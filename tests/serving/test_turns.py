@@ -107,3 +107,13 @@ def test_an_over_long_spliced_prompt_is_refused_not_truncated(served: tuple[Serv
     assert (
         error["code"] == "context_length_exceeded" and "maximum context length" in error["message"]
     )
+
+
+def test_an_over_long_fresh_prompt_is_refused_too(served: tuple[Serve, str]) -> None:
+    """A first call (nothing to splice) whose messages alone pass the model's context is a 400
+    as well, not a prompt cut to fit (the tiny model's context is 1,024 positions)."""
+    long_ask = [{"role": "user", "content": "fix this " * 600}]
+    refused = _ask(served, long_ask, {"X-Rtrl-User-Id": "dave"})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["code"] == "context_length_exceeded"
+    assert _ask(served, ASK, {"X-Rtrl-User-Id": "dave"}).status_code == 200

@@ -15,6 +15,7 @@ wholly by the checkpoint it was admitted with.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,35 @@ if TYPE_CHECKING:
     from serving.backend import Backend
 
 log = logging.getLogger(__name__)
+
+
+def assignment_unit(
+    user_header: str | None, body_user: str | None, authorization: str | None
+) -> str:
+    """Whom a request is assigned as: the same person must land in the same arm on every call.
+
+    ``X-Rtrl-User-Id`` when the caller sends it; else the request's ``user`` (OpenAI's end-user
+    identifier, which clients built on the official SDKs already send); else the API key, as
+    ``key:`` and a hash of it: everyone behind one key shares an arm. Never the interaction id,
+    which assigned one person's every request afresh and put them in both arms (counted in
+    both by the A/B and the canary). A key shared by many people makes its traffic one
+    cluster: coarser, never split.
+
+    >>> assignment_unit("u1", "other", "Bearer k")
+    'u1'
+    >>> assignment_unit(None, "end-user-7", "Bearer k")
+    'end-user-7'
+    >>> assignment_unit(None, None, "Bearer k") == assignment_unit("", "", "Bearer k")
+    True
+    >>> assignment_unit(None, None, "Bearer k").startswith("key:")
+    True
+    """
+    if user_header:
+        return user_header
+    if body_user:
+        return body_user
+    digest = hashlib.sha256((authorization or "").encode()).hexdigest()[:24]
+    return f"key:{digest}"
 
 
 class Assignment:

@@ -42,7 +42,7 @@ from models.rollout import Experiment, Rollout, TurnRef
 from models.sampling import SamplingParams
 from models.tool_format import Parsed
 from serving.answers import After, ApiError, JsonAnswer
-from serving.assignment import Assignment
+from serving.assignment import Assignment, assignment_unit
 from serving.backend import Backend, OnStep
 from serving.generation import (
     Shown,
@@ -155,12 +155,13 @@ class Completions:
             # the backend: a backend that counts the requests bound to a server (to stop it
             # only once they are answered) gives the count back when it answers
             chat = isinstance(req, ChatCompletionRequest)
-            scope = headers.get(USER) or ""
+            scope = assignment_unit(headers.get(USER), req.user, headers.get("authorization"))
             recognition = None
             if isinstance(req, ChatCompletionRequest) and self.turns is not None:  # before the arm
                 recognition = self.turns.recognise(req, scope, headers.get(INTERACTION))
             known = recognition.interaction_id if recognition is not None else None
-            interaction, private, experiment, target = self._admit(headers, req.model, known)
+            interaction, private, experiment, target = self._admit(headers, req.model, known,
+                                                                   scope)  # fmt: skip
             rid = f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(16)}"
             turn = None
             if recognition is not None and self.turns is not None:
@@ -251,10 +252,15 @@ class Completions:
         return child
 
     def _admit(
-        self, headers: Mapping[str, str], model: str, known: str | None = None
+        self,
+        headers: Mapping[str, str],
+        model: str,
+        known: str | None = None,
+        unit: str | None = None,
     ) -> tuple[str, bool, Experiment | None, Any]:
         """Interaction id (``known``: the run's that the call was recognised in), privacy,
-        experiment arm and the bound checkpoint of a request."""
+        experiment arm and the bound checkpoint of a request (``unit``: whom it is assigned
+        as, ``serving.assignment.assignment_unit``)."""
         interaction = known or headers.get(INTERACTION) or uuid7()
         if not 1 <= len(interaction) <= 128:
             raise ApiError(
@@ -269,7 +275,9 @@ class Completions:
                 "model_not_found",
                 "model",
             )
-        experiment, target = self.assignment.admit(headers.get(USER) or interaction, model)
+        if unit is None:
+            unit = assignment_unit(headers.get(USER), None, headers.get("authorization"))
+        experiment, target = self.assignment.admit(unit, model)
         return interaction, _truthy(headers.get(PRIVACY)), experiment, target
 
     def _sampling(self, req: Request) -> SamplingParams:

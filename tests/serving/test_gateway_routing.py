@@ -15,6 +15,7 @@ import torch
 from checkpoints.publish import publish_checkpoint
 from checkpoints.weights import load_policy
 from models.rollout import Experiment, Rollout
+from serving.assignment import assignment_unit
 from serving.routing import parse_arms
 from tests.support.checkpoints import register_variant
 from tests.support.gateway import Serve, api_key, rollouts
@@ -147,6 +148,19 @@ def test_a_split_is_even_sticky_and_stamped(tmp_path, registry, kafka_bootstrap,
                 assert raw.headers["x-rtrl-experiment"] == f"exp-1:{arm.name}"
                 checkpoint = "t-0000" if arm.checkpoint == "current" else arm.checkpoint
                 assert raw.headers["x-rtrl-checkpoint-id"] == checkpoint
+                expected[interaction] = (arm.name, checkpoint)
+        # Without the header: the request's `user`, else the API key; never the interaction id
+        # (which put one caller's requests in both arms). Eight interactions of each.
+        for unit, user in (("end-user-3", "end-user-3"),
+                           (assignment_unit(None, None, f"Bearer {key}"), None)):  # fmt: skip
+            arm = split.assign(unit)
+            checkpoint = "t-0000" if arm.checkpoint == "current" else arm.checkpoint
+            for k in range(8):
+                interaction = f"{unit}-{k}"
+                raw = client.chat.completions.with_raw_response.create(
+                    model="default", messages=ASK, extra_headers={"X-Rtrl-Interaction-Id":
+                    interaction}, **({"user": user} if user else {}))  # fmt: skip
+                assert raw.headers["x-rtrl-experiment"] == f"exp-1:{arm.name}"
                 expected[interaction] = (arm.name, checkpoint)
     finally:
         serve.stop()

@@ -29,7 +29,7 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -76,6 +76,8 @@ class RateTest:
     p_value: float  # one-sided, in the metric's bad direction
     alarm: bool
     discordant: tuple[int, int] | None = None  # paired: pairs that moved (bad way, good way)
+    big: bool = False  # the move passes the monitors' thresholds the bad way
+    adjusted_p: float | None = None  # Holm's, across the round's tests (:func:`holm`)
 
     @property
     def message(self) -> str:
@@ -83,9 +85,11 @@ class RateTest:
             f"paired: {self.discordant[0]} pairs moved the bad way, {self.discordant[1]} the "
             "good way; "
         )  # fmt: skip
+        holm = "" if self.adjusted_p is None else f", Holm-adjusted {self.adjusted_p:.4f}"
         return (
             f"candidate eval: {self.metric} {self.parent:.3f} -> {self.candidate:.3f} on "
-            f"{self.n} answers each ({pairs}one-sided z {self.z:+.2f}, p {self.p_value:.4f})"
+            f"{self.n} answers each ({pairs}one-sided z {self.z:+.2f}, p {self.p_value:.4f}"
+            f"{holm})"
         )
 
 
@@ -114,8 +118,8 @@ def one_sided_test(
     spread = math.sqrt(2 * pooled * (1 - pooled) / n)
     z = _sign(metric) * (p1 - p0) / spread if spread > 0 else 0.0
     p_value = 0.5 * math.erfc(z / math.sqrt(2))
-    alarm = p_value < alpha and _big(metric, p0, p1, min_relative, min_absolute)
-    return RateTest(metric, p0, p1, n, z, p_value, alarm)
+    big = _big(metric, p0, p1, min_relative, min_absolute)
+    return RateTest(metric, p0, p1, n, z, p_value, p_value < alpha and big, big=big)
 
 
 def _generations(parent: Sequence[bool], candidate: Sequence[bool]) -> int:
@@ -164,8 +168,31 @@ def paired_test(
     p_value = sum(math.comb(moved, k) for k in range(worse, moved + 1)) / 2**moved
     z = (worse - better) / math.sqrt(moved) if moved else 0.0
     p0, p1 = sum(parent) / n, sum(candidate) / n
-    alarm = p_value < alpha and _big(metric, p0, p1, min_relative, min_absolute)
-    return RateTest(metric, p0, p1, n, z, p_value, alarm, (worse, better))
+    big = _big(metric, p0, p1, min_relative, min_absolute)
+    return RateTest(metric, p0, p1, n, z, p_value, p_value < alpha and big, (worse, better), big)
+
+
+def holm(tests: Sequence[RateTest], alpha: float) -> list[RateTest]:
+    """The round's tests with Holm's step-down correction across them: an alarm needs its
+    adjusted p-value under ``alpha`` (and the move to be big), so that the chance of any false
+    alarm among the behaviours and the pass rate together stays at ``alpha``, where testing
+    each at ``alpha`` gave up to ``1 - (1 - alpha)^m`` (five behaviours: 0.23). A false alarm
+    only blocks a good candidate, never promotes a bad one, but blocking at five times the
+    stated rate is a rate worth stating correctly.
+
+    >>> t = [RateTest(m, 0.1, 0.2, 100, 2.0, p, True, big=True)
+    ...      for m, p in (("a", 0.01), ("b", 0.04), ("c", 0.03))]
+    >>> [(x.metric, round(x.adjusted_p, 2), x.alarm) for x in holm(t, 0.05)]
+    [('a', 0.03, True), ('b', 0.06, False), ('c', 0.06, False)]
+    """
+    order = sorted(range(len(tests)), key=lambda i: tests[i].p_value)
+    adjusted = [1.0] * len(tests)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(tests) - rank) * tests[i].p_value))
+        adjusted[i] = running
+    return [replace(t, adjusted_p=a, alarm=a < alpha and t.big)
+            for t, a in zip(tests, adjusted, strict=True)]  # fmt: skip
 
 
 def eval_prompts(

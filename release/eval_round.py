@@ -22,6 +22,7 @@ from release.candidate_evals import (
     behaviour_reader,
     behaviour_tests,
     eval_prompts,
+    holm,
     paired_samples,
     paired_test,
 )
@@ -51,7 +52,7 @@ def candidate_evals(parent: Sampler, candidate: Sampler, recent: Sequence[Sequen
     tests = behaviour_tests(before, after, behaviour_reader(gate.eval_reader, vocab_size),
                             alpha=gate.eval_alpha)  # fmt: skip
     if gate.eval_reader != "harness":
-        return tests
+        return holm(tests, gate.eval_alpha)
     if own_tasks:  # the tasks' answers close the list, task by task
         tail = len(tasks) * gate.eval_samples
         passes = [grade_answers([c.text for c in side[-tail:]], tasks, gate.eval_samples)
@@ -61,4 +62,4 @@ def candidate_evals(parent: Sampler, candidate: Sampler, recent: Sequence[Sequen
                   for policy in (parent, candidate)]  # fmt: skip
     tests.append(paired_test("task_pass_rate", passes[0], passes[1], gate.eval_alpha,
                              PASS_RATE_MIN_RELATIVE, PASS_RATE_MIN_ABSOLUTE))  # fmt: skip
-    return tests
+    return holm(tests, gate.eval_alpha)

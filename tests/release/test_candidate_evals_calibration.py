@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from release.candidate_evals import one_sided_test, paired_test
+from release.candidate_evals import holm, one_sided_test, paired_test
 
 
 def test_the_behaviour_alarm_fires_at_about_its_level_when_nothing_changed():
@@ -77,3 +77,30 @@ def test_pairing_sees_a_move_that_two_independent_rates_miss():
         unpaired += one_sided_test("invalid_tool_call_rate", parent, candidate, 0.05, 0, 0).alarm
     assert paired / trials >= 0.6, (paired, unpaired)
     assert paired >= 1.5 * unpaired, (paired, unpaired)
+
+
+def _family_false_alarms(correct: bool, trials: int = 400) -> float:
+    """Share of rounds with any alarm among five behaviours that did not change (64 prompts x 4
+    pairs each, most pairs differing), the tests taken as the round takes them."""
+    rng = random.Random(23)
+    metrics = ("invalid_tool_call_rate", "clarifying_rate", "subagent_rate", "edit_rate",
+               "unused_subagent_share")  # fmt: skip
+    any_alarm = 0
+    for _ in range(trials):
+        tests = []
+        for metric in metrics:
+            rates = [rng.choice((0.1, 0.3, 0.5)) for _ in range(64)]
+            parent, candidate = _pairs(rng, rates, 4, 0.3, 0.0)
+            tests.append(paired_test(metric, parent, candidate, 0.05, 0, 0))
+        any_alarm += any(t.alarm for t in (holm(tests, 0.05) if correct else tests))
+    return any_alarm / trials
+
+
+def test_holm_keeps_the_rounds_false_alarms_at_alpha_across_the_behaviours():
+    """Five behaviours, none changed: with Holm's correction a round raises any alarm at most
+    at alpha (+3 Monte-Carlo standard errors); without it (each test at alpha, as before: the
+    break) about one round in five did."""
+    corrected, each_at_alpha = _family_false_alarms(True), _family_false_alarms(False)
+    se = (0.05 * 0.95 / 400) ** 0.5
+    assert corrected <= 0.05 + 3 * se, corrected
+    assert each_at_alpha > 0.05 + 3 * se, each_at_alpha

@@ -56,8 +56,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--attempt",
         type=int,
-        default=1,
-        help="which attempt on its parent the decision is (default 1)",
+        default=None,
+        help="which attempt on its parent the decision is; an evidence file does not say, so "
+        "without it attempt 1 is assumed and the output says so (--checkpoint reads the attempt "
+        "the round reserved from the record)",
     )
     e.add_argument(
         "--seed", type=int, default=0, help="bootstrap seed of the percentile bound (default 0)"
@@ -105,7 +107,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         settings["reward_max"] = high if args.reward_max is None else args.reward_max
         config = GateConfig(**settings)
         for path in args.evidence:
-            outcomes.append(_judge(path, config, args.attempt, args.seed, []))
+            outcome = _judge(path, config, args.attempt or 1, args.seed, [])
+            if args.attempt is None:
+                outcome["attempt_assumed"] = True
+            outcomes.append(outcome)
         for checkpoint in args.checkpoint:
             outcomes.append(_rejudge(args.registry, checkpoint))
     except (KeyError, ValueError, OSError) as exc:
@@ -200,7 +205,8 @@ def _render(o: dict[str, Any]) -> str:
     lines = [
         head,
         f"  estimate {o['estimate']:.4f}, gain {o['gain']:+.4f}, its {o['level']:.2%} lower "
-        f"bound {o['lower']:+.4f} (attempt {o['attempt']}, {o['method']})",
+        f"bound {o['lower']:+.4f} (attempt {o['attempt']}"
+        f"{', assumed: no --attempt given' if o.get('attempt_assumed') else ''}, {o['method']})",
         f"  n {o['n']}, users {o['users']}, ESS {o['ess']:.1f}, KL {o['kl']:.4f}, "
         f"rewards in [{o['reward_min']:g}, {o['reward_max']:g}]",
     ]

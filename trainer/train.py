@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelerate import Accelerator
 
+from checkpoints.attempts import reserve_attempt
 from checkpoints.record import CANARY, PROMOTED, REJECTED, CheckpointInfo, TrainingRef
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import STATE_FILE, load_policy, load_trainer_state, weight_writers
@@ -152,8 +153,9 @@ def behaviour_is_exact(checks: dict[str, BatchMismatch], limit: float) -> bool:
 
 
 def attempt_of(registry: CheckpointRegistry, parent_id: str) -> int:
-    """Which attempt on ``parent_id`` this decision is: 1 + the gate decisions its earlier
-    candidates recorded (promoted, rejected or canary alike: each spent its alpha)."""
+    """1 + the gate decisions ``parent_id``'s earlier candidates recorded (promoted, rejected or
+    canary alike: each spent its alpha): where a new reservation starts
+    (``checkpoints.attempts.reserve_attempt`` takes the lowest free number from there)."""
     return 1 + sum(info.parent == parent_id and "gate" in info.evals for info in registry.list())
 
 
@@ -291,7 +293,8 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         )
     if not accelerator.is_main_process:
         return None
-    attempt = attempt_of(registry, parent_id)
+    attempt = reserve_attempt(registry.root, parent_id, candidate_id,
+                              attempt_of(registry, parent_id))  # fmt: skip
     with _timed(seconds, "gate_scoring"):
         rows = evidence_rows(policy, held)
         figures = estimate_rows(rows, level=attempt_level(gate.level, attempt),

@@ -74,6 +74,7 @@ def test_one_json_line_per_file_with_the_gates_figures(tmp_path, capsys, collaps
     assert (collapse["reward_min"], collapse["reward_max"]) == (0.0, 1.0)
     assert collapse["users"] == len({r.user_id for r in collapse_rows})
     assert collapse["level"] == attempt_level(0.95, 1)
+    assert collapse["attempt"] == 1 and collapse["attempt_assumed"]  # a file does not say
     # the same figures as the gate computes in a round, from the same rows
     config = GateConfig(reward_min=0.0, reward_max=1.0)
     estimate = estimate_rows(collapse_rows, level=attempt_level(0.95, 1), resamples=2000, seed=0,
@@ -91,6 +92,7 @@ def test_a_later_attempt_is_judged_at_its_share_of_alpha(tmp_path, capsys, colla
     _, (third,) = _evaluate(capsys, "--evidence", str(path), "--reward-min", "0", "--reward-max",
                             "1", "--attempt", "3")  # fmt: skip
     assert third["level"] == pytest.approx(1 - 0.05 * 6 / (np.pi**2 * 9))
+    assert "attempt_assumed" not in third
     assert third["lower"] < first["lower"]
 
 

@@ -8,9 +8,10 @@ unit: a user's interactions are dependent, and one very active user must not cou
 rules, each with its error rate, hold at every look at once (anytime-valid confidence sequences,
 ``stats.sequential``), so a look may be taken whenever new data lands:
 
-* **Sample-ratio mismatch** (Pearson chi-square of users per arm against the configured share,
-  p < ``srm_alpha``, 0.001 as is usual): the split is broken, nothing measured on it can be
-  trusted, so the canary is rolled back.
+* **Sample-ratio mismatch** (users per arm against the configured share, an anytime-valid
+  p-value under ``srm_alpha``, 0.001 as is usual, ``stats.srm``: valid however many looks are
+  taken, where a chi-square re-run at every look was not): the split is broken, nothing
+  measured on it can be trusted, so the canary is rolled back.
 * **Guardrails**, watched at every look: each rate of ``guardrails`` (invalid tool calls,
   clarifying questions, censored share -- the "make it unscorable" hack -- and the edit rate)
   whose one-sided lower bound of the move in its bad direction (``rewards.monitors.BAD_DIRECTION``)
@@ -43,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from checkpoints.canary_names import experiment_of
 from rewards.monitors import BAD_DIRECTION, MonitorThresholds
 from stats.sequential import Difference, anytime_bound
+from stats.srm import sequential_srm_p
 from warehouse.ab import RatioSums
 
 REWARD = "mean_reward"
@@ -209,7 +211,9 @@ def seen_of(parent: Arm, canary: Arm) -> dict[str, list[int]]:
 
 
 def sample_ratio(parent_users: int, canary_users: int, percent: float, alpha: float) -> Srm:
-    """Pearson chi-square (1 degree of freedom) of the users per arm against the split.
+    """The users per arm against the split: the anytime-valid p-value
+    (``stats.srm.sequential_srm_p``), valid at every look, decides; Pearson's chi-square is
+    kept as a figure to read (its own p-value would err more often the more looks there are).
 
     >>> s = sample_ratio(1000, 1000, 50, 0.001)
     >>> s.chi2, s.mismatch
@@ -224,7 +228,7 @@ def sample_ratio(parent_users: int, canary_users: int, percent: float, alpha: fl
     expected = (total * (1 - share), total * share)
     chi2 = sum((o - e) ** 2 / e for o, e in zip((parent_users, canary_users), expected,
                                                 strict=True))  # fmt: skip
-    p_value = math.erfc(math.sqrt(chi2 / 2))  # chi-square survival function, df = 1
+    p_value = sequential_srm_p(parent_users, canary_users, share)
     return Srm((parent_users, canary_users), share, chi2, p_value, p_value < alpha)
 
 
@@ -279,7 +283,7 @@ def judge(parent: Arm, canary: Arm, config: CanaryConfig, thresholds: MonitorThr
         reasons.append(
             f"sample ratio mismatch: {parent.users} / {canary.users} users for a "
             f"{100 - config.percent:g} / {config.percent:g} split (chi-square {srm.chi2:.1f}, "
-            f"p {srm.p_value:.2g}): the split is broken, the A/B cannot be trusted"
+            f"anytime-valid p {srm.p_value:.2g}): the split is broken, the A/B cannot be trusted"
         )
     watched = [m for m in config.guardrails if m in parent.metrics and m in canary.metrics]
     guard_alpha = config.guardrail_alpha / max(len(watched), 1)

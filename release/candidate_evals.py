@@ -36,6 +36,7 @@ import torch
 from models.policy import CausalLMPolicy, Completion, Sampler
 from models.sampling import SamplingParams
 from rewards.monitors import BAD_DIRECTION
+from stats.multiple import holm as adjust
 
 EVAL_TASKS = ("slugify(s)", "reverse(xs)", "count_words(text)", "is_prime(n)", "flatten(items)",
               "dedupe(xs)", "clamp(value, lo, hi)", "mean(xs)", "parse_int(text)",
@@ -185,12 +186,7 @@ def holm(tests: Sequence[RateTest], alpha: float) -> list[RateTest]:
     >>> [(x.metric, round(x.adjusted_p, 2), x.alarm) for x in holm(t, 0.05)]
     [('a', 0.03, True), ('b', 0.06, False), ('c', 0.06, False)]
     """
-    order = sorted(range(len(tests)), key=lambda i: tests[i].p_value)
-    adjusted = [1.0] * len(tests)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(tests) - rank) * tests[i].p_value))
-        adjusted[i] = running
+    adjusted = [float(a) for a in adjust([t.p_value for t in tests]) if a is not None]
     return [replace(t, adjusted_p=a, alarm=a < alpha and t.big)
             for t, a in zip(tests, adjusted, strict=True)]  # fmt: skip
 

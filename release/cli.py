@@ -115,7 +115,8 @@ def _render(name: str, verdict) -> str:  # noqa: ANN001  (a CanaryVerdict)
     head = verdict.verdict.upper() if verdict.new_data else "NO NEW DATA"
     lines = [
         f"{name}: {head} at look {verdict.look}; users parent/canary "
-        f"{srm.observed[0]}/{srm.observed[1]} (SRM chi-square {srm.chi2:.2f}, p {srm.p_value:.3g})",
+        f"{srm.observed[0]}/{srm.observed[1]} (SRM chi-square {srm.chi2:.2f}, "
+        f"anytime-valid p {srm.p_value:.3g})",
         f"  {'metric':<24} {'parent':>9} {'canary':>9} {'diff':>9}  {'anytime bounds':<22} "
         f"{'p':>9}  null",
     ]

@@ -4,6 +4,7 @@ is rolled back at its deadline. Error rates over many looks: tests/release/."""
 
 from __future__ import annotations
 
+import math
 import random
 
 from release.canary import CanaryConfig, UserSums, arm_of, judge, sample_ratio
@@ -106,3 +107,35 @@ def test_srm_false_alarm_rate_on_fair_splits():
         sample_ratio(*split_users(rng, 2000, 20), 20, 0.001).mismatch for _ in range(trials)
     )
     assert alarms / trials <= 0.004  # nominal 0.001
+
+
+def _false_srm_alarms(trials: int, looks: int, alpha: float) -> tuple[float, float]:
+    """Shares of correct 10 % splits whose SRM check fired at any of ``looks`` looks (one
+    after each new user, from the 20th): the anytime-valid test, and a chi-square re-run."""
+    rng = random.Random(17)
+    sequential = repeated_chi2 = 0
+    for _ in range(trials):
+        canary = 0
+        fired = [False, False]
+        for n in range(1, looks + 20):
+            canary += rng.random() < 0.1
+            if n < 20:
+                continue
+            srm = sample_ratio(n - canary, canary, 10, alpha)
+            fired[0] = fired[0] or srm.mismatch
+            fired[1] = fired[1] or math.erfc(math.sqrt(srm.chi2 / 2)) < alpha
+            if all(fired):
+                break
+        sequential += fired[0]
+        repeated_chi2 += fired[1]
+    return sequential / trials, repeated_chi2 / trials
+
+
+def test_srm_checked_at_every_look_keeps_its_false_alarm_rate():
+    """2,000 looks at a correct 10 % split: the check fires in at most alpha of canaries
+    (+3 Monte-Carlo standard errors). A chi-square re-run at every look (the check before it,
+    the break) fired in several times that."""
+    sequential, repeated_chi2 = _false_srm_alarms(trials=300, looks=2000, alpha=0.01)
+    se = (0.01 * 0.99 / 300) ** 0.5
+    assert sequential <= 0.01 + 3 * se, sequential
+    assert repeated_chi2 > 0.01 + 3 * se, repeated_chi2

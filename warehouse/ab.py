@@ -16,7 +16,8 @@ and the interval is ``D +- 1.96 sqrt(Var(D))`` (normal approximation).
 Medians (latency p50) use the same paper's order-statistic interval: the ranks
 ``n/2 -+ z sqrt(n)/2`` bracket the median with 95 % probability, and half their distance over z is
 its standard error. That interval treats interactions as independent (a user's several
-interactions are not clustered), a known simplification.
+interactions are not clustered), a known simplification of the fixed-sample report; the
+anytime-valid figures below rest on users as their units, so the median has none there.
 
 Each change also has a two-sided p-value for "no change", from the same normal approximation:
 ``p = 2 (1 - Phi(|D| / se))`` with ``se`` the interval's half-width over z, so ``p < 0.05``

@@ -141,8 +141,11 @@ def _compare(metric: str, treatment: dict, control: dict,
     """The fixed-sample change and the anytime-valid one, over ``users`` of both arms."""
     prefix = METRICS[metric][1]
     if prefix is None:
+        # The median's interval treats interactions as independent, while the anytime-valid
+        # sequence rests on users as its units: it gets none (the change is shown, untested).
         args = (*median_t, *median_c)
-    else:
-        st, sc = _sums(treatment, prefix), _sums(control, prefix)
-        args = (st.estimate(), st.variance(), sc.estimate(), sc.variance())
+        fixed = relative_change(*args)
+        return fixed, Change(fixed.control, fixed.treatment, fixed.relative, None, None)
+    st, sc = _sums(treatment, prefix), _sums(control, prefix)
+    args = (st.estimate(), st.variance(), sc.estimate(), sc.variance())
     return relative_change(*args), sequential_change(*args, users)

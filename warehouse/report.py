@@ -184,7 +184,8 @@ def _table(rows: list[ReportRow], sequential: bool = False) -> str:
     lines = [
         f"p (Holm): adjusted across the {len(rows)} comparisons below (arms x metrics); "
         "compare with 0.05 for a 5 % chance of any false alarm"
-        + ("; anytime-valid: they hold at every refresh (N* 5,000 users)" if sequential
+        + ("; anytime-valid: they hold at every refresh (N* 5,000 users); latency p50 has "
+           "none (its interval counts interactions, not users)" if sequential
            else "; fixed-sample: right for one look, use --sequential for repeated looks"),
         "",
     ]  # fmt: skip

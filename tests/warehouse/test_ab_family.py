@@ -107,6 +107,10 @@ def test_the_mart_and_the_report_state_the_correction_and_the_sequence(tmp_path,
     rows = ab_report(store, "exp-fixture")
     assert [r.p_holm for r in rows] == holm([r.p_value for r in rows])
     assert [r.seq_p_holm for r in rows] == holm([r.seq_p_value for r in rows])
+    # the median's interval counts interactions, not users: no anytime-valid one
+    medians = [r for r in rows if r.metric == "latency_p50_ms"]
+    assert medians and all(r.p_value is not None for r in medians)
+    assert all(r.seq_ci_low is None and r.seq_p_value is None for r in medians)
     for r in rows:
         if r.ci_low is not None and r.seq_ci_low is not None:
             assert r.seq_ci_low <= r.ci_low <= r.ci_high <= r.seq_ci_high

@@ -72,6 +72,8 @@ class CanaryConfig(BaseModel):
     tuning_users: int = Field(2000, ge=2)  # N*: users where the bounds are tightest
     srm_alpha: float = Field(0.001, gt=0, lt=0.5)
     deadline_hours: float = Field(72.0, gt=0)  # undecided by then: rolled back
+    # users seen in both arms, as a share of all users, past which the split is broken
+    max_crossed_share: float = Field(0.01, ge=0, lt=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -273,12 +275,21 @@ def non_inferiority(parent: RatioSums, canary: RatioSums, config: CanaryConfig) 
 
 
 def judge(parent: Arm, canary: Arm, config: CanaryConfig, thresholds: MonitorThresholds,
-          look: int, expired: bool = False) -> CanaryVerdict:  # fmt: skip
+          look: int, expired: bool = False, crossed: int = 0) -> CanaryVerdict:  # fmt: skip
     """The verdict at ``look`` (1-based); ``expired``: the canary's deadline has passed, so an
-    undecided canary is rolled back."""
+    undecided canary is rolled back. ``crossed``: users seen in both arms (each is in both
+    arms' figures too); past ``max_crossed_share`` of all users the split does not hold people
+    apart, and the canary is rolled back as on a sample-ratio mismatch."""
     srm = sample_ratio(parent.users, canary.users, config.percent, config.srm_alpha)
     seen = seen_of(parent, canary)
     reasons: list[str] = []
+    people = parent.users + canary.users - crossed
+    if people and crossed > config.max_crossed_share * people:
+        reasons.append(
+            f"users in both arms: {crossed} of {people} ({crossed / people:.1%}, more than the "
+            f"{config.max_crossed_share:.1%} allowed): the split does not keep people apart, "
+            "the A/B cannot be trusted"
+        )
     if srm.mismatch:
         reasons.append(
             f"sample ratio mismatch: {parent.users} / {canary.users} users for a "

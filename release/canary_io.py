@@ -53,8 +53,10 @@ _FLAGS = {
 }  # the censored share is the interactions not scored (release.canary.arm_of)
 
 
-def live_arms(catalog: Path, experiment: str) -> dict[str, Arm]:
-    """Each arm of ``experiment`` as per-user sums from the catalog's ``rewards`` mart."""
+def live_arms(catalog: Path, experiment: str) -> tuple[dict[str, Arm], int]:
+    """Each arm of ``experiment`` as per-user sums from the catalog's ``rewards`` mart, and how
+    many users were seen in more than one arm (counted in each; the canary's judge stops a
+    split that does not keep people apart)."""
     flags = ", ".join(f"count(*) FILTER (WHERE {sql}) AS {name}" for name, sql in _FLAGS.items())
     query = f"""
         SELECT experiment_arm, user_id, count(*) AS interactions,
@@ -66,11 +68,14 @@ def live_arms(catalog: Path, experiment: str) -> dict[str, Arm]:
     with duckdb.connect(str(catalog), read_only=True) as con:
         rows = con.execute(query, [experiment]).fetchall()
     users: dict[str, list[UserSums]] = {PARENT_ARM: [], CANARY_ARM: []}
-    for arm, _user, interactions, scored, reward, *flagged in rows:
+    arms_of: dict[str, set[str]] = {}
+    for arm, user, interactions, scored, reward, *flagged in rows:
         users.setdefault(arm, []).append(
             UserSums(interactions, scored, float(reward), dict(zip(_FLAGS, flagged, strict=True)))
         )
-    return {arm: arm_of(found) for arm, found in users.items()}
+        arms_of.setdefault(user, set()).add(arm)
+    crossed = sum(len(arms) > 1 for arms in arms_of.values())
+    return {arm: arm_of(found) for arm, found in users.items()}, crossed
 
 
 def live_canaries(registry: CheckpointRegistry) -> list[CheckpointInfo]:
@@ -94,7 +99,9 @@ def look(registry: CheckpointRegistry, catalog: Path, candidate: str,
         raise ValueError(f"{candidate} is {info.status}, not a live canary")
     stage = dict(info.evals["canary"])
     config = CanaryConfig.model_validate(stage["config"])
-    arms = live_arms(catalog, stage["experiment"])
+    arms, crossed = live_arms(catalog, stage["experiment"])
+    if crossed:
+        log.warning("%s: %d user(s) seen in both arms", stage["experiment"], crossed)
     unknown = sorted(set(arms) - {PARENT_ARM, CANARY_ARM})
     if unknown:
         log.warning(
@@ -105,11 +112,11 @@ def look(registry: CheckpointRegistry, catalog: Path, candidate: str,
     last = stage["verdicts"][-1] if stage["verdicts"] else None
     if not past and last is not None and last.get("seen") == seen_of(parent, canary):
         verdict = judge(parent, canary, config, thresholds or MonitorThresholds(),
-                        int(stage["looks"]), expired=False)  # fmt: skip
+                        int(stage["looks"]), expired=False, crossed=crossed)  # fmt: skip
         why = f"no new data since look {stage['looks']}: no look taken"
         return replace(verdict, reasons=(why, *verdict.reasons), new_data=False)
     verdict = judge(parent, canary, config, thresholds or MonitorThresholds(),
-                    int(stage["looks"]) + 1, expired=past)  # fmt: skip
+                    int(stage["looks"]) + 1, expired=past, crossed=crossed)  # fmt: skip
     stage["looks"] = verdict.look
     stage["verdicts"] = [*stage["verdicts"], verdict.to_json()]
     if verdict.verdict == "wait":

@@ -93,7 +93,7 @@ CANARY_OPTIONS = SettingsOptions(
         "more than this below the parent's",
     },
     omit=("alpha", "guardrail_alpha", "guardrails", "tuning_users", "srm_alpha",
-          "deadline_hours"),
+          "deadline_hours", "max_crossed_share"),
 )  # fmt: skip
 
 

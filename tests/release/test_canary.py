@@ -139,3 +139,16 @@ def test_srm_checked_at_every_look_keeps_its_false_alarm_rate():
     se = (0.01 * 0.99 / 300) ** 0.5
     assert sequential <= 0.01 + 3 * se, sequential
     assert repeated_chi2 > 0.01 + 3 * se, repeated_chi2
+
+
+def test_users_seen_in_both_arms_past_the_allowed_share_roll_the_canary_back():
+    """A split that puts one person in both arms cannot be read as an A/B. A few such users
+    (at most 1 % of all) are counted and tolerated; more roll the canary back. Without the
+    check (crossed users ignored, as before) this canary waited."""
+    rng = random.Random(9)
+    parent = arm_of(users(rng, 800, 0.5, 0.1))
+    canary = arm_of(users(rng, 200, 0.5, 0.1))  # the 20 % split
+    few = judge(parent, canary, CONFIG, THRESHOLDS, 1, crossed=9)
+    many = judge(parent, canary, CONFIG, THRESHOLDS, 1, crossed=30)
+    assert few.verdict != "rollback"
+    assert many.verdict == "rollback" and many.reasons[0].startswith("users in both arms: 30")

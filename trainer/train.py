@@ -91,11 +91,32 @@ def unit_of(example: Example) -> str:
 
 
 def split(examples: Sequence[Example], fraction: float) -> tuple[list[Example], list[Example]]:
-    """Training and held-out examples, whole users to one side or the other."""
+    """Training and held-out examples, whole users to one side or the other.
+
+    A row without a user id has no user to keep whole: keyed by its session, one anonymous
+    person's other sessions could fall on the training side and make the candidate look
+    better on the held-out one. So where some rows name their user, the rows that do not are
+    trained on and never held out (the gate's evidence is then about identified users only);
+    only where no row names one (a deployment without user ids) are sessions the unit.
+
+    >>> from types import SimpleNamespace as NS
+    >>> rows = [NS(user_id=None, session_id=f"s{k}", rollout=NS(interaction_id=f"i{k}"))
+    ...         for k in range(40)] + [NS(user_id=f"u{k}", session_id=None,
+    ...                                   rollout=NS(interaction_id=f"j{k}")) for k in range(40)]
+    >>> train, held = split(rows, 0.3)
+    >>> all(e.user_id for e in held), len(train) + len(held)
+    (True, 80)
+    >>> any(e.user_id is None for e in split(rows[:40], 0.3)[1])  # no ids at all: sessions
+    True
+    """
+    identified = any(e.user_id for e in examples)
     train: list[Example] = []
     held: list[Example] = []
     for example in examples:
-        (held if held_out(unit_of(example), fraction) else train).append(example)
+        if identified and not example.user_id:
+            train.append(example)
+        else:
+            (held if held_out(unit_of(example), fraction) else train).append(example)
     return train, held
 
 

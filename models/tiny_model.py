@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-TINY_VERSION = 1
+TINY_VERSION = 2  # 2: a context of 8,192 positions, SmolLM2's (1 had 1,024)
 TINY_DIR = f"tiny-llama-v{TINY_VERSION}"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
 CHAT_TEMPLATE = (
@@ -80,7 +80,7 @@ def build(out: Path, seed: int = 0, hidden: int = 64, layers: int = 2) -> Path:
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=1024, tie_word_embeddings=True, attention_dropout=0.0,
+        max_position_embeddings=8192, tie_word_embeddings=True, attention_dropout=0.0,
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None)  # fmt: skip
     state = torch.random.get_rng_state()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -272,15 +271,10 @@ def test_broken_calls_are_named_as_the_harness_names_them() -> None:
 def served(
     tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
 ) -> Iterator[tuple[Serve, str]]:
-    """`rtrl serve` on the tiny model with a longer context (its 1,024 positions hold the tool
-    list and little more in its small vocabulary; its rotary embeddings take any length)."""
+    """`rtrl serve` on the tiny model."""
     tmp = tmp_path_factory.mktemp("agent")
-    longer = tmp / "tiny-long"
-    shutil.copytree(tiny_model, longer)
-    config = json.loads((longer / "config.json").read_text())
-    (longer / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 8192}))
     registry = CheckpointRegistry(tmp / "ckpt")
-    register_base(registry, "t-0000", longer)
+    register_base(registry, "t-0000", tiny_model)
     key = api_key(tmp / "keys.sqlite")
     serve = Serve(["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"),
                    "--no-record", "--no-follow"], tmp / "serve.log")  # fmt: skip

@@ -110,10 +110,10 @@ def test_an_over_long_spliced_prompt_is_refused_not_truncated(served: tuple[Serv
 
 
 def test_an_over_long_fresh_prompt_is_refused_too(served: tuple[Serve, str]) -> None:
-    """A first call (nothing to splice) whose messages alone pass the model's context is a 400
-    as well, not a prompt cut to fit (the tiny model's context is 1,024 positions)."""
-    long_ask = [{"role": "user", "content": "fix this " * 600}]
-    refused = _ask(served, long_ask, {"X-Rtrl-User-Id": "dave"})
+    """A first call (nothing to splice) whose prompt and completion budget pass the model's
+    context (the tiny model's 8,192 positions) is a 400 as well: the engine is never left to
+    cut the prompt or to run past its positions."""
+    refused = _ask(served, ASK, {"X-Rtrl-User-Id": "dave"}, max_tokens=8192)
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["code"] == "context_length_exceeded"
     assert _ask(served, ASK, {"X-Rtrl-User-Id": "dave"}).status_code == 200

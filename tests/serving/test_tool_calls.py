@@ -377,3 +377,42 @@ def test_the_official_node_client_calls_tools(gateway: Any) -> None:
     check("CreateChatCompletionResponse", out["next"])
     assert out["next"]["choices"][0]["message"]["content"] == "The bug is in f."
     assert out["next_interaction"] == out["whole_interaction"]
+
+
+def test_each_rollout_records_how_many_of_its_calls_were_broken(
+    tmp_path: Path, kafka_bootstrap: str, topic_names: Any
+) -> None:
+    """The rollout of an answer served as text because its calls were broken says how many
+    (each ``<tool_call>`` of it, counted call by call), so that the learner charges the
+    penalty to that turn; an answer read as calls records none. Through the real recorder to
+    Kafka. Without the count (the gateway passing 0, as before) the first check fails."""
+    from serving.recorder import RolloutRecorder
+    from tests.support.gateway import rollouts
+
+    key = api_key(tmp_path / "keys.sqlite")
+    model, keys = ScriptedModel(), KeyStore(tmp_path / "keys.sqlite")
+    recorder = RolloutRecorder(kafka_bootstrap, topic_names.rollouts, hand_over_s=0.05)
+    port = free_port_block(1)
+    server = http_server(create_app(model, recorder, keys), "127.0.0.1", port)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0)
+    broken = '<tool_call>\n{"name": "rm_rf", "arguments": {}}\n</tool_call><tool_call>\n{"na'
+    try:
+        for interaction, text in (("broken-2", broken), ("called", call_text("run_tests", {}))):
+            model.answers.append(text)
+            client.chat.completions.create(
+                model="scripted-0", messages=ASK, tools=TOOLS, max_tokens=200,
+                extra_headers={"X-Rtrl-Interaction-Id": interaction},
+            )  # fmt: skip
+        got = rollouts(kafka_bootstrap, topic_names.rollouts, 2)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        recorder.close()
+        keys.close()
+    assert got["broken-2"].turn is not None and got["broken-2"].turn.broken_calls == 2
+    assert got["called"].turn is not None and got["called"].turn.broken_calls == 0

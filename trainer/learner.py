@@ -56,7 +56,7 @@ class UpdateStats:
     tokens: int  # completion tokens trained on, per epoch
     epochs_run: int
     grad_steps: int
-    mean_reward: float
+    mean_reward: float  # per trajectory (an agent run counts once, as a single answer does)
     loss_first: float  # mean step loss of the first epoch
     loss_last: float  # mean step loss of the last epoch run
     clip_fraction: float  # share of tokens of the last epoch whose ratio was clipped
@@ -181,11 +181,7 @@ def trajectory_advantages(
     >>> trajectory_advantages(run, {"mean": 0.0, "var": 1.0}, 0.1)[0]
     [-1.0, -0.5]
     """
-    members: dict[object, list[int]] = {}
-    for index, e in enumerate(examples):
-        key = e.rollout.interaction_id if e.rollout.turn is not None else index
-        members.setdefault(key, []).append(index)
-    groups = list(members.values())
+    groups = trajectories(examples)
     roots = [_root(examples, group) for group in groups]
     scales, batch, _ = _normalisers(
         [tuple(examples[i].rollout.prompt_ids) for i in roots],
@@ -198,6 +194,16 @@ def trajectory_advantages(
         for i in group:
             out[i] = (float(examples[i].credited) - centre) / spread
     return out, batch
+
+
+def trajectories(examples: Sequence[Example]) -> list[list[int]]:
+    """The examples' indices by trajectory: the calls of one agent run (``rollout.turn`` set,
+    one interaction) together, each single answer alone."""
+    members: dict[object, list[int]] = {}
+    for index, e in enumerate(examples):
+        key = e.rollout.interaction_id if e.rollout.turn is not None else index
+        members.setdefault(key, []).append(index)
+    return list(members.values())
 
 
 def _root(examples: Sequence[Example], group: list[int]) -> int:
@@ -318,10 +324,11 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
     approx_kl = float(k3_kl(*pairs).mean()) if len(pairs[0]) else 0.0
     seconds = time.perf_counter() - started
     epochs_run = len(progress.losses)
+    runs = trajectories(examples)
     unwrapped = optimizer.optimizer if hasattr(optimizer, "optimizer") else optimizer
     return UpdateResult(UpdateStats(
         n_examples=len(examples), tokens=tokens, epochs_run=epochs_run,
-        grad_steps=progress.step, mean_reward=sum(rewards) / len(rewards),
+        grad_steps=progress.step, mean_reward=_mean([rewards[g[0]] for g in runs]),
         loss_first=_mean(progress.losses[0]) if progress.losses else 0.0,
         loss_last=_mean(progress.losses[-1]) if progress.losses else 0.0,
         clip_fraction=progress.clipped[0] / progress.clipped[1] if progress.clipped[1] else 0.0,

@@ -76,7 +76,14 @@ def test_fixture_through_the_broker_report_batches_and_forget(kafka_bootstrap, t
                  "completion_token_ids": [7, 8]} for r in records]  # fmt: skip
     # an agent run: a second call of one interaction, published after the first
     run = next(r for r in records if r["checkpoint_id"] == "ckpt-a" and r["status"] == "scored")
-    rollouts.append({**rollouts[records.index(run)], "completion_token_ids": [9]})
+    first = records.index(run)
+    turn = {"call_id": "c1", "parent_call_id": None, "segment": 0, "prefix_len": 0,
+            "broken_calls": 1}  # fmt: skip
+    rollouts[first] = {**rollouts[first], "prompt_ids": [1, 2], "completion_ids": [7, 8],
+                       "turn": turn}  # fmt: skip
+    rollouts.append({**rollouts[first], "completion_token_ids": [9], "prompt_ids": [1, 2, 7, 8, 5],
+                     "completion_ids": [9], "turn": {**turn, "call_id": "c2",
+                     "parent_call_id": "c1", "prefix_len": 4, "broken_calls": 0}})  # fmt: skip
     produce_json(kafka_bootstrap, topic_names.rollouts, rollouts, key=by_id)
     store = Store(str(tmp_path / "wh"))
     config = SinkConfig(
@@ -119,6 +126,12 @@ def test_fixture_through_the_broker_report_batches_and_forget(kafka_bootstrap, t
     (agent_row,) = [r for r in batch_rows if r["interaction_id"] == run["interaction_id"]]
     calls = [orjson.loads(raw)["completion_token_ids"] for raw in agent_row["trajectory_json"]]
     assert calls == [[7, 8], [9]] and agent_row["rollout_json"] == agent_row["trajectory_json"][1]
+
+    with duckdb.connect(str(tmp_path / "wh" / "warehouse.duckdb"), read_only=True) as con:
+        turns = con.sql("SELECT call_id, parent_call_id, segment, prefix_len, broken_calls, "
+                        "prompt_tokens, completion_tokens FROM stg_turns ORDER BY call_id"
+                        ).fetchall()  # fmt: skip
+    assert turns == [("c1", None, 0, 0, 1, 2, 2), ("c2", "c1", 0, 4, 0, 5, 1)]
 
     forget(store, "uc3")
     assert rows_mentioning(store, str(tmp_path / "wh" / "warehouse.duckdb"),

@@ -106,7 +106,9 @@ TASKS = [
 def build_random_smollm2(out: Path) -> Path:
     """A model directory with SmolLM2-135M's shape, random weights (seed 0) and the tiny model's
     tokenizer (see the module docstring)."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer, LlamaConfig
+
+    from models.tiny_model import save_random_llama
 
     tokenizer = AutoTokenizer.from_pretrained(str(fetch(TINY, models_dir())), local_files_only=True)
     if len(tokenizer) > SMOLLM2_SHAPE["vocab_size"]:
@@ -114,16 +116,7 @@ def build_random_smollm2(out: Path) -> Path:
     config = LlamaConfig(**SMOLLM2_SHAPE, attention_dropout=0.0, bos_token_id=None,
                          eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-    state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(0)
-        model = LlamaForCausalLM(config)
-    finally:
-        torch.random.set_rng_state(state)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return save_random_llama(config, tokenizer, out)
 
 
 def model_dir(name: str, tmp: Path) -> Path:

@@ -26,6 +26,7 @@ left out and counted here, before any scoring pass would refuse it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,16 @@ class Example:
         """The reward this call is credited with: the trajectory's, less the per-turn terms
         (broken calls) of the turns before it."""
         return self.reward - self.earlier_terms
+
+
+def trajectories(examples: Sequence[Example]) -> list[list[int]]:
+    """The examples' indices by trajectory: the calls of one agent run (``rollout.turn`` set,
+    one interaction) together, each single answer alone."""
+    members: dict[object, list[int]] = {}
+    for index, e in enumerate(examples):
+        key = e.rollout.interaction_id if e.rollout.turn is not None else index
+        members.setdefault(key, []).append(index)
+    return list(members.values())
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import random
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 TINY_VERSION = 2  # 2: a context of 8,192 positions, SmolLM2's (1 had 1,024)
 TINY_DIR = f"tiny-llama-v{TINY_VERSION}"
@@ -73,8 +74,7 @@ def build_tokenizer(vocab_size: int = 512):  # -> PreTrainedTokenizerFast
 
 def build(out: Path, seed: int = 0, hidden: int = 64, layers: int = 2) -> Path:
     """Write the tiny model and its tokenizer into ``out`` (a new directory)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig
 
     tokenizer = build_tokenizer()
     config = LlamaConfig(
@@ -83,6 +83,15 @@ def build(out: Path, seed: int = 0, hidden: int = 64, layers: int = 2) -> Path:
         max_position_embeddings=8192, tie_word_embeddings=True, attention_dropout=0.0,
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None)  # fmt: skip
+    return save_random_llama(config, tokenizer, out, seed)
+
+
+def save_random_llama(config: Any, tokenizer: Any, out: Path, seed: int = 0) -> Path:
+    """A Llama of ``config`` with seeded random weights (the global generator left as it
+    was), saved with ``tokenizer`` into ``out``."""
+    import torch
+    from transformers import LlamaForCausalLM
+
     state = torch.random.get_rng_state()
     try:
         torch.manual_seed(seed)

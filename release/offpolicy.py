@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from models.examples import Example
+from models.examples import Example, trajectories
 from models.policy import CausalLMPolicy
 from models.scoring import score_examples
 from release.evidence import EvidenceRow, estimate_rows
@@ -31,11 +31,8 @@ def evidence_rows(policy: CausalLMPolicy, examples: Sequence[Example]) -> list[E
     row's sequence weight is the product of the calls' weights and the ESS counts trajectories,
     not calls; its reward is the trajectory's."""
     scores = score_examples(policy, examples)
-    groups: dict[object, list[int]] = {}
-    for index, e in enumerate(examples):
-        groups.setdefault(e.rollout.interaction_id if e.rollout.turn else index, []).append(index)
     rows = []
-    for members in groups.values():
+    for members in trajectories(examples):
         first = examples[members[0]]
         rows.append(EvidenceRow(
             user_id=first.user_id,

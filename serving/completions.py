@@ -255,8 +255,8 @@ class Completions:
         self,
         headers: Mapping[str, str],
         model: str,
-        known: str | None = None,
-        unit: str | None = None,
+        known: str | None,
+        unit: str,
     ) -> tuple[str, bool, Experiment | None, Any]:
         """Interaction id (``known``: the run's that the call was recognised in), privacy,
         experiment arm and the bound checkpoint of a request (``unit``: whom it is assigned
@@ -275,8 +275,6 @@ class Completions:
                 "model_not_found",
                 "model",
             )
-        if unit is None:
-            unit = assignment_unit(headers.get(USER), None, headers.get("authorization"))
         experiment, target = self.assignment.admit(unit, model)
         return interaction, _truthy(headers.get(PRIVACY)), experiment, target
 

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
-from models.examples import Example
+from models.examples import Example, trajectories
 from models.policy import CausalLMPolicy
 from models.scoring import by_length, score_rollouts, score_rows
 from trainer.learner_config import LearnerConfig, _finite
@@ -194,16 +194,6 @@ def trajectory_advantages(
         for i in group:
             out[i] = (float(examples[i].credited) - centre) / spread
     return out, batch
-
-
-def trajectories(examples: Sequence[Example]) -> list[list[int]]:
-    """The examples' indices by trajectory: the calls of one agent run (``rollout.turn`` set,
-    one interaction) together, each single answer alone."""
-    members: dict[object, list[int]] = {}
-    for index, e in enumerate(examples):
-        key = e.rollout.interaction_id if e.rollout.turn is not None else index
-        members.setdefault(key, []).append(index)
-    return list(members.values())
 
 
 def _root(examples: Sequence[Example], group: list[int]) -> int:

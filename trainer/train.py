@@ -43,7 +43,7 @@ from checkpoints.attempts import reserve_attempt
 from checkpoints.record import CANARY, PROMOTED, REJECTED, CheckpointInfo, TrainingRef
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import STATE_FILE, load_policy, load_trainer_state, weight_writers
-from models.examples import Example, read_examples
+from models.examples import Example, read_examples, trajectories
 from models.loading import LoraSettings
 from models.policy import CausalLMPolicy
 from models.scoring import score_examples
@@ -142,12 +142,12 @@ def within_context(examples: Sequence[Example], limit: int | None) -> tuple[list
     if limit is None:
         return list(examples), 0
 
-    def key(index: int, e: Example) -> object:
-        return e.rollout.interaction_id if e.rollout.turn is not None else index
+    def fits(e: Example) -> bool:
+        return len(e.rollout.prompt_ids) + len(e.rollout.completion_ids) <= limit
 
-    too_long = {key(i, e) for i, e in enumerate(examples)
-                if len(e.rollout.prompt_ids) + len(e.rollout.completion_ids) > limit}  # fmt: skip
-    kept = [e for i, e in enumerate(examples) if key(i, e) not in too_long]
+    keep = {i for run in trajectories(examples) if all(fits(examples[i]) for i in run)
+            for i in run}  # fmt: skip
+    kept = [e for i, e in enumerate(examples) if i in keep]
     return kept, len(examples) - len(kept)
 
 

@@ -46,6 +46,7 @@ METRICS: dict[str, tuple[str, str | None]] = {
     "latency_mean_ms": ("latency, mean (ms)", "latency"),
     "latency_p50_ms": ("latency, p50 (ms)", None),
     "mean_reward": ("mean reward", "reward"),
+    "invalid_tool_calls_per_interaction": ("invalid tool calls per interaction", "invalid"),
 }
 
 Histogram = tuple[list[float], list[int]]  # sorted distinct latencies, their counts

@@ -10,7 +10,10 @@ Metrics (definitions in ``sql/11_interaction_outcomes.sql`` and ``sql/31_ab_arms
   users keep while its share among the accepted stays flat; this one shows it;
 * dissatisfied_rate: share of interactions whose follow-up was dissatisfied (privacy mode excluded);
 * latency_mean_ms and latency_p50_ms: the last in-window ``interaction.completed`` latency;
-* mean_reward: mean reward of scored interactions.
+* mean_reward: mean reward of scored interactions;
+* invalid_tool_calls_per_interaction: the agent's invalid tool calls (``agent.tool_call`` with
+  ``valid: false``, the reward record's ``n_invalid_tool_calls``) over all of an arm's
+  interactions, scored or not: the agents' reward hack, broken calls, read per user like the rest.
 
 Each p-value is shown beside its Holm adjustment across every arm and metric of the report
 (the family whose any-false-alarm rate is kept at the level). ``sequential`` shows the

@@ -49,7 +49,11 @@ def assert_matches_expected(rows) -> None:  # noqa: ANN001
             expected["n_interactions"],
         )
         for field, value in want.items():
-            assert getattr(row, field) == pytest.approx(value, rel=1e-9, abs=1e-12), (metric, field)
+            if value is None:  # undefined: a change relative to a control of 0
+                assert getattr(row, field) is None, (metric, field)
+            else:
+                assert getattr(row, field) == pytest.approx(value, rel=1e-9, abs=1e-12), (
+                    metric, field)  # fmt: skip
 
 
 def rows_mentioning(store: Store, db: str, needles: set[str]) -> list[str]:

@@ -155,3 +155,41 @@ def test_a_canary_split_is_checked_against_its_announced_share(tmp_path):
         check = ab_srm(store, "canary-c-0002")
         assert check is not None and check.expected_share == {"parent": 0.8, "canary": 0.2}
         assert check.srm is fires
+
+
+def test_invalid_tool_calls_per_interaction_is_read_per_user(tmp_path):
+    """The agents' metric: invalid tool calls over all of an arm's interactions, users as units.
+    Control: user a has two interactions (2 and 0 invalid calls), b one (1), c one (0): 3 / 4.
+    Treatment: three users, one interaction each (0, 0, 1): 1 / 3. The interval is the delta
+    method over users (tests/fixtures/ab/README.md), computed here from the per-user sums."""
+    import math
+
+    from warehouse.ab import Z95
+
+    template = next(r for r in fixture_records() if r["interaction_id"] == "N1")
+    calls = {"control": [("a", 2), ("a", 0), ("b", 1), ("c", 0)],
+             "treatment": [("d", 0), ("e", 0), ("f", 1)]}  # fmt: skip
+    records = [dict(template, interaction_id=f"{arm}-{k}", user_id=user, n_invalid_tool_calls=n,
+                    experiment_name="exp-tools", experiment_arm=arm)
+               for arm, rows in calls.items() for k, (user, n) in enumerate(rows)]  # fmt: skip
+    store = Store(str(tmp_path))
+    land(store, "rewards", records)
+    build_catalog(store)
+    row = next(r for r in ab_report(store, "exp-tools")
+               if r.metric == "invalid_tool_calls_per_interaction")  # fmt: skip
+
+    def ratio_and_variance(units: list[tuple[int, int]]) -> tuple[float, float]:
+        """(x, y) per user -> R and the delta-method Var(R) = s^2 / n of (y - R x) / mean x."""
+        n, sx, sy = len(units), sum(x for x, _ in units), sum(y for _, y in units)
+        r, mean_x = sy / sx, sx / n
+        z = [(y - r * x) / mean_x for x, y in units]
+        return r, sum(v * v for v in z) / (n - 1) / n  # the z have mean 0
+
+    rc, vc = ratio_and_variance([(2, 2), (1, 1), (1, 0)])
+    rt, vt = ratio_and_variance([(1, 0), (1, 0), (1, 1)])
+    assert (row.control, row.value) == (pytest.approx(0.75), pytest.approx(1 / 3))
+    assert row.relative_change == pytest.approx(rt / rc - 1) == pytest.approx(-5 / 9)
+    se = math.sqrt(vt / rc**2 + rt**2 * vc / rc**4)
+    assert (row.ci_low, row.ci_high) == (pytest.approx(-5 / 9 - Z95 * se),
+                                         pytest.approx(-5 / 9 + Z95 * se))  # fmt: skip
+    assert row.n_users == 3 and row.n_interactions == 3

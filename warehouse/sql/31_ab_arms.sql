@@ -3,7 +3,7 @@
 -- materialized: view
 -- grain: one row per (experiment_name, experiment_arm)
 -- keys: experiment_name, experiment_arm
--- check: SELECT * FROM ab_arms WHERE kept_share NOT BETWEEN 0 AND 1 OR dissatisfied_rate NOT BETWEEN 0 AND 1 OR kept_per_interaction < 0
+-- check: SELECT * FROM ab_arms WHERE kept_share NOT BETWEEN 0 AND 1 OR dissatisfied_rate NOT BETWEEN 0 AND 1 OR kept_per_interaction < 0 OR invalid_tool_calls_per_interaction < 0
 CREATE OR REPLACE VIEW ab_arms AS
 SELECT
     experiment_name,
@@ -15,6 +15,7 @@ SELECT
     sum(n_dissatisfied) / NULLIF(sum(n_followup_known), 0) AS dissatisfied_rate,
     sum(latency_sum) / NULLIF(sum(n_completed), 0) AS latency_mean_ms,
     sum(reward_sum) / NULLIF(sum(n_scored), 0) AS mean_reward,
+    sum(invalid_sum) / NULLIF(sum(n_interactions), 0) AS invalid_tool_calls_per_interaction,
     -- kept share: y = kept_sum, x = n_kept_measured
     sum(n_kept_measured) AS kept_x, sum(kept_sum) AS kept_y,
     sum(n_kept_measured * n_kept_measured) AS kept_xx, sum(kept_sum * kept_sum) AS kept_yy,
@@ -37,6 +38,11 @@ SELECT
     -- reward: y = reward_sum, x = n_scored
     sum(n_scored) AS reward_x, sum(reward_sum) AS reward_y,
     sum(n_scored * n_scored) AS reward_xx, sum(reward_sum * reward_sum) AS reward_yy,
-    sum(n_scored * reward_sum) AS reward_xy
+    sum(n_scored * reward_sum) AS reward_xy,
+    -- invalid tool calls per interaction: y = invalid_sum, x = n_interactions
+    sum(n_interactions) AS invalid_x, sum(invalid_sum) AS invalid_y,
+    sum(n_interactions * n_interactions) AS invalid_xx,
+    sum(CAST(invalid_sum AS DOUBLE) * invalid_sum) AS invalid_yy,
+    sum(CAST(n_interactions AS DOUBLE) * invalid_sum) AS invalid_xy
 FROM ab_units
 GROUP BY ALL;

@@ -13,7 +13,12 @@ the whole gate (``release.gate.decide`` on ``release.offpolicy_bound``'s estimat
 * retries: eight attempts on one parent with the same held-out users, alpha split across
   attempts (the gate) and alpha each time (what it prevents): any promotion within 1, 4, 8;
 * power worlds: the promotion rate of a candidate with a real gain at a first attempt's level,
-  of both bounds.
+  of both bounds;
+* censored worlds (some outcomes never land, reward null): a candidate drifting toward
+  always-scored worse completions, one making its outcomes unscorable, and a real gain, each
+  with censored interactions kept (the gate) and dropped (what it did before).
+
+``--worlds censored`` runs the censored worlds alone.
 
 Figures to stdout and ``bench/out/gate_calibration.json``.
 """
@@ -37,6 +42,9 @@ import numpy as np  # noqa: E402
 from release.gate import GateConfig, attempt_level, decide  # noqa: E402
 from release.offpolicy_bound import CENTRED_METHOD, PERCENTILE_METHOD  # noqa: E402
 from tests.release.worlds import (  # noqa: E402
+    CENSORED_DRIFT,
+    CENSORED_GAIN,
+    CENSORED_HACK,
     COLLAPSE,
     FEW_USERS,
     NULL_WORLDS,
@@ -89,14 +97,36 @@ def _retries(trials: int, resamples: int, spend: bool) -> list[float]:
     return list(np.cumsum(first) / trials)
 
 
+def _censored(n: int, b: int) -> list[list]:
+    rows = []
+    for world in (CENSORED_DRIFT, CENSORED_HACK, CENSORED_GAIN):
+        nominal = f"{1 - FIRST:.3f}" if world.true_gain() <= 0 else "power"
+        rows.append(_row(f"{world.name} (attempt 1)", world, nominal,
+                         _rate(world, n, 7, b, level=FIRST), n))  # fmt: skip
+        rows.append(_row("… centred, full support", world, nominal,
+                         _rate(world, n, 7, b, level=FIRST, method=CENTRED_METHOD), n))  # fmt: skip
+        rows.append(_row("… censored dropped (before)", world, nominal,
+                         _rate(world, n, 7, b, level=FIRST, scored_only=True), n))  # fmt: skip
+        print(*rows[-3:], sep="\n", flush=True)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--worlds", choices=["all", "censored"], default="all")
     args = parser.parse_args()
     n, b = args.trials, args.resamples
+    header = ["world", "true gain", "nominal", "promoted", "MC s.e."]
+    if args.worlds == "censored":
+        rows = _censored(n, b)
+        print(format_table(header, rows))
+        write_results("gate_calibration_censored", {"machine": machine(), "trials": n,
+                                                    "rows": rows})  # fmt: skip
+        return 0
     rows = []
     for world in (*NULL_WORLDS, FEW_USERS):
         for level, label in ((FIRST, "attempt 1"), (0.95, "alpha 0.05")):
@@ -127,7 +157,7 @@ def main() -> int:
         rows.append(_row("… percentile bootstrap", world, f"{1 - FIRST:.3f}", rate, n))
         rate = _rate(world, n, 4, b, level=FIRST, method=CENTRED_METHOD)
         rows.append(_row("… centred, full support", world, f"{1 - FIRST:.3f}", rate, n))
-    header = ["world", "true gain", "nominal", "promoted", "MC s.e."]
+    rows += _censored(n, b)
     print(format_table(header, rows))
     write_results("gate_calibration", {"machine": machine(), "trials": n, "rows": rows})
     return 0

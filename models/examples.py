@@ -1,4 +1,6 @@
 """Training examples: a rollout and the reward its interaction earned, read from a batch file.
+Rows without a reward (censored: no outcome) are not trained on; their calls come back apart
+(``BatchExamples.censored``) for the gate's held-out evidence, which keeps them.
 
 A batch (``warehouse.batches``) is one Parquet file of scored reward records of one checkpoint,
 each row with the rollouts the serving side published for its interaction (``trajectory_json``:
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -39,16 +41,23 @@ from models.rollout import Rollout, RolloutError
 @dataclass(frozen=True)
 class Example:
     rollout: Rollout
-    reward: float  # the interaction's (the whole trajectory's)
+    reward: float | None  # the interaction's (the whole trajectory's); None: censored
     user_id: str | None = None
     session_id: str | None = None
     earlier_terms: float = 0.0  # per-turn terms of the turns before this call (<= 0)
 
     @property
+    def scored(self) -> float:
+        """The trajectory's reward; a censored example (no outcome) has none to train on."""
+        if self.reward is None:
+            raise ValueError(f"{self.rollout.interaction_id}: censored, it has no reward")
+        return self.reward
+
+    @property
     def credited(self) -> float:
         """The reward this call is credited with: the trajectory's, less the per-turn terms
         (broken calls) of the turns before it."""
-        return self.reward - self.earlier_terms
+        return self.scored - self.earlier_terms
 
 
 def trajectories(examples: Sequence[Example]) -> list[list[int]]:
@@ -70,6 +79,9 @@ class BatchExamples:
     other_interaction (the rollout names another interaction), other_checkpoint (it was served
     by another one), constraint_not_replayable (decoded under a grammar this process cannot
     replay)."""
+    censored: list[Example] = field(default_factory=list)
+    """Calls of interactions without a reward (no outcome), each with ``reward=None``: not for
+    training, but the gate keeps them in its held-out evidence (``release.offpolicy_bound``)."""
 
 
 def read_examples(path: str | Path) -> BatchExamples:
@@ -102,6 +114,7 @@ def read_examples(path: str | Path) -> BatchExamples:
         raise ValueError(f"{path}: a batch holds one checkpoint, found {found}")
     checkpoint = str(checkpoints[0])
     examples: list[Example] = []
+    censored: list[Example] = []
     skipped: Counter[str] = Counter()
     columns = ("interaction_id", "reward", "trajectory_json", "user_id", "session_id", "r_tool",
                "n_invalid_tool_calls")  # fmt: skip
@@ -111,17 +124,18 @@ def read_examples(path: str | Path) -> BatchExamples:
         if not raws:
             skipped["no_rollout"] += 1
             continue
-        if reward is None:
-            skipped["no_reward"] += 1
-            continue
         calls = _calls(raws, str(interaction_id), checkpoint)
         if isinstance(calls, str):
             skipped[calls] += 1
             continue
+        if reward is None:
+            skipped["no_reward"] += 1
+            censored.extend(Example(rollout, None, user_id, session_id) for rollout in calls)
+            continue
         terms = _earlier_terms(calls, float(r_tool or 0.0), int(n_invalid or 0))
         examples.extend(Example(rollout, float(reward), user_id, session_id, term)
                         for rollout, term in zip(calls, terms, strict=True))  # fmt: skip
-    return BatchExamples(checkpoint, examples, skipped)
+    return BatchExamples(checkpoint, examples, skipped, censored)
 
 
 def _calls(raws: list[str], interaction_id: str, checkpoint: str) -> list[Rollout] | str:

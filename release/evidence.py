@@ -1,13 +1,14 @@
 """A gate decision's evidence: one row per held-out interaction, enough to recompute the decision
 anywhere without the model (``rtrl gate evaluate``).
 
-Each row: ``user_id``, ``interaction_id``, ``reward``, ``behaviour_logprobs`` (the served
-policy's, per completion token, as the rollout recorded them), ``candidate_logprobs`` (the
-candidate's for the same tokens, under the same sampling transformation) and optionally
-``session_id`` and ``full_support`` (true when the served sampling could draw every token, no
-nucleus: then the bound may use the untruncated, centred weights, ``CENTRED_METHOD``; absent
-or false, the clipped ones). ``rtrl train`` writes it as JSON lines beside the candidate
-(:data:`FILE`);
+Each row: ``user_id``, ``interaction_id``, ``reward`` (null for an interaction whose outcome
+never came: censored rows stay in the evidence, ``release.offpolicy_bound``),
+``behaviour_logprobs`` (the served policy's, per completion token, as the rollout recorded
+them), ``candidate_logprobs`` (the candidate's for the same tokens, under the same sampling
+transformation) and optionally ``session_id`` and ``full_support`` (true when the served
+sampling could draw every token, no nucleus: then the bound may use the untruncated, centred
+weights, ``CENTRED_METHOD``; absent or false, the clipped ones). ``rtrl train`` writes it as
+JSON lines beside the candidate (:data:`FILE`);
 Parquet with the same columns is read too. JSON keeps every float exactly (shortest round-trip
 form), so a re-run reproduces the stored figures to the last digit.
 
@@ -41,7 +42,7 @@ _REQUIRED = ("user_id", "interaction_id", "reward", "behaviour_logprobs", "candi
 class EvidenceRow:
     user_id: str | None
     interaction_id: str
-    reward: float
+    reward: float | None  # None: censored (no outcome)
     behaviour_logprobs: tuple[float, ...]
     candidate_logprobs: tuple[float, ...]
     session_id: str | None = None
@@ -71,8 +72,9 @@ def _row(data: Any, where: str) -> EvidenceRow:
     if missing:
         raise ValueError(f"{where}: missing {missing}")
     reward = data["reward"]
-    if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
-        raise ValueError(f"{where}: reward must be a finite number, got {reward!r}")
+    if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)
+                               or not math.isfinite(reward)):  # fmt: skip
+        raise ValueError(f"{where}: reward must be a finite number or null, got {reward!r}")
     lists = []
     for name in ("behaviour_logprobs", "candidate_logprobs"):
         values = data[name]
@@ -94,7 +96,8 @@ def _row(data: Any, where: str) -> EvidenceRow:
     full_support = data.get("full_support") or False
     if not isinstance(full_support, bool):
         raise ValueError(f"{where}: full_support must be true, false or null, got {full_support!r}")
-    return EvidenceRow(ids["user_id"], ids["interaction_id"], float(reward), lists[0], lists[1],
+    return EvidenceRow(ids["user_id"], ids["interaction_id"],
+                       None if reward is None else float(reward), lists[0], lists[1],
                        ids["session_id"], full_support)  # fmt: skip
 
 

@@ -158,6 +158,7 @@ def decide(
     ess_fraction = estimate.ess / n if n > 0 else 0.0
     figures: dict[str, float | str] = {
         "n": float(n),
+        "censored": float(estimate.censored),
         "users": float(estimate.users),
         "value": float(estimate.value),
         "behaviour_mean": float(estimate.behaviour_mean),

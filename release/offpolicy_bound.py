@@ -42,6 +42,23 @@ their unknown mass, and centring would credit that mass with the mean reward: th
 the clipped estimator above. Evidence rows say which (``full_support``); rows without it are
 judged the clipped way.
 
+**Censored interactions (reward null, no outcome).** The estimand is the mean reward per
+scored interaction, and censored interactions stay in the evidence: dropping them would let a
+candidate that moves mass toward completions users always score, away from ones they like more
+but often leave unscored, look better than it is (a scored-only clipped estimate of +0.11 where
+the true gain on scored interactions is -0.06). With ``S`` "scored", the candidate's value is
+``V_c = E_c[r' 1_S] / max(P_c(S), P_b(S))``: where the candidate leaves more unscored than the
+behaviour, the excess counts at the reward's minimum (r' = 0), so making interactions
+unscorable never pays. Computed as ``mean(w~ r' 1_S) / max(1 - mean(w~ 1_not-S), P_b(S))``:
+the clip lowers the numerator and raises the denominator, so it can only lower the value (the
+plain ratio ``sum w~ r' 1_S / sum w~ 1_S`` can rise under clipping). The centred method uses
+``E[w] = 1`` as a control variate for both means, and counts the mass its sample missed as
+scored at the worst reward. The behaviour's value is its mean reward over scored interactions.
+The bound's standard error is the same CR2 over users, applied to each interaction's
+linearisation of the two ratios (``_censored_ratio``); with nothing censored every figure is
+exactly what it was without censoring. The canary's censored-share rule stays a guardrail that
+can only block.
+
 **The unit is the user.** One user's interactions share their taste and are dependent; users are
 the independent draws. An interaction without a user id is keyed by its session id when it has
 one, else it is its own user (:func:`user_key`): the conservative choice would be impossible (no
@@ -120,7 +137,7 @@ class Estimate:
     """A candidate's estimated reward on the behaviour policy's held-out interactions."""
 
     value: float  # importance-sampling estimate of the candidate's mean reward (see method)
-    behaviour_mean: float  # plain mean reward of the interactions (the serving policy's)
+    behaviour_mean: float  # mean reward of the scored interactions (the serving policy's)
     ess: float  # effective sample size of the weights the estimate used, in (0, n]
     kl: float  # mean over interactions of -log w: KL(behaviour || candidate), the same weights
     n: int  # interactions used
@@ -131,6 +148,7 @@ class Estimate:
     resamples: int = 0  # bootstrap resamples (PERCENTILE_METHOD; 0 for METHOD)
     clipped: int = 0  # interactions whose weight exceeded the cap (0: CENTRED_METHOD clips none)
     df: float = float("nan")  # the bound's Bell-McCaffrey degrees of freedom (METHOD)
+    censored: int = 0  # interactions without a reward (null: no outcome), kept in the evidence
     reward_min: float = float("nan")  # the reward range the rewards were shifted by
     reward_max: float = float("nan")
 
@@ -167,7 +185,8 @@ def sequence_log_weights(behaviour: Sequence[Sequence[float]],
     return out
 
 
-def estimate_gain(users: Sequence[str] | np.ndarray, rewards: Sequence[float] | np.ndarray,
+def estimate_gain(users: Sequence[str] | np.ndarray,
+                  rewards: Sequence[float | None] | np.ndarray,
                   log_weights: Sequence[float] | np.ndarray, *, level: float = LEVEL,
                   reward_min: float, reward_max: float, resamples: int = RESAMPLES,
                   seed: int = 0, weight_cap: float = WEIGHT_CAP, method: str = METHOD,
@@ -196,39 +215,35 @@ def estimate_gain(users: Sequence[str] | np.ndarray, rewards: Sequence[float] | 
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if not (math.isfinite(reward_min) and math.isfinite(reward_max) and reward_min < reward_max):
         raise ValueError(f"reward range [{reward_min}, {reward_max}] must be finite and not empty")
-    r = np.asarray(rewards, dtype=np.float64)
-    outside = int(np.count_nonzero((r < reward_min) | (r > reward_max) | ~np.isfinite(r)))
+    scored = np.array([v is not None for v in rewards], dtype=bool)
+    r = np.array([0.0 if v is None else v for v in rewards], dtype=np.float64)
+    outside = int(np.count_nonzero(scored & ((r < reward_min) | (r > reward_max)
+                                             | ~np.isfinite(r))))  # fmt: skip
     if outside:
         raise ValueError(
             f"{outside} reward(s) outside the stated range [{reward_min}, {reward_max}]: "
             "the bound holds only for rewards inside it"
         )
+    if not scored.any():
+        raise ValueError("no scored interaction (every reward null): nothing to estimate")
     log_w = np.asarray(log_weights, dtype=np.float64)
     if not np.all(np.isfinite(log_w)):
         raise ValueError("log-weights must be finite")
     span = reward_max - reward_min
-    shifted = (r - reward_min) / span
     centred = method == CENTRED_METHOD
     used_log_w = (np.minimum(log_w, _MAX_LOG_WEIGHT) if centred
                   else np.minimum(log_w, math.log(weight_cap)))  # fmt: skip
     w = np.exp(used_log_w)
+    value, behaviour, pseudo = _censored_ratio(w, np.where(scored, (r - reward_min) / span, 0.0),
+                                               scored.astype(np.float64), centred)  # fmt: skip
     keys, unit = np.unique(np.asarray(users), return_inverse=True)
     groups = len(keys)
-    plain = np.bincount(unit, weights=shifted, minlength=groups)
+    diff = np.bincount(unit, weights=pseudo, minlength=groups)
     sizes = np.bincount(unit, minlength=groups).astype(np.float64)
-    behaviour = float(plain.sum() / n)
-    if centred:
-        diff = np.bincount(unit, weights=(w - 1) * (shifted - behaviour), minlength=groups)
-    else:
-        diff = np.bincount(unit, weights=w * shifted, minlength=groups) - plain
-    # centred: the mass the sample missed (1 - mean w > 0) is credited with the worst reward, not
-    # the mean one (see the module's docstring); 0 when the weights average 1 or more
-    unseen = behaviour * max(0.0, 1.0 - float(w.mean())) if centred else 0.0
-    value = behaviour + float(diff.sum() / n) - unseen
     lower = df = float("nan")
     if bound and (resamples or method != PERCENTILE_METHOD):
         lower, df = _lower_bound(diff, sizes, level, resamples, seed, method)
-        lower = max(float(lower) - unseen, _WORST_GAIN) * span
+        lower = max(float(lower), _WORST_GAIN) * span
     return Estimate(
         value=reward_min + span * value,
         behaviour_mean=reward_min + span * behaviour,
@@ -244,7 +259,40 @@ def estimate_gain(users: Sequence[str] | np.ndarray, rewards: Sequence[float] | 
         reward_min=reward_min,
         reward_max=reward_max,
         clipped=0 if centred else int(np.count_nonzero(log_w > math.log(weight_cap))),
+        censored=n - int(scored.sum()),
     )
+
+
+def _censored_ratio(w: np.ndarray, reward: np.ndarray, scored: np.ndarray,
+                    centred: bool) -> tuple[float, float, np.ndarray]:  # fmt: skip
+    """The candidate's value ``V_c = E_c[r' 1_S] / max(P_c(S), P_b(S))`` and the behaviour's
+    ``V_b = E_b[r' 1_S] / P_b(S)`` in shifted units, with each interaction's pseudo-value
+    ``gain + psi_i``: ``psi`` the ratio's linearisation (influence), centred, so that the pseudo-
+    values average the gain and their user sums carry its CR2 variance (module docstring).
+    ``reward`` is ``r' 1_S`` (0 where censored), ``scored`` is ``1_S``."""
+    p_b = float(scored.mean())
+    m_b = float(reward.mean())
+    behaviour = m_b / p_b
+    if centred:
+        # E[w] = 1 as control variate for both the numerator and P_c(S); the mass the sample
+        # missed (mean w < 1) is credited as scored at the worst reward: it lowers the numerator
+        # by what centring credits it with and raises the denominator to count it scored
+        missed = max(0.0, 1.0 - float(w.mean()))
+        a = reward + (w - 1) * (reward - m_b)
+        d = scored + (w - 1) * (scored - p_b)
+        numerator = float(a.mean()) - m_b * missed
+        denominator = float(d.mean()) + (1 - p_b) * missed
+    else:
+        # clipping lowers w r' 1_S and w 1_not-S: the numerator falls, the denominator
+        # (1 - E_b[w 1_not-S]) rises, so the clip can only lower the value
+        a = w * reward
+        d = 1.0 - w * (1.0 - scored)
+        numerator, denominator = float(a.mean()), float(d.mean())
+    if denominator < p_b:  # more censored under the candidate: the excess counts at r' = 0
+        denominator, d = p_b, scored
+    value = numerator / denominator
+    psi = (a - value * d) / denominator - (reward - behaviour * scored) / p_b
+    return value, behaviour, (value - behaviour) + (psi - psi.mean())
 
 
 def _lower_bound(diff: np.ndarray, sizes: np.ndarray, level: float, resamples: int, seed: int,

@@ -185,7 +185,7 @@ def trajectory_advantages(
     roots = [_root(examples, group) for group in groups]
     scales, batch, _ = _normalisers(
         [tuple(examples[i].rollout.prompt_ids) for i in roots],
-        [float(examples[i].reward) for i in roots],
+        [examples[i].scored for i in roots],
         baseline,
         std_floor,
     )
@@ -250,7 +250,7 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
             raise ValueError(
                 f"example {i}: reward must be a finite number, got {examples[i].reward!r}"
             )
-    rewards = [float(e.reward) for e in examples]
+    rewards = [e.scored for e in examples]
     adv, batch_baseline = trajectory_advantages(examples, baseline or {}, config.adv_std_floor)
     new_baseline = next_baseline(baseline or {}, batch_baseline, config.baseline_decay)
     has_signal = any(abs(a) > 0 for a in adv)

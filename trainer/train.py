@@ -214,20 +214,23 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                     f"batch {batch} holds {read.checkpoint_id}'s interactions, not "
                     f"{parent_id}'s: on-policy training reads its own checkpoint's"
                 )
-            for example in read.examples:
+            for example in (*read.examples, *read.censored):
                 if example.rollout.model.tokenizer_sha256 != parent_info.model.tokenizer_sha256:
                     skipped["other_tokenizer"] += 1
                 else:
                     examples.append(example)
                     batch_of[example.rollout.interaction_id] = batch
             skipped.update(read.skipped)
-    if not examples:
+    if not any(e.reward is not None for e in examples):
         raise ValueError(
             f"no examples with a rollout of {parent_id} in {len(batches)} batch(es)"
             f" (rows left out, by reason: {dict(skipped) or 'none'})"
         )
+    # censored calls (no reward) are held out with their users, never trained on: the gate's
+    # estimand keeps them (release.offpolicy_bound)
     train, held = split(examples, held_out_fraction)
-    if not train or not held:
+    train = [e for e in train if e.reward is not None]
+    if not train or not any(e.reward is not None for e in held):
         raise ValueError(f"{len(examples)} examples: too few to both train and hold out")
     adapter = parent_info.weights.lora or lora
     seconds: dict[str, float] = {}
@@ -341,6 +344,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         "learner": asdict(learner),
         "n_train": len(train),
         "n_held_out": len(held),
+        "n_held_out_censored": sum(e.reward is None for e in held),
         "skipped": dict(skipped),
         "mismatch": {b: asdict(c) for b, c in checks.items()},
         "quarantined": quarantined,

@@ -22,6 +22,9 @@ import pytest
 from release.gate import GateConfig, attempt_level, decide
 from release.offpolicy_bound import CENTRED_METHOD, METHOD, PERCENTILE_METHOD, Estimate
 from tests.release.worlds import (
+    CENSORED_DRIFT,
+    CENSORED_GAIN,
+    CENSORED_HACK,
     COLLAPSE,
     FEW_USERS,
     NULL_WORLDS,
@@ -87,6 +90,36 @@ def test_resampling_interactions_instead_of_users_is_what_fails() -> None:
     taken for evidence, and the rate is well above nominal (why the unit is the user)."""
     world = NULL_WORLDS[1]
     assert promotion_rate(world, seed=1, by_interaction=True) > ceiling(0.05)
+
+
+@pytest.mark.parametrize("method", BOUNDS)
+@pytest.mark.parametrize("world", [CENSORED_DRIFT, CENSORED_HACK], ids=lambda w: w.name)
+def test_censored_interactions_do_not_make_a_worse_candidate_look_better(
+    world: World, method: str
+) -> None:
+    """Interactions without a reward stay in the evidence: a candidate that trades liked but
+    often unscored completions for always-scored worse ones, or one that makes its outcomes
+    unscorable, is promoted at most at the nominal rate (here: never, the true gains being
+    -0.05 and -0.18)."""
+    assert world.true_gain() < -0.04
+    rate = promotion_rate(world, seed=7, method=method)
+    assert rate <= ceiling(0.05), f"{world.name}: promoted {rate:.3f}"
+
+
+def test_dropping_the_censored_interactions_is_what_fails() -> None:
+    """The same drift world with the censored interactions left out of the evidence (what
+    ``read_examples`` did): the clipped estimate sees a gain where there is a loss and promotes
+    most candidates (about 0.9 of trials)."""
+    assert promotion_rate(CENSORED_DRIFT, seed=7, scored_only=True) > 0.5
+
+
+@pytest.mark.parametrize("method", BOUNDS)
+def test_a_real_gain_with_censoring_is_promoted(method: str) -> None:
+    """A candidate that moves toward the better completion, scored less often (80 %), still
+    passes: true gain +0.089 on scored interactions. Power about 0.85 (clipped) and 0.95
+    (centred) at 400 interactions; the test asks for half."""
+    assert CENSORED_GAIN.true_gain() == pytest.approx(0.0894, abs=1e-4)
+    assert promotion_rate(CENSORED_GAIN, seed=8, method=method) > 0.5
 
 
 def _old_truncated_snis_gain(draw: object) -> float:

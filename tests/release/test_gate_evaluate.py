@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import subprocess
 import sys
 
@@ -161,9 +162,11 @@ def test_a_rounds_decision_is_reproduced_from_its_evidence(registry, tmp_path, c
 
     root = registry.get("t-0000")
     batch = write_batch(tmp_path / "b.parquet", serve(load_policy(registry, root), root, 120, 0))
-    frame = pl.read_parquet(batch)  # 15 users, 8 interactions each
+    frame = pl.read_parquet(batch)  # 15 users, 8 interactions each, every 4th one censored
     users = [f"u{k % 15}" for k in range(frame.height)]
-    frame.with_columns(pl.Series("user_id", users)).write_parquet(batch)
+    rewards = [None if k % 4 == 3 else r for k, r in enumerate(frame["reward"])]
+    nulled = pl.Series("reward", rewards, dtype=pl.Float64)
+    frame.with_columns(pl.Series("user_id", users), nulled).write_parquet(batch)
     learner = LearnerConfig(lr=5e-3, epochs=1, minibatch=32, micro_batch=32)
     gate = GateConfig(min_gain=-100, max_kl=100, min_users=2, eval_prompts=0)
     first, second = (
@@ -188,8 +191,32 @@ def test_a_rounds_decision_is_reproduced_from_its_evidence(registry, tmp_path, c
         assert (info.evals["gate"]["reward_min"], info.evals["gate"]["reward_max"]) == (-4.1, 2.0)
         assert out["lower"] == info.evals["gate"]["lower"]
         assert out["estimate"] == info.evals["gate"]["value"]
-        # whole users are held out: all 8 interactions of each held-out user, none trained on
+        # whole users are held out: all 8 interactions of each held-out user, none trained on;
+        # the censored ones stay in the evidence, never in training
         assert result.n_held_out == 8 * len(held)
+        censored = sum(r.reward is None for r in evidence)
+        assert censored == info.evals["n_held_out_censored"] == out["censored"] > 0
+        assert info.evals["n_train"] == 90 - (result.n_held_out - censored)
+
+
+def test_censored_rows_are_read_and_judged(tmp_path, capsys):
+    """A null reward is a censored interaction: read, kept and counted; a non-number is not."""
+    from tests.release.worlds import CENSORED_DRIFT
+
+    rng = np.random.default_rng(14)
+    draw = CENSORED_DRIFT.draw(rng, CENSORED_DRIFT.population(rng))
+    rows = [dataclasses.replace(r, reward=None if math.isnan(r.reward) else r.reward)
+            for r in rows_of(draw)]  # fmt: skip
+    path = write_evidence(tmp_path / "e.jsonl", rows)
+    assert [r.reward for r in read_evidence(path)] == [r.reward for r in rows]
+    code, (out,) = _evaluate(capsys, "--evidence", str(path), "--reward-min", "0",
+                             "--reward-max", "1")  # fmt: skip
+    assert out["censored"] == int(np.isnan(draw.rewards).sum()) > 100 and out["n"] == len(rows)
+    assert code == 3 and out["gain"] < 0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(path.read_text().replace('"reward":null', '"reward":"none"', 1))
+    with pytest.raises(ValueError, match="finite number or null"):
+        read_evidence(bad)
 
 
 def test_the_centred_bound_only_for_rows_served_with_full_support(tmp_path, collapse_rows):

@@ -9,6 +9,12 @@ ratio of its type's probabilities. A user's reward for type k is a coin with cha
 (``taste_mean``), and their activity follows Zipf's law, so a few users make most of the
 interactions. The candidate's true gain is ``sum_k (candidate_k - behaviour_k) * (reward_k +
 taste_mean_k)`` (tastes are drawn symmetric and never clipped, see ``population``).
+
+A world with ``scored`` leaves some interactions without a reward (censored: null): type k is
+scored with chance ``scored[k]``. Its truth is then the gate's estimand, the mean reward per
+scored interaction with the candidate's excess censored share counted at the minimum (0):
+``V(p) = sum_k p_k s_k m_k / max(sum_k p_k s_k, P_b(S))`` for the candidate, ``V_b`` the
+behaviour's scored mean.
 """
 
 from __future__ import annotations
@@ -51,13 +57,17 @@ class Draw:
         scored[:, 0] = np.log(candidate)[self.kinds]
         return Draw(self.users, self.rewards, self.behaviour_logprobs, scored, self.kinds)
 
-    def estimate(self, *, by_interaction: bool = False, **kwargs: float | str) -> Estimate:
-        """The gate's estimate on this draw (rewards are coins: range [0, 1]);
-        ``by_interaction`` makes every interaction its own unit (what the gate must not do)."""
+    def estimate(self, *, by_interaction: bool = False, scored_only: bool = False,
+                 **kwargs: float | str) -> Estimate:  # fmt: skip
+        """The gate's estimate on this draw (rewards are coins: range [0, 1]; NaN: censored,
+        passed as null); ``by_interaction`` makes every interaction its own unit and
+        ``scored_only`` drops the censored ones (what the gate must not do, either)."""
+        keep = ~np.isnan(self.rewards) if scored_only else np.ones(len(self.rewards), bool)
         users = np.arange(len(self.users)) if by_interaction else self.users
         log_w = (self.candidate_logprobs - self.behaviour_logprobs).sum(1)
-        return estimate_gain(users, self.rewards, log_w, reward_min=0.0, reward_max=1.0,
-                             **kwargs)  # type: ignore[arg-type]  # fmt: skip
+        rewards = [None if np.isnan(r) else float(r) for r in self.rewards[keep]]
+        return estimate_gain(np.asarray(users)[keep], rewards, log_w[keep], reward_min=0.0,
+                             reward_max=1.0, **kwargs)  # type: ignore[arg-type]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,7 @@ class World:
     reward: tuple[float, ...]  # chance of reward 1 for each type, for the average user
     taste_mean: tuple[float, ...] | None = None  # the population's mean taste per type (0)
     taste_sd: tuple[float, ...] | None = None  # spread of taste between users per type (0)
+    scored: tuple[float, ...] | None = None  # chance each type's outcome is scored (1)
     users: tuple[int, int] = (30, 40)  # users drawn uniformly in this range, inclusive
     interactions: int = 300
     zipf: float = 1.1
@@ -75,7 +86,7 @@ class World:
 
     def __post_init__(self) -> None:
         k = len(self.behaviour)
-        for name in ("candidate", "reward", "taste_mean", "taste_sd"):
+        for name in ("candidate", "reward", "taste_mean", "taste_sd", "scored"):
             value = getattr(self, name)
             if value is not None and len(value) != k:
                 raise ValueError(f"{name}: one per completion type ({k})")
@@ -88,8 +99,13 @@ class World:
 
     def true_gain(self, candidate: tuple[float, ...] | None = None) -> float:
         mean = np.asarray(self.reward) + self._vec(self.taste_mean)
-        diff = np.asarray(candidate or self.candidate) - np.asarray(self.behaviour)
-        return float(diff @ mean)
+        served, other = np.asarray(self.behaviour), np.asarray(candidate or self.candidate)
+        if self.scored is None:
+            return float((other - served) @ mean)
+        chance = np.asarray(self.scored)
+        p_b = float(served @ chance)
+        value = float(other @ (chance * mean)) / max(float(other @ chance), p_b)
+        return value - float(served @ (chance * mean)) / p_b
 
     def population(self, rng: np.random.Generator) -> Population:
         n = int(rng.integers(self.users[0], self.users[1] + 1))
@@ -110,6 +126,8 @@ class World:
         kinds = rng.choice(len(self.behaviour), size=n, p=self.behaviour)
         chance = np.asarray(self.reward)[kinds] + population.taste[who, kinds]
         rewards = (rng.random(n) < chance).astype(np.float64)
+        if self.scored is not None:
+            rewards[rng.random(n) >= np.asarray(self.scored)[kinds]] = np.nan
         behaviour_lp = np.log(rng.uniform(0.05, 1.0, size=(n, self.tokens)))
         behaviour_lp[:, 0] = np.log(self.behaviour)[kinds]
         draw = Draw(who, rewards, behaviour_lp, behaviour_lp, kinds)
@@ -138,6 +156,25 @@ FEW_USERS = null_world("null, 6-8 users, 1000 interactions", 0.45, users=(6, 8),
 # dislike (reward 0), and leaves the middling one: true gain -0.084.
 COLLAPSE = World("collapse", behaviour=(0.02, 0.49, 0.49), candidate=(0.42, 0.48, 0.10),
                  reward=(0.0, 0.6, 0.2), taste_sd=(0.0, 0.2, 0.1))  # fmt: skip
+
+# Censoring. The candidate moves mass toward a completion users always score and like less
+# (type 1: reward 0.5, always scored) from one they like more but score a third of the time
+# (type 0: reward 0.8): on scored interactions it is worse (true gain -0.048), while the scored
+# interactions alone (the censored dropped) make it look +0.12 better.
+CENSORED_DRIFT = World("censored: toward always-scored", behaviour=(0.5, 0.5),
+                       candidate=(0.2, 0.8), reward=(0.8, 0.5), scored=(0.3, 1.0),
+                       taste_sd=(0.1, 0.1), interactions=400)  # fmt: skip
+# The reverse, the "make it unscorable" hack: the candidate moves mass toward a completion whose
+# outcome rarely lands (scored 20 %) but is liked when it does (0.9) from one always scored at
+# 0.55. Its own scored interactions average 0.63 against the behaviour's 0.57 (the plain ratio
+# sum w r 1_S / sum w 1_S estimates +0.06); with the excess censored counted at 0: -0.18.
+CENSORED_HACK = World("censored: toward unscorable", behaviour=(0.2, 0.8),
+                      candidate=(0.6, 0.4), reward=(0.9, 0.55), scored=(0.2, 1.0),
+                      taste_sd=(0.05, 0.1), interactions=400)  # fmt: skip
+# A real gain with censoring: the candidate moves toward the better completion, scored less often.
+CENSORED_GAIN = World("censored: gain", behaviour=(0.3, 0.7), candidate=(0.6, 0.4),
+                      reward=(0.85, 0.4), scored=(0.8, 1.0), taste_sd=(0.05, 0.05),
+                      interactions=400)  # fmt: skip
 
 POWER_WORLDS = (
     World("gain +0.08", behaviour=(0.3, 0.7), candidate=(0.6, 0.4), reward=(0.5, 0.5),

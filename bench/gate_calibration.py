@@ -14,11 +14,13 @@ the whole gate (``release.gate.decide`` on ``release.offpolicy_bound``'s estimat
   attempts (the gate) and alpha each time (what it prevents): any promotion within 1, 4, 8;
 * power worlds: the promotion rate of a candidate with a real gain at a first attempt's level,
   of both bounds;
+* strong tastes: 10-30 users, steep activity, each outright liking or disliking the
+  candidate's favourite, the gate's degrees of freedom beside the Bell-McCaffrey ones;
 * censored worlds (some outcomes never land, reward null): a candidate drifting toward
   always-scored worse completions, one making its outcomes unscorable, and a real gain, each
   with censored interactions kept (the gate) and dropped (what it did before).
 
-``--worlds censored`` runs the censored worlds alone.
+``--worlds censored`` and ``--worlds strong`` run those worlds alone.
 
 Figures to stdout and ``bench/out/gate_calibration.json``.
 """
@@ -40,7 +42,12 @@ reexec_in_venv(__file__)
 import numpy as np  # noqa: E402
 
 from release.gate import GateConfig, attempt_level, decide  # noqa: E402
-from release.offpolicy_bound import CENTRED_METHOD, PERCENTILE_METHOD  # noqa: E402
+from release.offpolicy_bound import (  # noqa: E402
+    BM_CENTRED_METHOD,
+    BM_METHOD,
+    CENTRED_METHOD,
+    PERCENTILE_METHOD,
+)
 from tests.release.worlds import (  # noqa: E402
     CENSORED_DRIFT,
     CENSORED_GAIN,
@@ -50,6 +57,7 @@ from tests.release.worlds import (  # noqa: E402
     NULL_WORLDS,
     POWER_WORLDS,
     RETRY_WORLD,
+    STRONG_TASTES,
     World,
     retry_candidate,
 )
@@ -97,6 +105,20 @@ def _retries(trials: int, resamples: int, spend: bool) -> list[float]:
     return list(np.cumsum(first) / trials)
 
 
+def _strong_tastes(n: int) -> list[list]:
+    """The gate's degrees of freedom (Imbens-Kolesar at the within-user correlation's upper
+    bound) beside Bell-McCaffrey's, where few heavy users' strong tastes carry the data."""
+    rows = []
+    for method, label in ((None, "clipped"), (CENTRED_METHOD, "centred"),
+                          (BM_METHOD, "clipped, Bell-McCaffrey df (before)"),
+                          (BM_CENTRED_METHOD, "centred, Bell-McCaffrey df (before)")):  # fmt: skip
+        kwargs = {} if method is None else {"method": method}
+        rate = _rate(STRONG_TASTES, n, 9, 0, level=0.95, **kwargs)
+        rows.append(_row(f"{STRONG_TASTES.name}: {label}", STRONG_TASTES, "0.050", rate, n))
+        print(rows[-1], flush=True)
+    return rows
+
+
 def _censored(n: int, b: int) -> list[list]:
     rows = []
     for world in (CENSORED_DRIFT, CENSORED_HACK, CENSORED_GAIN):
@@ -117,17 +139,17 @@ def main() -> int:
     )
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--resamples", type=int, default=1000)
-    parser.add_argument("--worlds", choices=["all", "censored"], default="all")
+    parser.add_argument("--worlds", choices=["all", "censored", "strong"], default="all")
     args = parser.parse_args()
     n, b = args.trials, args.resamples
     header = ["world", "true gain", "nominal", "promoted", "MC s.e."]
-    if args.worlds == "censored":
-        rows = _censored(n, b)
+    if args.worlds in ("censored", "strong"):
+        rows = _censored(n, b) if args.worlds == "censored" else _strong_tastes(n)
         print(format_table(header, rows))
-        write_results("gate_calibration_censored", {"machine": machine(), "trials": n,
-                                                    "rows": rows})  # fmt: skip
+        write_results(f"gate_calibration_{args.worlds}", {"machine": machine(), "trials": n,
+                                                          "rows": rows})  # fmt: skip
         return 0
-    rows = []
+    rows = _strong_tastes(n)
     for world in (*NULL_WORLDS, FEW_USERS):
         for level, label in ((FIRST, "attempt 1"), (0.95, "alpha 0.05")):
             rate = _rate(world, n, 1, b, level=level)

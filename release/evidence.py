@@ -27,6 +27,7 @@ import orjson
 
 from release.offpolicy_bound import (
     CENTRED_METHOD,
+    CENTRED_METHODS,
     METHOD,
     Estimate,
     estimate_gain,
@@ -150,8 +151,8 @@ def estimate_rows(rows: Sequence[EvidenceRow], *, level: float, resamples: int, 
     if not rows:
         raise ValueError("no evidence rows: nothing to estimate")
     method = method or method_for(rows)
-    if method == CENTRED_METHOD and not all(row.full_support for row in rows):
-        raise ValueError(f"{CENTRED_METHOD} needs every row served with full support")
+    if method in CENTRED_METHODS and not all(row.full_support for row in rows):
+        raise ValueError(f"{method} needs every row served with full support")
     return estimate_gain(
         [row.unit for row in rows],
         [row.reward for row in rows],

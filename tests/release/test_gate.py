@@ -40,7 +40,7 @@ def test_a_good_candidate_passes_with_its_figures() -> None:
     assert decision.figures["ess_fraction"] == pytest.approx(0.6)
     assert decision.figures["n"] == 100 and decision.figures["alarms"] == 0
     assert decision.figures["lower"] == 0.01 and decision.figures["level"] == 0.95
-    assert decision.figures["method"] == METHOD == "clipped-is-user-cr2-bm-t"
+    assert decision.figures["method"] == METHOD == "clipped-is-user-cr2-ik-t"
     assert decision.figures["users"] == 30
 
 

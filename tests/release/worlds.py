@@ -152,6 +152,12 @@ NULL_WORLDS = (
 FEW_USERS = null_world("null, 6-8 users, 1000 interactions", 0.45, users=(6, 8), zipf=0.5,
                        interactions=1000)  # fmt: skip
 
+# 10-30 users, steep activity, each outright liking or disliking what the candidate does more
+# of (taste sd 1 around 0, clipped at the chance's room: most users at 0 or 1), mean taste 0.
+# The Bell-McCaffrey degrees of freedom promote 8-9 % of these at 5 %.
+STRONG_TASTES = null_world("null, 10-30 users, strong tastes, steep activity", 1.0,
+                           users=(10, 30), zipf=1.5, interactions=800)  # fmt: skip
+
 # The candidate piles onto a completion the served policy rarely made (2 % -> 42 %) and users
 # dislike (reward 0), and leaves the middling one: true gain -0.084.
 COLLAPSE = World("collapse", behaviour=(0.02, 0.49, 0.49), candidate=(0.42, 0.48, 0.10),

@@ -94,7 +94,7 @@ def test_a_round_trains_on_its_batch_once_and_announces_the_decision(
     assert 80 < candidate.evals["n_held_out"] < 160
     gate = candidate.evals["gate"]
     assert (candidate.status == "promoted") == (gate["lower"] > 0 and not candidate.reasons)
-    assert gate["method"] == "centred-is-user-cr2-bm-t" and gate["lower"] < gate["gain"]
+    assert gate["method"] == "centred-is-user-cr2-ik-t" and gate["lower"] < gate["gain"]
     assert gate["attempt"] == 1 and candidate.evals["evidence"]["rows"] == gate["n"]
     # low tokens are rewarded, but one round of 400 interactions is too few for the gate to be
     # sure of it, or even of the sign of its estimate: plain (clipped) importance weights on

@@ -18,9 +18,12 @@ rules, each with its error rate, hold at every look at once (anytime-valid confi
   is above 0, at ``guardrail_alpha`` split evenly over the guardrails, and whose move is past the
   monitors' thresholds, rolls back at once. On a canary no different from its parent, any
   guardrail fires at any look with probability at most ``guardrail_alpha``.
-* **Reward, non-inferiority with a margin**: the live reward is each user's mean reward over
-  their scored interactions, averaged over users. No verdict on it, and so no rollout, before
-  each arm has ``min_users`` users with a scored interaction. Rolled out once the lower bound of
+* **Reward, non-inferiority with a margin**: the live reward is the gate's estimand
+  (``release.canary_estimand``): the mean reward per scored interaction, users as the
+  clusters, the canary's excess censored share counted at the reward's minimum
+  (``reward_min``), post-stratified by users' activity before the canary when ``strata`` are
+  configured. No verdict on it, and so no rollout, before each arm has ``min_users`` users with
+  a scored interaction (and each stratum ``min_stratum_users``). Rolled out once the lower bound of
   ``canary - parent`` is above ``-margin``; rolled back once its upper bound is below it (the
   canary is worse by more than the margin). A canary worse by exactly the margin is rolled out,
   at any look, with probability at most ``alpha``.
@@ -39,9 +42,12 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from checkpoints.canary_names import experiment_of
+from release.canary_estimand import ALL, RewardEstimate, StratumUsers, reward_difference
+from rewards.config import RewardConfig
 from rewards.monitors import BAD_DIRECTION, MonitorThresholds
 from stats.sequential import Difference, anytime_bound
 from stats.srm import sequential_srm_p
@@ -60,7 +66,7 @@ class CanaryConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     percent: float = Field(10.0, gt=0, lt=100)  # share of users on the candidate
     min_users: int = Field(100, ge=2)  # users with a scored interaction, each arm, before a verdict
-    margin: float = Field(0.1, ge=0)  # a live reward loss up to this is no harm (per-user mean)
+    margin: float = Field(0.1, ge=0)  # a live reward loss up to this is no harm
     alpha: float = Field(0.05, gt=0, lt=0.5)  # rollout of a canary worse by the margin, any look
     guardrail_alpha: float = Field(0.05, gt=0, lt=0.5)  # any guardrail alarm on no change
     guardrails: tuple[str, ...] = (
@@ -74,6 +80,13 @@ class CanaryConfig(BaseModel):
     deadline_hours: float = Field(72.0, gt=0)  # undecided by then: rolled back
     # users seen in both arms, as a share of all users, past which the split is broken
     max_crossed_share: float = Field(0.01, ge=0, lt=1)
+    # the reward's minimum: the canary's excess censored share counts at it (reward v1's
+    # default configuration's, -4.1; release.canary_estimand)
+    reward_min: float = Field(default_factory=lambda: RewardConfig().reward_range()[0])
+    # users' strata by activity before the canary, with their weights (shares of the
+    # interactions), fixed before it starts; None: one stratum
+    strata: dict[str, float] | None = None
+    min_stratum_users: int = Field(20, ge=2)  # scored users, each stratum and arm, for a verdict
 
     @model_validator(mode="before")
     @classmethod
@@ -81,6 +94,13 @@ class CanaryConfig(BaseModel):
         if isinstance(data, dict):
             return {k: v for k, v in data.items() if k not in _LEGACY_KEYS}
         return data
+
+    @field_validator("strata")
+    @classmethod
+    def _weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is not None and (not value or any(not w > 0 for w in value.values())):
+            raise ValueError("strata: at least one, each with a weight above 0")
+        return value
 
     @field_validator("guardrails")
     @classmethod
@@ -114,7 +134,8 @@ class Arm:
     scored_users: int
     interactions: int
     scored: int
-    metrics: dict[str, RatioSums]  # REWARD (x = 1 per scored user) and the monitored rates
+    metrics: dict[str, RatioSums]  # the monitored rates (x = interactions of each user)
+    by_stratum: dict[str, StratumUsers]  # the live reward's figures (release.canary_estimand)
 
     def seen(self) -> list[int]:
         """What a look saw of this arm: a new look is due only when this changes."""
@@ -130,6 +151,7 @@ class UserSums:
     scored: int
     reward: float
     flagged: dict[str, int]
+    stratum: str = ALL  # by the user's activity before the canary
 
 
 def _ratio(pairs: list[tuple[float, float]]) -> RatioSums:
@@ -145,24 +167,36 @@ def _ratio(pairs: list[tuple[float, float]]) -> RatioSums:
 
 
 def arm_of(users: list[UserSums]) -> Arm:
-    """An arm's figures: the reward as the mean over scored users of each one's mean reward
-    (x = 1 per user, so the delta-method variance is that of a mean of independent users);
-    each rate as all its users' flagged interactions over all their interactions, the censored
-    share among them (interactions not scored).
+    """An arm's figures: per stratum, each user's interactions, scored ones and reward sum (the
+    live reward, ``release.canary_estimand``); each rate as all its users' flagged interactions
+    over all their interactions, the censored share among them (interactions not scored).
 
     >>> arm = arm_of([UserSums(2, 2, 1.0, {"edit_rate": 1}), UserSums(2, 1, 0.0, {})])
-    >>> arm.users, arm.scored_users, arm.metrics["mean_reward"].estimate()
-    (2, 2, 0.25)
+    >>> arm.users, arm.scored_users, arm.by_stratum["all"].y.tolist()
+    (2, 2, [1.0, 0.0])
     >>> arm.metrics["censored_share"].estimate(), arm.metrics["edit_rate"].estimate()
     (0.25, 0.25)
     """
-    metrics = {REWARD: _ratio([(1.0, u.reward / u.scored) for u in users if u.scored > 0])}
+    metrics = {}
     flags = [{**u.flagged, CENSORED: u.interactions - u.scored} for u in users]
     for metric in {m for f in flags for m in f}:
         metrics[metric] = _ratio([(u.interactions, f.get(metric, 0))
                                   for u, f in zip(users, flags, strict=True)])  # fmt: skip
+    rows: dict[str, list[tuple[float, float, float]]] = {}
+    for u in users:
+        rows.setdefault(u.stratum, []).append((u.interactions, u.scored, u.reward))
     return Arm(len(users), sum(u.scored > 0 for u in users), sum(u.interactions for u in users),
-               sum(u.scored for u in users), metrics)  # fmt: skip
+               sum(u.scored for u in users), metrics,
+               {k: StratumUsers.of(v) for k, v in rows.items()})  # fmt: skip
+
+
+def _pooled(arm: Arm) -> dict[str, StratumUsers]:
+    """One stratum of all the arm's users."""
+    parts = list(arm.by_stratum.values())
+    if not parts:
+        return {}
+    return {ALL: StratumUsers(*(np.concatenate([getattr(p, f) for p in parts])
+                                for f in ("n", "s", "y")))}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -263,15 +297,37 @@ def guardrail(metric: str, parent: RatioSums, canary: RatioSums, alpha: float,
                       b.informative, b.why, False)  # fmt: skip
 
 
-def non_inferiority(parent: RatioSums, canary: RatioSums, config: CanaryConfig) -> Comparison:
-    """The live reward: anytime-valid one-sided bounds of ``canary - parent`` at ``alpha``
-    each; ``p_value`` is that of "worse by the margin or more" (small: shown non-inferior)."""
-    d = _difference(parent, canary)
+def non_inferiority(parent: Arm, canary: Arm, config: CanaryConfig) -> Comparison:
+    """The live reward (``release.canary_estimand``, post-stratified by ``config.strata``):
+    anytime-valid one-sided bounds of ``canary - parent`` at ``alpha`` each; ``p_value`` is that
+    of "worse by the margin or more" (small: shown non-inferior)."""
+    est = live_reward(parent, canary, config)
+    d = Difference(est.difference, est.variance, est.users)
     lower = anytime_bound(d, config.alpha, config.tuning_users, "lower", -config.margin)
     upper = anytime_bound(d, config.alpha, config.tuning_users, "upper", -config.margin)
-    return Comparison(REWARD, parent.estimate(), canary.estimate(), d.estimate, lower.low,
-                      upper.high, lower.p_value, f"canary - parent <= -{config.margin:g}",
-                      config.alpha, d.units, lower.informative, lower.why, False)  # fmt: skip
+    return Comparison(REWARD, est.parent, est.canary, d.estimate, lower.low, upper.high,
+                      lower.p_value, f"canary - parent <= -{config.margin:g}", config.alpha,
+                      d.units, lower.informative, lower.why, False)  # fmt: skip
+
+
+def live_reward(parent: Arm, canary: Arm, config: CanaryConfig) -> RewardEstimate:
+    """The live reward's estimate: over the configured strata, or all users as one."""
+    if config.strata is None:
+        return reward_difference(_pooled(parent), _pooled(canary), {ALL: 1.0}, config.reward_min)
+    return reward_difference(parent.by_stratum, canary.by_stratum, config.strata,
+                             config.reward_min)  # fmt: skip
+
+
+def thin_strata(parent: Arm, canary: Arm, config: CanaryConfig) -> list[str]:
+    """The configured strata with fewer than ``min_stratum_users`` scored users in an arm."""
+    if config.strata is None:
+        return []
+    empty = StratumUsers.of([])
+    return [
+        k for k in config.strata
+        if min(parent.by_stratum.get(k, empty).scored_users,
+               canary.by_stratum.get(k, empty).scored_users) < config.min_stratum_users
+    ]  # fmt: skip
 
 
 def judge(parent: Arm, canary: Arm, config: CanaryConfig, thresholds: MonitorThresholds,
@@ -315,15 +371,19 @@ def judge(parent: Arm, canary: Arm, config: CanaryConfig, thresholds: MonitorThr
                     f"p {c.p_value:.2g} < {guard_alpha:.3g} for 'no worse')"
                 )
         comparisons.append(c)
-    reward = non_inferiority(parent.metrics[REWARD], canary.metrics[REWARD], config)
+    reward = non_inferiority(parent, canary, config)
     everything = (reward, *comparisons)
     if reasons:
         return CanaryVerdict("rollback", tuple(reasons), srm, everything, look, seen)
     thin = min(parent.scored_users, canary.scored_users) < config.min_users
+    thin_ones = thin_strata(parent, canary, config)
     why = None
     if thin:
         why = (f"{parent.scored_users} parent and {canary.scored_users} canary users with a "
                f"scored interaction; {config.min_users} needed in each arm")  # fmt: skip
+    elif thin_ones:
+        why = (f"strata {', '.join(thin_ones)} thin: fewer than {config.min_stratum_users} "
+               "users with a scored interaction in an arm")  # fmt: skip
     elif not reward.informative:
         why = f"the live reward cannot be compared: {reward.why}"
     elif reward.high is not None and reward.high < -config.margin:

@@ -7,10 +7,14 @@ A world: ``users`` users, each on the canary with probability ``percent`` %, arr
 over ``looks`` looks (a look sees every user arrived so far, with all their interactions).
 A user has ``1 + Poisson(interactions - 1)`` interactions; their own taste ``effect`` (normal,
 sd ``taste_sd``, or for a ``bimodal`` canary one of two values) plus per-interaction noise
-(sd ``noise_sd``) is their reward; each interaction is censored (unscored) with probability
-``censored`` and makes an invalid tool call with probability ``invalid``. The canary's mean
-taste is the parent's plus ``delta``, so ``delta`` is exactly the difference of per-user means
-the canary judges. The last look is past the deadline.
+(sd ``noise_sd``) is each interaction's reward; each interaction is censored (unscored) with
+probability ``censored`` and makes an invalid tool call with probability ``invalid``; a canary
+with ``censor_worst`` also leaves that share of its worst interactions (the lowest rewards of
+the whole arm) unscored, the "make the bad ones unscorable" hack. The canary's mean taste is the
+parent's plus ``delta``: with interaction counts independent of taste and the same censored
+share in both arms, ``delta`` is exactly the difference of the mean reward per scored
+interaction the canary judges (``release.canary_estimand``). The last look is past the
+deadline.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from release.canary import REWARD, Arm, CanaryConfig, CanaryVerdict, judge
+from release.canary import Arm, CanaryConfig, CanaryVerdict, judge
+from release.canary_estimand import ALL, StratumUsers
 from rewards.monitors import MonitorThresholds
 from warehouse.ab import RatioSums
 
@@ -30,7 +35,7 @@ class World:
     users: int = 2000
     percent: float = 10.0
     looks: int = 20
-    delta: float = 0.0  # canary - parent, per-user mean reward
+    delta: float = 0.0  # canary - parent, mean taste (the live reward's difference)
     interactions: float = 4.0  # mean per user
     taste_sd: float = 0.3
     noise_sd: float = 0.8
@@ -38,6 +43,7 @@ class World:
     invalid: tuple[float, float] = (0.1, 0.1)
     bimodal: tuple[float, float, float] | None = None  # canary taste: (share, high, low)
     canary_users: int | None = None  # a fixed number on the canary, all in the first look
+    censor_worst: float = 0.0  # the canary leaves this share of its worst interactions unscored
 
 
 @dataclass(frozen=True)
@@ -48,12 +54,9 @@ class Outcome:
     rolled_out_ever: bool
 
 
-def _arm(effect: np.ndarray, k: np.ndarray, censored: np.ndarray, invalid: np.ndarray,
-         noise: np.ndarray) -> Arm:  # fmt: skip
-    """The same figures as ``release.canary.arm_of`` over these users, computed with numpy."""
-    scored = k - censored
-    has = scored > 0
-    means = (effect + noise / np.sqrt(np.maximum(scored, 1)))[has]
+def _arm(k: np.ndarray, scored: np.ndarray, reward: np.ndarray, invalid: np.ndarray) -> Arm:
+    """The same figures as ``release.canary.arm_of`` over these users (one stratum), with
+    numpy: per user interactions, scored ones, reward sum over the scored, invalid calls."""
 
     def sums(x: np.ndarray, y: np.ndarray) -> RatioSums:
         return RatioSums(len(x), float(x.sum()), float(y.sum()), float((x * x).sum()),
@@ -61,23 +64,30 @@ def _arm(effect: np.ndarray, k: np.ndarray, censored: np.ndarray, invalid: np.nd
 
     kf = k.astype(float)
     metrics = {
-        REWARD: sums(np.ones(len(means)), means),
-        "censored_share": sums(kf, censored.astype(float)),
+        "censored_share": sums(kf, (k - scored).astype(float)),
         "invalid_tool_call_rate": sums(kf, invalid.astype(float)),
     }
-    return Arm(len(k), int(has.sum()), int(k.sum()), int(scored.sum()), metrics)
+    users = StratumUsers(kf, scored.astype(float), reward)
+    return Arm(len(k), int((scored > 0).sum()), int(k.sum()), int(scored.sum()), metrics,
+               {ALL: users})  # fmt: skip
 
 
 def _users(rng: np.random.Generator, n: int, world: World, arm: int) -> tuple[np.ndarray, ...]:
+    """Per user: interactions, scored ones, the scored ones' reward sum, invalid calls."""
     k = 1 + rng.poisson(world.interactions - 1, size=n)
     if arm == 1 and world.bimodal is not None:
         share, high, low = world.bimodal
         effect = np.where(rng.random(n) < share, high, low)
     else:
         effect = rng.normal(world.delta if arm == 1 else 0.0, world.taste_sd, size=n)
-    censored = rng.binomial(k, world.censored[arm])
+    owner = np.repeat(np.arange(n), k)
+    reward = effect[owner] + rng.standard_normal(len(owner)) * world.noise_sd
+    scored = rng.random(len(owner)) >= world.censored[arm]
+    if arm == 1 and world.censor_worst > 0 and len(owner):
+        scored &= reward > np.quantile(reward, world.censor_worst)
     invalid = rng.binomial(k, world.invalid[arm])
-    return effect, k, censored, invalid, rng.standard_normal(n) * world.noise_sd
+    sums = np.bincount(owner, weights=np.where(scored, reward, 0.0), minlength=n)
+    return k, np.bincount(owner, weights=scored, minlength=n), sums, invalid
 
 
 def run_trial(rng: np.random.Generator, world: World, config: CanaryConfig,

@@ -34,15 +34,33 @@ class CycleClock:
         trained."""
         return [c for c in self.cycles if "train" in c]
 
+    def share(self, stage: str) -> float | None:
+        """The share of the complete cycles' time spent in ``stage`` (None before any):
+        ``settle``'s is the loop waiting on reward windows to close.
+
+        >>> CycleClock([{"serve": 1.0, "settle": 3.0, "train": 4.0}]).share("settle")
+        0.375
+        """
+        cycles = self.complete()
+        total = sum(sum(c.values()) for c in cycles)
+        return sum(c.get(stage, 0.0) for c in cycles) / total if total > 0 else None
+
     def table(self) -> str:
         """
-        >>> clock = CycleClock([{"serve": 2.0, "train": 30.0, "switch": 0.5}])
-        >>> print(clock.table().splitlines()[1])
-            1    2.0      -      -      -      -   30.0    0.5   32.5
+        >>> clock = CycleClock([{"serve": 2.0, "settle": 8.0, "train": 30.0, "switch": 0.5}])
+        >>> for line in clock.table().splitlines()[1:]:
+        ...     print(line)
+            1    2.0    8.0      -      -      -   30.0    0.5   40.5
+        waiting on reward windows (settle): 20 % of the cycles' time
         """
         head = "cycle " + " ".join(f"{s:>6}" for s in STAGES) + "  total"
         lines = [head]
         for n, cycle in enumerate(self.complete(), start=1):
             cells = " ".join(f"{cycle[s]:>6.1f}" if s in cycle else f"{'-':>6}" for s in STAGES)
             lines.append(f"{n:>5} {cells} {sum(cycle.values()):>6.1f}")
+        waiting = self.share("settle")
+        if waiting is not None:
+            lines.append(
+                f"waiting on reward windows (settle): {100 * waiting:.0f} % of the cycles' time"
+            )
         return "\n".join(lines)

@@ -95,6 +95,7 @@ def build_summary(rounds: TrainingRounds, rows: list[Round], experiment: str, cl
         ab=ab_tests(experiment, closing, ab),
         cycles=cycles(rounds.clock.complete()),
         stage_names=list(STAGES),
+        settle_share=rounds.clock.share("settle"),
     )
 
 

@@ -118,6 +118,8 @@ class RunSummary(_Model):
     ab: list[AbTest]  # one per treatment arm of the experiment the run closed with
     cycles: list[Cycle]
     stage_names: list[str]  # the cycle table's columns, in order
+    # of the cycles' time, the share spent waiting on reward windows to close (stage settle)
+    settle_share: float | None = Field(None, ge=0, le=1)
 
 
 def passing_reasons(gate: Mapping[str, Any]) -> list[str]:

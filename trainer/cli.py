@@ -89,11 +89,12 @@ CANARY_OPTIONS = SettingsOptions(
         "min_users": Option(flags=("--canary-users",), type=positive_int,
                             help="users with a scored interaction in each arm, at least 2, "
                             "before the canary's live reward is judged"),
-        "margin": "the canary is rolled out when its live reward (per-user mean) is shown no "
+        "margin": "the canary is rolled out when its live reward (mean reward per scored "
+        "interaction, its excess censored share counted at the reward's minimum) is shown no "
         "more than this below the parent's",
     },
     omit=("alpha", "guardrail_alpha", "guardrails", "tuning_users", "srm_alpha",
-          "deadline_hours", "max_crossed_share"),
+          "deadline_hours", "max_crossed_share", "reward_min", "strata", "min_stratum_users"),
 )  # fmt: skip
 
 
@@ -167,7 +168,9 @@ def round_options(args: argparse.Namespace) -> RoundOptions:
         gate=GateConfig.for_reward(reward, **GATE_OPTIONS.values(args)),
         publish=args.publish,
         lora=None if args.lora_r is None else LORA_OPTIONS.read(args),
-        canary=None if args.canary_percent is None else CANARY_OPTIONS.read(args),
+        canary=None
+        if args.canary_percent is None
+        else CANARY_OPTIONS.read(args, reward_min=reward.reward_range()[0]),
         eval_engine=_eval_engine(args),
     )
 

@@ -73,6 +73,20 @@ def test_a_canary_worse_by_the_margin_is_rolled_out_at_most_alpha_across_looks()
     assert rate <= CONFIG.alpha + study.noise(CONFIG.alpha), rate
 
 
+def test_a_worse_canary_that_hides_its_worst_interactions_is_rolled_out_at_most_alpha():
+    """Worse than the margin (-0.12, noisy rewards) and leaving its worst 2.5 % of interactions
+    unscored: its scored mean looks 0.12 better, and its censored share rises by 2.5 points,
+    under the guardrail's 3-point threshold (it still fires on about a quarter). The excess
+    censored share counts at the reward's minimum (``release.canary_estimand``): rolled out
+    0.005 of 400 trials; judged on its scored interactions alone (the max removed, broken once
+    on purpose) 0.0975, and this test failed."""
+    world = World(delta=-0.12, noise_sd=2.0, censor_worst=0.025)
+    study = Study(world, CONFIG, trials=400, seed=8).run()
+    rate = study.rate("rollout")
+    print(f"false rollout, worst hidden: {rate:.4f} (nominal {CONFIG.alpha})")
+    assert rate <= CONFIG.alpha + study.noise(CONFIG.alpha), study.reasons()
+
+
 def test_no_signal_false_rollbacks_are_bounded_and_reported():
     """No difference anywhere. Rollbacks before the deadline come from the SRM check, the
     guardrails and a reward bound below the margin: at most guardrail_alpha + alpha (+ the SRM

@@ -85,6 +85,9 @@ def test_rtrl_run_lands_every_interaction_once(tmp_path):
     assert [c.checkpoint_id for c in summary.checkpoints] == ["tiny-0000", trained.checkpoint_id]
     assert summary.checkpoints[1].status == trained.status and summary.checkpoints[1].reasons
     assert len(summary.rounds) == 2 and len(summary.cycles) == 1
+    (cycle,) = summary.cycles  # the share of the loop spent waiting on reward windows
+    assert summary.settle_share == pytest.approx(cycle.stages["settle"] / cycle.total_s)
+    assert "waiting on reward windows (settle)" in done.stdout
     (ab,) = summary.ab
     assert (ab.experiment, ab.closing) == (("final-ab", True) if promoted
                                            else ("exp-context-window", False))  # fmt: skip

@@ -5,8 +5,9 @@ where the truth is known, beside their nominal error rates.
 Canary worlds (``release.canary_study``: users arriving over 20 looks, the last past the
 deadline; default rules: 10 %, margin 0.1, alpha 0.05, 100 users per arm): the false rollout of
 a canary worse by exactly the margin (nominal alpha, across all looks), the thin canaries that
-must never roll out, the false rollbacks on no signal, and the power worlds. A/B worlds: any
-false alarm among five null metrics with and without Holm, and over 20 refreshes with
+must never roll out, the false rollbacks on no signal, the power worlds, a worse canary hiding
+its worst interactions, and heavy users arriving first (stratified, and pooled as before). A/B
+worlds: any false alarm among five null metrics with and without Holm, and over 20 refreshes with
 fixed-sample and anytime-valid intervals.
 
 Figures to stdout and ``bench/out/canary.json``.
@@ -30,11 +31,18 @@ from release.canary_study import Study, World  # noqa: E402
 from stats.multiple import holm  # noqa: E402
 from warehouse.ab import RatioSums, relative_change, sequential_change  # noqa: E402
 
+# heavy users (10 %, 30 interactions) arrive first and gain +0.3, the rest lose: -margin overall
+ARRIVAL = World(interactions=2.0, heavy=(0.1, 30.0, 0.3, -0.1 / 0.375 - 0.625 * 0.3 / 0.375),
+                heavy_first=True)  # fmt: skip
+BETTER = World(interactions=2.0, heavy=(0.2, 12.0, 0.15, 0.05), heavy_first=True)
+
 
 def canary_rows(trials: int) -> list[list[str]]:
     base = CanaryConfig()
     wide = CanaryConfig(percent=20)
     thin = CanaryConfig(percent=0.25)
+    arrival = CanaryConfig(strata=ARRIVAL.strata_weights())
+    better = CanaryConfig(strata=BETTER.strata_weights())
     worlds = [  # (what, world, config, verdict counted, nominal)
         ("rollout, canary worse by the margin (-0.10)", World(delta=-0.1), base, "rollout",
          f"<= {base.alpha}"),
@@ -50,6 +58,13 @@ def canary_rows(trials: int) -> list[list[str]]:
         ("rollback, canary worse by 0.30 (power)", World(delta=-0.3), base, "rollback", "-"),
         ("rollback, invalid calls 0.10 -> 0.20 (power)", World(invalid=(0.1, 0.2)), base,
          "rollback", "-"),
+        ("rollout, worse (-0.12), its worst 2.5 % unscored", World(delta=-0.12, noise_sd=2.0,
+         censor_worst=0.025), base, "rollout", f"<= {base.alpha}"),
+        ("rollout, heavy users first, -margin overall, stratified", ARRIVAL, arrival, "rollout",
+         f"<= {base.alpha}"),
+        ("… pooled, no strata (before)", ARRIVAL, base, "rollout", f"<= {base.alpha}"),
+        ("rollout, heavy first, better by 0.11, stratified (power)", BETTER, better, "rollout",
+         "-"),
     ]  # fmt: skip
     rows = []
     for seed, (what, world, config, verdict, nominal) in enumerate(worlds):

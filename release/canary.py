@@ -27,6 +27,11 @@ rules, each with its error rate, hold at every look at once (anytime-valid confi
   ``canary - parent`` is above ``-margin``; rolled back once its upper bound is below it (the
   canary is worse by more than the margin). A canary worse by exactly the margin is rolled out,
   at any look, with probability at most ``alpha``.
+* **Arrival order**: users do not come in random order (the heaviest first, others on other
+  days), so no rollout before ``min_exposure_hours`` (a weekly cycle by default), each user's
+  outcome is taken over a fixed window after their first exposure (``user_window_hours``) and
+  counts once it closes (``release.canary_evidence.users_at``), and with ``strata`` the live
+  reward is post-stratified by users' activity before the canary, weights fixed beforehand.
 * **Deadline**: a canary still undecided when its ``deadline_hours`` are up is rolled back,
   with the reason: too few users with scored interactions, or not shown within the margin.
   Rollout needs evidence; a thin canary never passes by default.
@@ -77,7 +82,13 @@ class CanaryConfig(BaseModel):
     )
     tuning_users: int = Field(2000, ge=2)  # N*: users where the bounds are tightest
     srm_alpha: float = Field(0.001, gt=0, lt=0.5)
-    deadline_hours: float = Field(72.0, gt=0)  # undecided by then: rolled back
+    # no rollout before this much exposure (one weekly cycle: users who come on other days,
+    # or less often, have been seen), counted from the canary's start
+    min_exposure_hours: float = Field(168.0, ge=0)
+    deadline_hours: float = Field(336.0, gt=0)  # undecided by then: rolled back
+    # each user's outcome is taken over this window after their first exposure, and counts
+    # once it has closed (0: every interaction landed so far, no window)
+    user_window_hours: float = Field(24.0, ge=0)
     # users seen in both arms, as a share of all users, past which the split is broken
     max_crossed_share: float = Field(0.01, ge=0, lt=1)
     # the reward's minimum: the canary's excess censored share counts at it (reward v1's
@@ -94,6 +105,13 @@ class CanaryConfig(BaseModel):
         if isinstance(data, dict):
             return {k: v for k, v in data.items() if k not in _LEGACY_KEYS}
         return data
+
+    @model_validator(mode="after")
+    def _deadline_after_exposure(self) -> CanaryConfig:
+        if self.deadline_hours <= self.min_exposure_hours:
+            raise ValueError(f"deadline_hours ({self.deadline_hours:g}) must be above "
+                             f"min_exposure_hours ({self.min_exposure_hours:g})")  # fmt: skip
+        return self
 
     @field_validator("strata")
     @classmethod
@@ -331,12 +349,18 @@ def thin_strata(parent: Arm, canary: Arm, config: CanaryConfig) -> list[str]:
 
 
 def judge(parent: Arm, canary: Arm, config: CanaryConfig, thresholds: MonitorThresholds,
-          look: int, expired: bool = False, crossed: int = 0) -> CanaryVerdict:  # fmt: skip
+          look: int, expired: bool = False, crossed: int = 0,
+          exposed_hours: float | None = None,
+          assigned: tuple[int, int] | None = None) -> CanaryVerdict:  # fmt: skip
     """The verdict at ``look`` (1-based); ``expired``: the canary's deadline has passed, so an
     undecided canary is rolled back. ``crossed``: users seen in both arms (each is in both
     arms' figures too); past ``max_crossed_share`` of all users the split does not hold people
-    apart, and the canary is rolled back as on a sample-ratio mismatch."""
-    srm = sample_ratio(parent.users, canary.users, config.percent, config.srm_alpha)
+    apart, and the canary is rolled back as on a sample-ratio mismatch. ``exposed_hours``: the
+    time since the canary started (None: not known, no minimum exposure applies); no rollout
+    before ``min_exposure_hours``. ``assigned``: users assigned to parent and canary so far,
+    for the sample-ratio check (default: the arms' users)."""
+    parent_users, canary_users = assigned or (parent.users, canary.users)
+    srm = sample_ratio(parent_users, canary_users, config.percent, config.srm_alpha)
     seen = seen_of(parent, canary)
     reasons: list[str] = []
     people = parent.users + canary.users - crossed
@@ -348,7 +372,7 @@ def judge(parent: Arm, canary: Arm, config: CanaryConfig, thresholds: MonitorThr
         )
     if srm.mismatch:
         reasons.append(
-            f"sample ratio mismatch: {parent.users} / {canary.users} users for a "
+            f"sample ratio mismatch: {parent_users} / {canary_users} users for a "
             f"{100 - config.percent:g} / {config.percent:g} split (chi-square {srm.chi2:.1f}, "
             f"anytime-valid p {srm.p_value:.2g}): the split is broken, the A/B cannot be trusted"
         )
@@ -395,7 +419,10 @@ def judge(parent: Arm, canary: Arm, config: CanaryConfig, thresholds: MonitorThr
         )
         return CanaryVerdict("rollback", tuple(reasons), srm, (reward, *comparisons), look, seen)
     elif reward.low is not None and reward.low > -config.margin:
-        return CanaryVerdict("rollout", (), srm, everything, look, seen)
+        if exposed_hours is None or exposed_hours >= config.min_exposure_hours:
+            return CanaryVerdict("rollout", (), srm, everything, look, seen)
+        why = (f"live reward shown within the margin, but exposed {exposed_hours:.0f} h of the "
+               f"{config.min_exposure_hours:g} h minimum")  # fmt: skip
     else:
         why = (f"live reward {reward.difference:+.4f} not yet shown within the margin "
                f"-{config.margin:g} (bounds {reward.low:+.4f}, {reward.high:+.4f})")  # fmt: skip

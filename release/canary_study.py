@@ -15,6 +15,12 @@ parent's plus ``delta``: with interaction counts independent of taste and the sa
 share in both arms, ``delta`` is exactly the difference of the mean reward per scored
 interaction the canary judges (``release.canary_estimand``). The last look is past the
 deadline.
+
+Looks are evenly spaced in time up to the deadline, the last one at it, so the first looks
+fall before the minimum exposure. With ``heavy`` users (who make more interactions; the
+canary's effect on them and on the others set apart) the canary can post-stratify by them,
+weights their expected shares of the interactions (``World.strata_weights``); with
+``heavy_first`` they arrive first, as the most active users do.
 """
 
 from __future__ import annotations
@@ -44,6 +50,26 @@ class World:
     bimodal: tuple[float, float, float] | None = None  # canary taste: (share, high, low)
     canary_users: int | None = None  # a fixed number on the canary, all in the first look
     censor_worst: float = 0.0  # the canary leaves this share of its worst interactions unscored
+    # heavy and light users: (share of users who are heavy, their mean interactions, the
+    # canary's effect on heavy users, on light ones); the others have ``interactions``
+    heavy: tuple[float, float, float, float] | None = None
+    heavy_first: bool = False  # heavy users arrive first (else in random order)
+
+    def strata_weights(self) -> dict[str, float]:
+        """The heavy and light users' expected shares of the interactions (the canary's strata
+        weights, fixed beforehand)."""
+        if self.heavy is None:
+            return {ALL: 1.0}
+        share, heavy_k, _, _ = self.heavy
+        heavy, light = share * heavy_k, (1 - share) * self.interactions
+        return {"heavy": heavy / (heavy + light), "light": light / (heavy + light)}
+
+    def truth(self) -> float:
+        """The canary's difference in mean reward per scored interaction over all users."""
+        if self.heavy is None:
+            return self.delta
+        weights = self.strata_weights()
+        return weights["heavy"] * self.heavy[2] + weights["light"] * self.heavy[3]
 
 
 @dataclass(frozen=True)
@@ -54,9 +80,10 @@ class Outcome:
     rolled_out_ever: bool
 
 
-def _arm(k: np.ndarray, scored: np.ndarray, reward: np.ndarray, invalid: np.ndarray) -> Arm:
-    """The same figures as ``release.canary.arm_of`` over these users (one stratum), with
-    numpy: per user interactions, scored ones, reward sum over the scored, invalid calls."""
+def _arm(k: np.ndarray, scored: np.ndarray, reward: np.ndarray, invalid: np.ndarray,
+         heavy: np.ndarray) -> Arm:  # fmt: skip
+    """The same figures as ``release.canary.arm_of`` over these users, with numpy: per user
+    interactions, scored ones, reward sum over the scored, invalid calls, whether heavy."""
 
     def sums(x: np.ndarray, y: np.ndarray) -> RatioSums:
         return RatioSums(len(x), float(x.sum()), float(y.sum()), float((x * x).sum()),
@@ -67,17 +94,31 @@ def _arm(k: np.ndarray, scored: np.ndarray, reward: np.ndarray, invalid: np.ndar
         "censored_share": sums(kf, (k - scored).astype(float)),
         "invalid_tool_call_rate": sums(kf, invalid.astype(float)),
     }
-    users = StratumUsers(kf, scored.astype(float), reward)
-    return Arm(len(k), int((scored > 0).sum()), int(k.sum()), int(scored.sum()), metrics,
-               {ALL: users})  # fmt: skip
+    strata = {ALL: np.ones(len(k), bool)} if not heavy.any() and len(k) else {
+        "heavy": heavy, "light": ~heavy}  # fmt: skip
+    by = {name: StratumUsers(kf[m], scored[m].astype(float), reward[m])
+          for name, m in strata.items()}  # fmt: skip
+    return Arm(len(k), int((scored > 0).sum()), int(k.sum()), int(scored.sum()), metrics, by)
 
 
 def _users(rng: np.random.Generator, n: int, world: World, arm: int) -> tuple[np.ndarray, ...]:
-    """Per user: interactions, scored ones, the scored ones' reward sum, invalid calls."""
-    k = 1 + rng.poisson(world.interactions - 1, size=n)
+    """Per user, in order of arrival: interactions, scored ones, the scored ones' reward sum,
+    invalid calls, whether heavy."""
+    heavy = np.zeros(n, bool)
+    mean_k = np.full(n, world.interactions)
+    if world.heavy is not None:
+        share, heavy_k, heavy_delta, light_delta = world.heavy
+        heavy = rng.random(n) < share
+        mean_k = np.where(heavy, heavy_k, world.interactions)
+        if world.heavy_first:
+            heavy = np.sort(heavy)[::-1]
+            mean_k = np.where(heavy, heavy_k, world.interactions)
+    k = 1 + rng.poisson(mean_k - 1)
     if arm == 1 and world.bimodal is not None:
         share, high, low = world.bimodal
         effect = np.where(rng.random(n) < share, high, low)
+    elif arm == 1 and world.heavy is not None:
+        effect = rng.normal(np.where(heavy, world.heavy[2], world.heavy[3]), world.taste_sd)
     else:
         effect = rng.normal(world.delta if arm == 1 else 0.0, world.taste_sd, size=n)
     owner = np.repeat(np.arange(n), k)
@@ -87,7 +128,7 @@ def _users(rng: np.random.Generator, n: int, world: World, arm: int) -> tuple[np
         scored &= reward > np.quantile(reward, world.censor_worst)
     invalid = rng.binomial(k, world.invalid[arm])
     sums = np.bincount(owner, weights=np.where(scored, reward, 0.0), minlength=n)
-    return k, np.bincount(owner, weights=scored, minlength=n), sums, invalid
+    return k, np.bincount(owner, weights=scored, minlength=n), sums, invalid, heavy
 
 
 def run_trial(rng: np.random.Generator, world: World, config: CanaryConfig,
@@ -106,7 +147,9 @@ def run_trial(rng: np.random.Generator, world: World, config: CanaryConfig,
         p = _arm(*(a[: upto(len(parent[0]))] for a in parent))
         c_upto = n_canary if world.canary_users is not None else upto(n_canary)
         c = _arm(*(a[:c_upto] for a in canary))
-        verdict = judge(p, c, config, thresholds, look, expired=look == world.looks)
+        hours = config.deadline_hours * look / world.looks  # the last look at the deadline
+        verdict = judge(p, c, config, thresholds, look, expired=look == world.looks,
+                        exposed_hours=hours)  # fmt: skip
         if verdict.verdict != "wait":
             break
     assert verdict is not None

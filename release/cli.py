@@ -1,4 +1,5 @@
-"""`rtrl canary decide`: look at every live canary's A/B and roll it out or back."""
+"""`rtrl canary decide`: look at every live canary's A/B and roll it out or back (and `rtrl
+canary evaluate`, ``release.canary_cli``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from checkpoints.cli import add_registry
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, add_watch_args, bootstrap_from
-from release import gate_cli
+from release import canary_cli, gate_cli
 
 log = logging.getLogger("rtrl.canary")
 
@@ -52,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_topic_prefix_arg(d)
     add_watch_args(d, "poll every live canary (a look is taken only when new data landed)", 30.0)
     d.set_defaults(func=_decide)
+    canary_cli.register(csub)
     gate_cli.register(sub)
 
 

@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="recompute and audit gate decisions from their evidence files",
         description="The offline gate's decision (clipped importance weights on rewards "
         "shifted into the reward configuration's range, a one-sided lower bound of the gain "
-        "over users: CR2 standard error and a t quantile at Bell-McCaffrey degrees of freedom; "
+        "over users: CR2 standard error and a t quantile at the fewer of Bell-McCaffrey and "
+        "Imbens-Kolesar degrees of freedom; censored rows (reward null) kept; "
         "alpha split over a parent's attempts; KL, ESS, example and user limits) from "
         "evidence files: JSON lines or Parquet, one row per held-out interaction with "
         "user_id, interaction_id, reward, behaviour_logprobs, candidate_logprobs and optional "

@@ -92,6 +92,10 @@ CANARY_OPTIONS = SettingsOptions(
         "margin": "the canary is rolled out when its live reward (mean reward per scored "
         "interaction, its excess censored share counted at the reward's minimum) is shown no "
         "more than this below the parent's",
+        "min_exposure_hours": "no rollout before the canary has served this long (a weekly "
+        "cycle: users who come on other days, or less often, are seen)",
+        "user_window_hours": "each user's outcome is taken over this window after their first "
+        "exposure and counts once it closes (0: every interaction landed so far)",
     },
     omit=("alpha", "guardrail_alpha", "guardrails", "tuning_users", "srm_alpha",
           "deadline_hours", "max_crossed_share", "reward_min", "strata", "min_stratum_users"),

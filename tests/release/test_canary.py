@@ -59,7 +59,7 @@ def test_too_few_users_waits_then_the_deadline_rolls_back():
     small = CanaryConfig(percent=20, min_users=500)
     assert verdict(random.Random(4), small, 1000, 0.5, look=1).verdict == "wait"
     last = judge_expired(random.Random(4), small, 1000, 0.5)
-    assert last.verdict == "rollback" and last.reasons[0].startswith("deadline of 72 h passed")
+    assert last.verdict == "rollback" and last.reasons[0].startswith("deadline of 336 h passed")
     assert "500 needed in each arm" in last.reasons[0]
 
 

@@ -83,7 +83,10 @@ def run_canary(tmp: Path, registry, client, bootstrap: str, prefix: str, candida
     """Announce ``candidate`` as a canary, serve 160 users, land the rewards of their
     ``PER_USER`` interactions each (the first served through the gateway, which says the
     user's arm; users, not interactions, are the canary's unit), decide."""
-    config = CanaryConfig(percent=PERCENT, min_users=20, margin=0.3, tuning_users=160)
+    # the interactions' times are fixed in the past (their users' windows have closed); the
+    # canary itself started a moment ago, so its minimum exposure is waived here
+    config = CanaryConfig(percent=PERCENT, min_users=20, margin=0.3, tuning_users=160,
+                          min_exposure_hours=0)  # fmt: skip
     info = register_variant(registry, candidate, "t-0000", seed=seed, status=CANARY,
                             evals={"canary": canary_stage(candidate, config)})  # fmt: skip
     publish_checkpoint(bootstrap, TopicNames(prefix).checkpoints, info)
@@ -109,6 +112,18 @@ def run_canary(tmp: Path, registry, client, bootstrap: str, prefix: str, candida
     return decide(registry, build_catalog(store), bootstrap, prefix)
 
 
+def evaluate(registry, checkpoint: str) -> dict:  # noqa: ANN001
+    """`rtrl canary evaluate --checkpoint`: the course re-run from the stored evidence."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rtrl.cli", "canary", "evaluate", "--registry",
+         str(registry.root), "--checkpoint", checkpoint, "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr
+    (line,) = done.stdout.splitlines()
+    return orjson.loads(line)
+
+
 def test_a_worse_canary_is_rolled_back_and_a_better_one_rolled_out(tmp_path, registry,
                                                                     kafka_bootstrap,
                                                                     topic_names):  # fmt: skip
@@ -129,6 +144,8 @@ def test_a_worse_canary_is_rolled_back_and_a_better_one_rolled_out(tmp_path, reg
         assert any("live reward worse" in r for r in worse[0]["reasons"])
         info = registry.get("t-0001")
         assert info.status == REJECTED and info.evals["canary"]["outcome"] == "rolled_back"
+        rerun = evaluate(registry, "t-0001")  # the decision re-run from its evidence
+        assert (rerun["decision"], rerun["looks"], rerun["reproduced"]) == ("rollback", 1, True)
         assert all(r.startswith("canary rolled back: ") for r in info.reasons)
         wait_for(
             client,
@@ -141,6 +158,8 @@ def test_a_worse_canary_is_rolled_back_and_a_better_one_rolled_out(tmp_path, reg
         assert [(v["verdict"], v["reasons"]) for v in same] == [("rollout", [])]
         info = registry.get("t-0002")
         assert info.status == PROMOTED and info.evals["canary"]["outcome"] == "rolled_out"
+        rerun = evaluate(registry, "t-0002")
+        assert (rerun["decision"], rerun["looks"], rerun["reproduced"]) == ("rollout", 1, True)
         assert [s["stage"] for s in info.evals["stages"]] == [PROMOTED]
         wait_for(
             client,

@@ -63,5 +63,5 @@ def test_a_look_needs_new_data_and_the_deadline_ends_a_thin_canary(tmp_path, reg
     assert (ended.verdict, ended.look) == ("rollback", 3)
     info = registry.get("t-0001")
     assert info.status == REJECTED and info.evals["canary"]["outcome"] == "rolled_back"
-    assert info.reasons[0].startswith("canary rolled back: deadline of 72 h passed: ")
+    assert info.reasons[0].startswith("canary rolled back: deadline of 336 h passed: ")
     assert "18 canary users with a scored interaction; 50 needed in each arm" in info.reasons[0]

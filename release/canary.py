@@ -44,6 +44,7 @@ tested never counts as no harm.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -286,6 +287,22 @@ def sample_ratio(parent_users: int, canary_users: int, percent: float, alpha: fl
     return Srm((parent_users, canary_users), share, chi2, p_value, p_value < alpha)
 
 
+def period_srm(periods: Sequence[tuple[int, int, float]], alpha: float) -> Srm:
+    """The sample-ratio check of each period of a constant share, ``(parent users, canary
+    users, percent)`` first assigned in it, each at ``alpha`` split over the periods; the
+    period with the smallest p-value is reported (any period's mismatch is one).
+
+    >>> period_srm([(900, 100, 10.0), (400, 600, 60.0)], 0.001).mismatch
+    False
+    >>> period_srm([(900, 100, 10.0), (600, 400, 60.0)], 0.001).observed
+    (600, 400)
+    """
+    if not periods:
+        raise ValueError("at least one period")
+    checks = [sample_ratio(p, c, percent, alpha / len(periods)) for p, c, percent in periods]
+    return min(checks, key=lambda check: check.p_value)
+
+
 def _difference(parent: RatioSums, canary: RatioSums) -> Difference:
     r_p, r_c = parent.estimate(), canary.estimate()
     v_p, v_c = parent.variance(), canary.variance()
@@ -351,16 +368,17 @@ def thin_strata(parent: Arm, canary: Arm, config: CanaryConfig) -> list[str]:
 def judge(parent: Arm, canary: Arm, config: CanaryConfig, thresholds: MonitorThresholds,
           look: int, expired: bool = False, crossed: int = 0,
           exposed_hours: float | None = None,
-          assigned: tuple[int, int] | None = None) -> CanaryVerdict:  # fmt: skip
+          assigned: Sequence[tuple[int, int, float]] | None = None) -> CanaryVerdict:  # fmt: skip
     """The verdict at ``look`` (1-based); ``expired``: the canary's deadline has passed, so an
     undecided canary is rolled back. ``crossed``: users seen in both arms (each is in both
     arms' figures too); past ``max_crossed_share`` of all users the split does not hold people
     apart, and the canary is rolled back as on a sample-ratio mismatch. ``exposed_hours``: the
     time since the canary started (None: not known, no minimum exposure applies); no rollout
-    before ``min_exposure_hours``. ``assigned``: users assigned to parent and canary so far,
-    for the sample-ratio check (default: the arms' users)."""
-    parent_users, canary_users = assigned or (parent.users, canary.users)
-    srm = sample_ratio(parent_users, canary_users, config.percent, config.srm_alpha)
+    before ``min_exposure_hours``. ``assigned``: per period of a constant share, the users
+    first assigned to parent and canary in it and the canary's percent, each period tested on
+    its own (default: the arms' users at ``config.percent``)."""
+    srm = period_srm(assigned or [(parent.users, canary.users, config.percent)], config.srm_alpha)
+    parent_users, canary_users = srm.observed
     seen = seen_of(parent, canary)
     reasons: list[str] = []
     people = parent.users + canary.users - crossed
@@ -373,7 +391,8 @@ def judge(parent: Arm, canary: Arm, config: CanaryConfig, thresholds: MonitorThr
     if srm.mismatch:
         reasons.append(
             f"sample ratio mismatch: {parent_users} / {canary_users} users for a "
-            f"{100 - config.percent:g} / {config.percent:g} split (chi-square {srm.chi2:.1f}, "
+            f"{100 - 100 * srm.expected_share:g} / {100 * srm.expected_share:g} split "
+            f"(chi-square {srm.chi2:.1f}, "
             f"anytime-valid p {srm.p_value:.2g}): the split is broken, the A/B cannot be trusted"
         )
     watched = [m for m in config.guardrails if m in parent.metrics and m in canary.metrics]

@@ -192,6 +192,7 @@ class Seen:
 
     users: dict[str, list[UserSums]]  # arm -> users whose outcome window has closed
     assigned: dict[str, int]  # arm -> users assigned by then (the sample-ratio check's counts)
+    first_at: dict[str, list[datetime]]  # arm -> each assigned user's first exposure
     crossed: int  # users seen in both arms
 
 
@@ -228,8 +229,10 @@ def users_at(rows: Sequence[Row], t: datetime, window_hours: float) -> Seen:
     window = timedelta(hours=window_hours)
     users: dict[str, list[UserSums]] = {PARENT_ARM: [], CANARY_ARM: []}
     assigned = {PARENT_ARM: 0, CANARY_ARM: 0}
+    first_at: dict[str, list[datetime]] = {PARENT_ARM: [], CANARY_ARM: []}
     for (arm, user), own in served.items():
         assigned[arm] += 1
+        first_at[arm].append(first[(arm, user)])
         if window_hours == 0:  # no window: every interaction landed so far
             inside = {r.interaction_id for r in own if r.interaction_id in latest}
         else:
@@ -249,4 +252,4 @@ def users_at(rows: Sequence[Row], t: datetime, window_hours: float) -> Seen:
                                                                        for r in scored),
                                    flagged, landed[0].stratum))  # fmt: skip
     crossed = sum(len(arms) > 1 for arms in arms_of.values())
-    return Seen(users, assigned, crossed)
+    return Seen(users, assigned, first_at, crossed)

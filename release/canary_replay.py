@@ -6,6 +6,7 @@ so a replay of its evidence at its recorded look times reaches its decision. Pur
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,19 +14,37 @@ from typing import Any
 
 from checkpoints.canary_names import CANARY_ARM, PARENT_ARM
 from release.canary import CanaryConfig, CanaryVerdict, arm_of, judge
-from release.canary_evidence import Header, Row, users_at
+from release.canary_evidence import Header, Row, Share, users_at
 from rewards.monitors import MonitorThresholds
 
 
 def look_at(rows: Sequence[Row], t: datetime, started_at: datetime, config: CanaryConfig,
-            thresholds: MonitorThresholds, look: int) -> CanaryVerdict:  # fmt: skip
-    """The verdict of a look at ``t`` (the ``look``-th) on the evidence rows."""
+            thresholds: MonitorThresholds, look: int,
+            shares: Sequence[Share] = ()) -> CanaryVerdict:  # fmt: skip
+    """The verdict of a look at ``t`` (the ``look``-th) on the evidence rows; ``shares``: the
+    periods of a constant canary share (default: one, ``config.percent``), each tested for a
+    sample-ratio mismatch on its own users."""
     seen = users_at(rows, t, config.user_window_hours)
     exposed = (t - started_at).total_seconds() / 3600
     return judge(arm_of(seen.users[PARENT_ARM]), arm_of(seen.users[CANARY_ARM]), config,
                  thresholds, look, expired=exposed >= config.deadline_hours,
                  crossed=seen.crossed, exposed_hours=exposed,
-                 assigned=(seen.assigned[PARENT_ARM], seen.assigned[CANARY_ARM]))  # fmt: skip
+                 assigned=periods(seen.first_at, shares, config.percent))  # fmt: skip
+
+
+def periods(first_at: Mapping[str, Sequence[datetime]], shares: Sequence[Share],
+            percent: float) -> list[tuple[int, int, float]]:  # fmt: skip
+    """Per period of a constant share: the users first assigned to parent and canary in it, and
+    its percent (one period at ``percent`` when ``shares`` is empty)."""
+    if not shares:
+        return [(len(first_at[PARENT_ARM]), len(first_at[CANARY_ARM]), percent)]
+    ordered = sorted(shares, key=lambda s: s.since)
+    starts = [s.since for s in ordered]
+    counts = [[0, 0] for _ in ordered]
+    for column, arm in enumerate((PARENT_ARM, CANARY_ARM)):
+        for at in first_at[arm]:  # a user before the first period counts in it
+            counts[max(bisect.bisect_right(starts, at) - 1, 0)][column] += 1
+    return [(p, c, share.percent) for (p, c), share in zip(counts, ordered, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -64,7 +83,7 @@ def replay(header: Header, rows: Sequence[Row], config: CanaryConfig,
     times = sorted(header.look_times) or sorted({r.landed_at for r in rows})
     verdicts: list[CanaryVerdict] = []
     for n, t in enumerate(times, start=1):
-        verdict = look_at(rows, t, header.started_at, config, thresholds, n)
+        verdict = look_at(rows, t, header.started_at, config, thresholds, n, header.shares)
         verdicts.append(verdict)
         if verdict.verdict != "wait":
             outcome = "rollout" if verdict.verdict == "rollout" else "rollback"

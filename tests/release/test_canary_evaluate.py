@@ -104,3 +104,31 @@ def test_a_bad_file_is_refused_naming_its_line(tmp_path, capsys) -> None:
     headless.write_text("\n".join(lines[1:]) + "\n")
     with pytest.raises(ValueError, match="line 1: not a canary evidence header"):
         read_evidence(headless)
+
+
+def test_each_period_of_a_constant_share_is_tested_on_its_own() -> None:
+    """1,000 users assigned at 10 %, then 1,000 at 50 %: each period's split is right, and the
+    check of each period on its own users finds none; all 2,000 against one 10 % share is a
+    mismatch (and against their pooled 30 % the check would be blind to a broken period)."""
+    from release.canary import CanaryConfig
+    from release.canary_evidence import Row, Share
+    from release.canary_replay import look_at
+    from rewards.monitors import MonitorThresholds
+
+    rng = random.Random(3)
+    rows = []
+    for u in range(2000):
+        share = 0.1 if u < 1000 else 0.5
+        at = START + timedelta(hours=u * 24 / 1000)
+        arm = "canary" if rng.random() < share else "parent"
+        rows.append(Row(f"i{u}", 0, f"u{u}", arm, at, at + timedelta(hours=1), 1.0))
+    config = CanaryConfig(percent=50.0, user_window_hours=0)
+    t = START + timedelta(hours=72)
+    two = [Share(since=START, percent=10.0), Share(since=START + timedelta(hours=24), percent=50.0)]
+    fine = look_at(rows, t, START, config, MonitorThresholds(), 1, two)
+    assert not fine.srm.mismatch and sum(fine.srm.observed) == 1000
+    one = look_at(
+        rows, t, START, config, MonitorThresholds(), 1, [Share(since=START, percent=10.0)]
+    )
+    assert one.srm.mismatch and one.verdict == "rollback"
+    assert "sample ratio mismatch" in one.reasons[0]

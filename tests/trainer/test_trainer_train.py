@@ -129,7 +129,8 @@ def test_a_passing_candidate_with_canary_serves_first_and_lists_its_decision(
     )
     # a margin of -10 passes any finite bound: the canary is what is tested here
     code = _train(tmp_path, kafka_bootstrap, topic_names.prefix, "--canary", "20",
-                  "--min-gain", "-10", "--canary-users", "50")  # fmt: skip
+                  "--min-gain", "-10", "--canary-users", "50", "--canary-margin", "2",
+                  "--canary-min-exposure-hours", "0")  # fmt: skip
     candidate = registry.get("t-0001")
     assert (code, candidate.status, registry.current().checkpoint_id) == (0, "canary", "t-0000")
     assert candidate.evals["canary"]["experiment"] == "canary-t-0001"
@@ -151,6 +152,34 @@ def test_a_passing_candidate_with_canary_serves_first_and_lists_its_decision(
                                   "outcome": None}  # fmt: skip
     assert decision["monitor_alarms"] == [] and decision["candidate_eval_alarms"] == []
     assert listed["t-0000"]["estimate"] is None and listed["t-0000"]["canary"] is None
+    # its users' rewards land; `rtrl canary decide` takes a look, and `rtrl canary evaluate`
+    # re-runs the course from the evidence that look stored, to the same decision
+    _land_canary_rewards(tmp_path / "canary-wh", "canary-t-0001", users=300)
+    assert main(["canary", "decide", "--registry", str(registry.root), "--catalog",
+                 str(tmp_path / "canary-wh" / "warehouse.duckdb"), "--json"]) == 0  # fmt: skip
+    (looked,) = json.loads(capsys.readouterr().out)
+    assert (looked["look"], looked["verdict"]) == (1, "rollout")  # within a margin of 2
+    code = main(["canary", "evaluate", "--registry", str(registry.root), "--checkpoint",
+                 "t-0001", "--json"])  # fmt: skip
+    rerun = json.loads(capsys.readouterr().out)
+    assert (code, rerun["decision"], rerun["looks"], rerun["reproduced"]) == (0, "rollout", 1, True)
+    assert registry.get("t-0001").status == "promoted"
+
+
+def _land_canary_rewards(root: Path, experiment: str, users: int) -> None:
+    """One scored reward record per user of ``experiment``, 20 % on the canary."""
+    from tests.support.warehouse import land
+    from tests.warehouse.support import fixture_records
+    from warehouse.catalog import build_catalog
+    from warehouse.store import Store
+
+    template = next(r for r in fixture_records() if r["interaction_id"] == "N1")
+    records = [dict(template, interaction_id=f"c-{k}", user_id=f"cu{k}", reward=0.5 + (k % 7) / 10,
+                    experiment_name=experiment, experiment_arm="canary" if k % 5 == 0 else "parent")
+               for k in range(users)]  # fmt: skip
+    store = Store(str(root))
+    land(store, "rewards", records)
+    build_catalog(store)
 
 
 def test_only_the_served_checkpoints_batches_are_read(kafka_bootstrap, topic_names, tmp_path,

@@ -90,6 +90,9 @@ def parse_native(
     ((5, 6, 2), [-0.6931, 0.0, -1.3863], ('a', 'b', ''), 'stop')
     >>> parse_native({**a, "tokens": [5, 7, 6, 2]}, (1,)).logprobs is None  # one held back
     True
+    >>> held = {**a, "content": "a", "stop_type": "limit"}  # "b" held back, never sent
+    >>> parse_native(held, (1,)).text, parse_native({**held, "stop_type": "word"}, (1,)).text
+    ('ab', 'a')
     """
     text = str(answer.get("content") or "")
     tokens = token_ids(answer.get("tokens"))
@@ -103,7 +106,13 @@ def parse_native(
         if same and all(isinstance(v, int | float) and 0 < v <= 1 for v in values):
             logprobs = tuple(max(math.log(float(v)), LOGPROB_FLOOR) for v in values)  # type: ignore[arg-type]
             joined = tuple(str(p.get("token", "")) for p in probs)
-            pieces = joined if "".join(joined) == text else None
+            whole = "".join(joined)
+            if whole != text and answer.get("stop_type") != "word" and whole.startswith(text):
+                # streamed, llama-server holds back text that could begin a stop string and,
+                # stopped by the budget or its end token instead, never sends it: no stop string
+                # was cut, so the answer is every token's text
+                text = whole
+            pieces = joined if whole == text else None
     return Generation(
         checkpoint_id,
         model,

@@ -2,7 +2,8 @@
 
 ``rtrl serve --engine llama.cpp`` starts one for each checkpoint it serves, on that
 checkpoint's GGUF model and adapter (``llamacpp.fleet``), and stands in front of them as
-an upstream; the tests and the benchmark start theirs the same way. The server listens on the
+an upstream; a server does not outlive the process that started it, even one killed with
+SIGKILL; the tests and the benchmark start theirs the same way. The server listens on the
 loopback only and serves one model (with at most one adapter, applied to every request at
 scale 1 and never changed while it runs); ``slots`` requests are decoded together
 (llama.cpp's continuous batching), each with ``context / slots`` tokens of context.
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import IO
 
 import httpx
+
+from infra.lifetime import die_with_parent
 
 
 class EngineStartError(RuntimeError):
@@ -57,8 +60,17 @@ class LlamaServer:
         self.url = f"http://127.0.0.1:{config.port}"
         self.log = log
         self._out: IO[bytes] = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        parent = os.getpid()
+        # a process group of its own (a stop reaches the whole server), and the kernel's SIGKILL
+        # when the thread that started it dies: a gateway killed with SIGKILL leaves no server
+        # holding its memory and port (the threads that start servers live as long as their
+        # process: the main thread, the checkpoint follower's)
         self.proc = subprocess.Popen(
-            config.command(), stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
+            config.command(),
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: die_with_parent(parent),  # noqa: PLW1509
         )
         try:
             self._wait_healthy(start_timeout_s)

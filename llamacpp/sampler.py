@@ -48,8 +48,12 @@ class EngineSampler:
         self.in_flight = in_flight
         self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
 
-    def chat_prompt(self, messages: Sequence[dict[str, str]]) -> list[int]:
-        """Token ids of a chat ready for the assistant's turn, by the server's template."""
+    def chat_prompt(self, messages: Sequence[dict[str, Any]],
+                    tools: Sequence[dict[str, Any]] | None = None) -> list[int]:  # fmt: skip
+        """Token ids of a chat ready for the assistant's turn, by the server's template; tools
+        are not taken here (llama-server renders them only under ``--jinja``, not run)."""
+        if tools:
+            raise ValueError("the llama.cpp sampler renders no tools: give them as text")
         prompt = self._post("/apply-template", {"messages": list(messages)}).get("prompt")
         if not isinstance(prompt, str):
             raise RuntimeError("llama-server's /apply-template gave no prompt")

@@ -154,7 +154,9 @@ class Sampler(Protocol):
     @property
     def device(self) -> torch.device: ...  # where the generator passed to sample lives
 
-    def chat_prompt(self, messages: Sequence[dict[str, str]]) -> list[int]: ...
+    def chat_prompt(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None
+    ) -> list[int]: ...
 
     def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
                generator: torch.Generator) -> list[Completion]: ...  # fmt: skip
@@ -192,11 +194,14 @@ class CausalLMPolicy:
         self.model.to(device)
         return self
 
-    def chat_prompt(self, messages: Sequence[dict[str, str]]) -> list[int]:
-        """Token ids of a chat ready for the assistant's turn, by the model's own template."""
+    def chat_prompt(self, messages: Sequence[dict[str, Any]],
+                    tools: Sequence[dict[str, Any]] | None = None) -> list[int]:  # fmt: skip
+        """Token ids of a chat ready for the assistant's turn, by the model's own template
+        (``tools`` for a template that renders them, ``models.tool_template``)."""
         text = self.tokenizer.apply_chat_template(
-            list(messages), add_generation_prompt=True, tokenize=False
-        )
+            list(messages), tools=list(tools) if tools else None, add_generation_prompt=True,
+            tokenize=False,
+        )  # fmt: skip
         return list(self.tokenizer(text, add_special_tokens=False).input_ids)
 
     def check_tokens(self, ids: Sequence[int], what: str) -> None:

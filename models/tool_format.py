@@ -108,7 +108,8 @@ def call_text(name: str, arguments: Any) -> str:
     return f"{CALL_OPEN}{body}{CALL_CLOSE}"
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
+    """A message's text: a string as it is, the text parts of a list, "" for none."""
     if isinstance(content, list):
         return "".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
     return "" if content is None else str(content)
@@ -116,7 +117,7 @@ def _text(content: Any) -> str:
 
 def assistant_text(content: Any, tool_calls: Sequence[Mapping[str, Any]] | None) -> str:
     """An assistant turn as the model would have written it: its text, then its calls."""
-    text = _text(content)
+    text = text_of(content)
     calls = [
         call_text(str(c["function"]["name"]), c["function"].get("arguments") or "{}")
         for c in tool_calls or ()
@@ -153,14 +154,14 @@ def render(
             out.append(
                 {
                     "role": "tool",
-                    "content": RESPONSE_OPEN + _text(m.get("content")) + RESPONSE_CLOSE,
+                    "content": RESPONSE_OPEN + text_of(m.get("content")) + RESPONSE_CLOSE,
                 }
             )
         else:
             out.append(
                 {
                     "role": "system" if role == "developer" else role,
-                    "content": _text(m.get("content")),
+                    "content": text_of(m.get("content")),
                 }
             )
     if tools:

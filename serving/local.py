@@ -36,6 +36,7 @@ from models.loading import load_base
 from models.policy import CausalLMPolicy, Completion, TopTokens
 from models.rollout import ModelIdentity
 from models.sampling import SamplingParams
+from models.tool_template import defines_tools
 from serving.batcher import Batcher, JobToken
 from serving.follower import moves_forward
 from serving.generation import text_pieces
@@ -151,10 +152,13 @@ class LocalBackend:
                    params: SamplingParams, on_step: Callable[[Step], None] | None = None,
                    splice: Splice | None = None,
                    constraint: Constraint | None = None) -> Generation:  # fmt: skip
-        if splice is None:
-            prompt = served.policy.chat_prompt(request.prompt_messages())
+        own = defines_tools(served.policy.tokenizer.chat_template)
+        if splice is not None:
+            prompt = _spliced(served.policy, splice, own)
+        elif own and request.uses_tools():  # the model's own template renders the tools
+            prompt = served.policy.chat_prompt(*request.template_inputs())
         else:
-            prompt = _spliced(served.policy, splice)
+            prompt = served.policy.chat_prompt(request.prompt_messages())
         top_n = request.top_logprobs or 0
         return await self._sample(served, prompt, params, on_step, top_n, constraint)
 
@@ -235,11 +239,12 @@ def _to_loop(on_step: Callable[[Step], None], increments: Increments, prompt: tu
     return on_token
 
 
-def _spliced(policy: CausalLMPolicy, splice: Splice) -> list[int]:
+def _spliced(policy: CausalLMPolicy, splice: Splice, own_tools: bool = False) -> list[int]:
     """An extending call's prompt: the earlier ids, then the continuation tokenised on its own
-    (``serving.splice``); its length is checked with every prompt's (``_sample``)."""
+    (``serving.splice``); its length is checked with every prompt's (``_sample``).
+    ``own_tools``: the model's template renders tool results itself."""
     rendered = policy.tokenizer.apply_chat_template(
-        splice.template_messages(), add_generation_prompt=True, tokenize=False
+        splice.template_messages(own_tools), add_generation_prompt=True, tokenize=False
     )
     continuation = policy.tokenizer(continuation_of(rendered), add_special_tokens=False).input_ids
     return splice.prompt(continuation)

@@ -158,6 +158,16 @@ class ChatCompletionRequest(_Sampling):
             self.parallel_tool_calls,
         )
 
+    def template_inputs(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+        """The messages and tools for a model whose own chat template renders tools
+        (``models.tool_template``); ``tool_choice: none`` offers none."""
+        from models.tool_template import template_messages, template_tools
+
+        offered = None if self.tool_choice == "none" else self.tools
+        messages = [m.model_dump(exclude_none=True) for m in self.messages]
+        tools = [t.model_dump(exclude_none=True) for t in offered or ()]
+        return template_messages(messages, self.parallel_tool_calls), template_tools(tools)
+
     def token_budget(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
 

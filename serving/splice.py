@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.tool_format import render
+from models.tool_template import template_messages
 
 SPLICE, RE_RENDER = "splice", "re-render"
 # Families whose chat template re-renders earlier turns differently from how they were sampled;
@@ -56,10 +57,14 @@ class Splice:
     completion_ids: tuple[int, ...]
     new_messages: tuple[Mapping[str, Any], ...]
 
-    def template_messages(self) -> list[dict[str, Any]]:
-        """The messages whose rendering gives the continuation (:func:`continuation_of`)."""
+    def template_messages(self, own_tools: bool = False) -> list[dict[str, Any]]:
+        """The messages whose rendering gives the continuation (:func:`continuation_of`): the
+        new ones in the default tool format, or as the model's own template takes them
+        (``own_tools``, ``models.tool_template``)."""
         answer = {"role": "assistant", "content": SENTINEL}
-        return [*FIXED_CONTEXT, answer, *render(list(self.new_messages), None)]
+        new = list(self.new_messages)
+        rendered = template_messages(new) if own_tools else render(new, None)
+        return [*FIXED_CONTEXT, answer, *rendered]
 
     def prompt(self, continuation_ids: Sequence[int]) -> list[int]:
         return [*self.prefix_ids, *environment_ids(continuation_ids, self.completion_ids)]

@@ -128,7 +128,9 @@ def parse_native(
 def joined_stream(body: bytes) -> dict[str, Any]:
     """A streamed ``/completion`` answer (server-sent events) as the whole answer would be, but
     with the probability of every token the stream gave; ``tokens`` None when the stream left
-    one out (its count of tokens predicted says more).
+    one out (its count of tokens predicted says more): llama-server sends no event, so no id,
+    for a token that ends inside a character of several bytes, and such an answer is refused
+    as a rollout (``missing_token_ids``), never recorded with guessed ids.
 
     >>> events = [{"content": "a", "tokens": [5], "stop": False,
     ...            "completion_probabilities": [{"id": 5, "token": "a", "prob": 0.5}]},

@@ -176,7 +176,7 @@ def trajectory_advantages(
     >>> def call(i, parent, prompt, credited):
     ...     turn = NS(call_id=f"c{i}", parent_call_id=parent)
     ...     return NS(rollout=NS(interaction_id="run", turn=turn, prompt_ids=prompt),
-    ...               reward=-1.0, credited=credited)
+    ...               reward=-1.0, scored=-1.0, credited=credited)
     >>> run = [call(1, None, (1,), -1.0), call(2, "c1", (1, 5), -0.5)]
     >>> trajectory_advantages(run, {"mean": 0.0, "var": 1.0}, 0.1)[0]
     [-1.0, -0.5]

@@ -245,6 +245,12 @@ def test_completions_with_stop_strings_are_recorded_exactly(
     records, stopped = [], 0
     for (_, params), gen in zip(asks, gens, strict=True):
         rollout = rollout_of(gen, "i", params, None, "2026-12-02T00:00:00Z")
+        if rollout == "missing_token_ids":
+            # a streamed llama-server never sends the id of a token that ended inside a
+            # character of several bytes (its text is sent with the next token, its id never):
+            # such an answer is refused and counted, not recorded with ids the model did not give
+            assert gen.token_ids is None and any(ord(c) > 127 for c in gen.text), gen
+            continue
         assert isinstance(rollout, Rollout), (rollout, gen)
         records.append(rollout)
         decoded = tokenizer.decode(list(gen.token_ids or ()), skip_special_tokens=True)

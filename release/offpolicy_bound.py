@@ -75,9 +75,9 @@ by user. Its lower bound is ``gain - t_df(level) * se`` with
   mean toward itself and so shrinks its own residual; CR2 gives that back.
 * ``df = 1 / tr(B^2)``, ``B = D^-1/2 (diag(h) - h h^T) D^-1/2``, ``D = diag(1 - h)``: the
   Bell-McCaffrey (Satterthwaite) degrees of freedom of that variance under independent
-  interactions, in O(users) (``bell_mccaffrey_df``). With ``G`` equal users they are ``G - 1``;
-  when a few users carry most of the data they fall toward 1, which is what the bound needs:
-  its variance then rests on those few users.
+  interactions, in O(users) (``release.cluster_df.bell_mccaffrey_df``). With ``G`` equal users
+  they are ``G - 1``; when a few users carry most of the data they fall toward 1, which is
+  what the bound needs: its variance then rests on those few users.
 
 **Degrees of freedom when users' tastes dominate (``METHOD``, ``CENTRED_METHOD``).** The
 Bell-McCaffrey degrees of freedom assume a user's interactions are independent given the
@@ -87,7 +87,7 @@ degrees of freedom overstate what the few heavy users can say: 10-30 users with 
 and strong tastes (mean taste 0) were promoted 7-10 % of the time at a nominal 5 %. The gate
 takes the fewer of Bell-McCaffrey's and Imbens and Kolesar's (2016) at an upper 95 % bound of
 the within-user correlation of the interactions' linearised terms
-(:func:`within_user_correlation_bound`, :func:`imbens_kolesar_df`), never the correlation's
+(``release.cluster_df``), never the correlation's
 estimate alone (biased low with few users). Same standard error, a wider t where it matters.
 At a correlation of 1 outright, power at gain +0.08 fell from 0.73 to 0.26; at the bound it is
 0.54 (bench/RESULTS.md). ``BM_METHOD`` and ``BM_CENTRED_METHOD`` are the Bell-McCaffrey bounds,
@@ -132,7 +132,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stats.fisher_f import f_quantile
+from release.cluster_df import (
+    bell_mccaffrey_df,
+    imbens_kolesar_df,
+    within_user_correlation_bound,
+)
 from stats.student_t import t_quantile
 
 METHOD = "clipped-is-user-cr2-ik-t"  # the gate's bound where the behaviour had a nucleus
@@ -149,7 +153,6 @@ LEVEL = 0.95
 RESAMPLES = 2000  # for PERCENTILE_METHOD only
 WEIGHT_CAP = 10.0
 _CHUNK = 250  # bootstrap resamples drawn at once
-RHO_CONFIDENCE = 0.95  # of the within-user correlation's upper bound the degrees of freedom use
 _WORST_GAIN = -1.0  # in shifted units: no gain between rewards in [0, 1] is below -1
 
 
@@ -344,89 +347,3 @@ def _lower_bound(diff: np.ndarray, sizes: np.ndarray, level: float, resamples: i
     if method not in (BM_METHOD, BM_CENTRED_METHOD):
         df = min(df, imbens_kolesar_df(share, sizes, rho))
     return max(float(gain) - t_quantile(level, df) * se, _WORST_GAIN), df
-
-
-def bell_mccaffrey_df(share: np.ndarray) -> float:
-    """The Bell-McCaffrey degrees of freedom of a mean over users holding these shares of the
-    interactions (``(tr B)^2 / tr(B^2)`` of the module's docstring; ``tr B = 1``): ``G - 1``
-    for ``G`` equal users, about 1 when one user holds nearly everything.
-
-    >>> equal, two = np.full(10, 0.1), np.array([0.9, 0.1])
-    >>> round(bell_mccaffrey_df(equal), 9), round(bell_mccaffrey_df(two), 9)
-    (9.0, 1.0)
-    >>> round(bell_mccaffrey_df(np.array([0.5] + [0.05] * 10)), 2)  # 11 users, one with half
-    3.31
-    """
-    h = np.asarray(share, dtype=np.float64)
-    ratio = h * h / (1 - h)
-    trace_b2 = float(np.sum(h * h) + np.sum(ratio) ** 2 - np.sum(ratio * ratio))
-    return 1.0 / trace_b2
-
-
-def imbens_kolesar_df(share: np.ndarray, sizes: np.ndarray, rho: float) -> float:
-    """The Satterthwaite degrees of freedom of the CR2 variance of a mean over users holding
-    these shares (and counts) of the interactions, when a user's interactions correlate ``rho``
-    (Imbens and Kolesar 2016): a user's error sum then varies as ``(1 - rho) n_g + rho n_g^2``,
-    so at ``rho > 0`` heavy users weigh more than :func:`bell_mccaffrey_df` (``rho = 0``) lets
-    them, and the degrees of freedom are fewer. ``G - 1`` for ``G`` equal users at any ``rho``.
-
-    The variance estimate is ``E^T A E`` over the users' error sums ``E`` with ``A = (I - 1h^T)
-    D^-1 (I - h1^T)``, ``D = diag(1 - h)``; with ``Var E = diag(v)`` the degrees of freedom are
-    ``tr(C)^2 / tr(C^2)``, ``C = V^1/2 A V^1/2``, a diagonal plus a rank-two matrix, so
-    computed in O(users).
-
-    >>> shares = np.array([0.5] + [0.05] * 10)  # 11 users, one with half the interactions
-    >>> sizes = shares * 400
-    >>> [round(imbens_kolesar_df(shares, sizes, rho), 2) for rho in (0.0, 0.1, 1.0)]
-    [3.31, 1.48, 1.35]
-    >>> round(imbens_kolesar_df(np.full(10, 0.1), np.full(10, 40.0), 1.0), 9)
-    9.0
-    """
-    h = np.asarray(share, dtype=np.float64)
-    n = np.asarray(sizes, dtype=np.float64)
-    p = np.sqrt((1 - rho) * n + rho * n * n)  # sqrt(v)
-    u = h / (1 - h)
-    c = float(np.sum(h * u))
-    delta = p * p / (1 - h)  # diagonal of V^1/2 D^-1 V^1/2
-    q = p * u
-    # C = diag(delta) + L, L = [p q] M [p q]^T with M = [[c, -1], [-1, 0]]
-    trace_c = float(delta.sum() - 2 * np.sum(p * q) + c * np.sum(p * p))
-    gram = np.array([[p @ p, p @ q], [q @ p, q @ q]])
-    m_gram = np.array([[c, -1.0], [-1.0, 0.0]]) @ gram
-    trace_c2 = float(np.sum(delta * delta) + 2 * np.sum(delta * (c * p * p - 2 * p * q))
-                     + np.trace(m_gram @ m_gram))  # fmt: skip
-    return min(max(trace_c * trace_c / trace_c2, 1.0), len(h) - 1.0)
-
-
-def within_user_correlation_bound(sums: np.ndarray, squares: np.ndarray, sizes: np.ndarray,
-                                  confidence: float = RHO_CONFIDENCE) -> float:  # fmt: skip
-    """An upper confidence bound of the within-user (intraclass) correlation of the
-    interactions' values, from each user's sum, sum of squares and count: the one-way ANOVA
-    ratio ``F = MSB / MSW`` estimates ``theta = 1 + n0 rho / (1 - rho)`` times an F variable
-    with ``G - 1`` and ``N - G`` degrees of freedom (``n0`` the users' effective size), so
-    ``theta <= F / F_(1-confidence)(G - 1, N - G)`` at ``confidence``, and ``rho`` at most
-    ``(theta - 1) / (theta - 1 + n0)`` (Searle's interval; for unequal users an approximation).
-    1 when there is nothing to bound it with (one user, or no spread within users); never the
-    estimate alone, which is biased low with few users.
-
-    >>> rng = np.random.default_rng(0)
-    >>> users = np.repeat(np.arange(20), 10)
-    >>> values = rng.normal(size=20)[users] + rng.normal(size=200)  # rho = 0.5
-    >>> def bound(v):
-    ...     sums = np.bincount(users, weights=v)
-    ...     return within_user_correlation_bound(sums, np.bincount(users, weights=v * v),
-    ...                                          np.full(20, 10.0))
-    >>> 0.5 < round(bound(values), 2) < 0.9, round(bound(rng.normal(size=200)), 2) < 0.2
-    (True, True)
-    """
-    groups, total = len(sums), float(np.sum(sizes))
-    if groups < 2 or total <= groups:
-        return 1.0
-    between = float(np.sum(sums * sums / sizes))
-    within = (float(np.sum(squares)) - between) / (total - groups)
-    spread = (between - float(np.sum(sums)) ** 2 / total) / (groups - 1)
-    if not within > 0:
-        return 1.0
-    n0 = (total - float(np.sum(sizes * sizes)) / total) / (groups - 1)
-    theta = (spread / within) / f_quantile(1 - confidence, groups - 1, total - groups)
-    return float(min(1.0, max(0.0, (theta - 1) / (theta - 1 + n0))))

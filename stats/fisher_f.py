@@ -1,6 +1,6 @@
 """Fisher's F distribution's quantile, in plain Python like ``stats.student_t`` (whose
 incomplete beta it uses): the gate's upper bound of the within-user correlation
-(``release.offpolicy_bound.within_user_correlation_bound``) needs a lower quantile of F at
+(``release.cluster_df.within_user_correlation_bound``) needs a lower quantile of F at
 degrees of freedom that vary with each decision's users, and stays free of scipy.
 
 ``P(F <= f) = I_x(d1 / 2, d2 / 2)`` with ``x = d1 f / (d1 f + d2)`` (DLMF 26.5); the quantile

@@ -145,8 +145,10 @@ FLOORS = {
     "streams": 4,
     "warehouse": 4,
     "serving": 4,
+    "otel": 4,
     "release": 5,
     "trainer": 6,
+    "console": 6,
     "rtrl": 7,
 }
 SIDEWAYS = {

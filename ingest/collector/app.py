@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import time
@@ -48,10 +49,14 @@ from ingest.collector.errors import RequestIds, error_response, scope_request_id
 from ingest.collector.kafka_sink import SinkUnavailable
 from ingest.collector.keys import KeyStore
 from ingest.collector.metrics import CollectorMetrics
+from ingest.collector.otlp_answer import refusal
+from ingest.collector.otlp_decode import Encoding, OtlpRefused, Signal, encoding_of
+from ingest.collector.otlp_intake import OtlpIntake
 from ingest.collector.ratelimit import RateLimiter
 from ingest.contract import now_ts
 
 EVENTS_PATH = "/v1/events"
+OTLP_PATHS = {Signal.traces: "/v1/traces", Signal.logs: "/v1/logs"}
 log = logging.getLogger(__name__)
 
 
@@ -126,13 +131,13 @@ def create_app(
     def refuse(
         request: Request,
         status: int,
-        reason: BatchReason,
+        reason: str,
         detail: str,
         retry_after_s: float | None = None,
     ) -> Response:
         headers = {}
         if retry_after_s is not None:
-            headers["Retry-After"] = str(max(1, math.ceil(retry_after_s)))
+            headers["Retry-After"] = _seconds(retry_after_s)
         if status == 401:
             headers["WWW-Authenticate"] = "Bearer"
         metrics.requests.labels(str(status)).inc()
@@ -177,24 +182,31 @@ def create_app(
         finally:
             metrics.latency.observe(time.perf_counter() - started)
 
-    async def _handle(request: Request) -> Response:
+    def admit(request: Request, refused: Callable[..., Response]) -> str | Response:
+        """The tenant of the request's key, or ``refused(status, reason, detail, retry_after_s)``
+        when its key, its rate or Kafka's state says no: the same for every route that writes."""
         found = keys.lookup(_bearer(request.headers.get("authorization")))
         if found is None:
-            return refuse(request, 401, BatchReason.unauthorized, "missing or unknown API key")
+            return refused(401, BatchReason.unauthorized, "missing or unknown API key")
         key_id, tenant = found
         wait_s = limiter.check(key_id)
         if wait_s is not None:
-            return refuse(
-                request,
+            return refused(
                 429,
                 BatchReason.rate_limited,
                 f"more than {config.rate_per_key:g} requests/s for this key",
                 wait_s,
             )
         if not sink.reachable:
-            return refuse(
-                request, 503, BatchReason.unavailable, sink.unavailable_detail, config.retry_after_s
+            return refused(
+                503, BatchReason.unavailable, sink.unavailable_detail, config.retry_after_s
             )
+        return tenant
+
+    async def _handle(request: Request) -> Response:
+        tenant = admit(request, functools.partial(refuse, request))
+        if isinstance(tenant, Response):
+            return tenant
         try:
             body = await _read_body(request, config.max_body_bytes)
             events = decode_body(
@@ -217,6 +229,47 @@ def create_app(
         return _json(
             {"accepted": plan.accepted, "rejected": len(plan.rejections), "results": plan.results}
         )
+
+    intake = OtlpIntake(config, sink.deliver, topics.events, topics.dlq, metrics, clock)
+
+    async def post_otlp(request: Request, signal: Signal) -> Response:
+        encoding = encoding_of(request.headers.get("content-type"))
+
+        def refused(
+            status: int, reason: str, detail: str, retry_after_s: float | None = None
+        ) -> Response:
+            headers = {} if retry_after_s is None else {"Retry-After": _seconds(retry_after_s)}
+            if status == 401:
+                headers["WWW-Authenticate"] = "Bearer"
+            metrics.otlp_requests.labels(str(signal), str(status)).inc()
+            rid = scope_request_id(request.scope)
+            return refusal(status, reason, detail, rid, encoding or Encoding.json, headers)
+
+        tenant = admit(request, refused)
+        if isinstance(tenant, Response):
+            return tenant
+        if encoding is None:
+            media = "application/x-protobuf or application/json"
+            return refused(415, "unsupported_media_type", f"OTLP/HTTP is {media}")
+        try:
+            body = await _read_body(request, config.max_body_bytes)
+            content_encoding = request.headers.get("content-encoding")
+            return await intake.export(signal, body, encoding, content_encoding, tenant)
+        except (BatchRefused, OtlpRefused) as exc:
+            return refused(exc.status, str(exc.reason), exc.detail)
+        except SinkUnavailable as exc:
+            return refused(503, BatchReason.unavailable, str(exc), config.retry_after_s)
+
+    def otlp_route(signal: Signal) -> Callable[[Request], Awaitable[Response]]:
+        async def route(request: Request) -> Response:
+            return await post_otlp(request, signal)
+
+        return route
+
+    # OTLP's own specification describes these two (docs/contracts/otlp-v1.md says what rtrl
+    # reads), and their bodies are protobuf or OTLP/JSON, not this API's JSON: not in OpenAPI.
+    for signal, path in OTLP_PATHS.items():
+        app.post(path, include_in_schema=False)(otlp_route(signal))
 
     @app.get("/livez", response_model=Live, summary="Liveness: the process serves requests")
     async def livez() -> Response:
@@ -257,6 +310,10 @@ def create_app(
 
 def _json(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(orjson.dumps(body), status, headers, media_type="application/json")
+
+
+def _seconds(wait_s: float) -> str:
+    return str(max(1, math.ceil(wait_s)))
 
 
 def _bearer(header: str | None) -> str:

@@ -37,6 +37,30 @@ class CollectorMetrics(ServiceMetrics):
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=self.registry,
         )
+        self.otlp_requests = Counter(
+            "rtrl_collector_otlp_requests",
+            "POST /v1/traces and /v1/logs by signal (traces, logs) and HTTP status",
+            ["signal", "status"],
+            registry=self.registry,
+        )
+        self.otlp_items = Counter(
+            "rtrl_collector_otlp_items",
+            "OTLP spans and log records by signal and outcome (accepted, rejected, ignored)",
+            ["signal", "outcome"],
+            registry=self.registry,
+        )
+        self.otlp_rejections = Counter(
+            "rtrl_collector_otlp_rejections",
+            "refused OTLP spans and log records by signal and reason code",
+            ["signal", "reason"],
+            registry=self.registry,
+        )
+        self.otlp_ignored = Counter(
+            "rtrl_collector_otlp_ignored",
+            "OTLP spans and log records that are no rtrl event, by signal and why",
+            ["signal", "reason"],
+            registry=self.registry,
+        )
         self.kafka_reachable = Gauge(
             "rtrl_collector_kafka_reachable",
             "1 when the producer reaches Kafka",

@@ -48,6 +48,11 @@ class EngineSettings(BaseModel):
         "engine's log-probabilities are the learner's (SmolLM2's Q4_1 file: 0.004 nats a token "
         "apart as it is, 1e-5 at f16), for a larger file",
     )
+    share_base: bool = Field(
+        True,
+        description="serve the LoRA checkpoints of one base (the followed one, an A/B's arms, a "
+        "canary) from one server, each request choosing its adapter, instead of a server each",
+    )
     start_timeout_s: float = Field(120, gt=0)
     convert_timeout_s: float = Field(1800, gt=0)
     drain_timeout_s: float = Field(

@@ -1,6 +1,7 @@
 """The llama-server processes of ``rtrl serve --engine llama.cpp``: one for each checkpoint it
-serves, started on that checkpoint's GGUF files and stopped once no request admitted to it is
-left.
+serves, started on that checkpoint's GGUF files, or one for several LoRA checkpoints of one base
+(:meth:`EngineFleet.start_shared`: adapters chosen per request), each stopped once no request
+admitted to it is left.
 
 Why one server per checkpoint, and a new one for each promotion: this llama.cpp loads adapters
 only at start (``--lora``; ``POST /lora-adapters`` sets scales of adapters already loaded), and a
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from checkpoints.record import CheckpointInfo
@@ -52,13 +54,48 @@ def threads_per_server(threads: int, servers: int) -> int:
     return max(1, threads // max(1, servers))
 
 
-class ServedEngine:
-    """One running server for one checkpoint, with the requests admitted to it counted: a
-    request takes a lease when it is bound to this server and gives it back when answered."""
+def servers_for(kinds: Sequence[str], share_base: bool) -> int:
+    """How many servers serve checkpoints of these weights kinds at once: one each, or, sharing
+    the base, one for the base and its LoRA checkpoints and one for each full-weights one.
 
-    def __init__(self, checkpoint_id: str, server: LlamaServer) -> None:
-        self.checkpoint_id = checkpoint_id
+    >>> servers_for(["base", "lora", "lora"], True), servers_for(["lora", "full"], True)
+    (1, 2)
+    >>> servers_for(["base", "lora"], False)
+    2
+    """
+    if not share_base:
+        return len(kinds)
+    full = sum(k == "full" for k in kinds)
+    return full + (len(kinds) > full)
+
+
+def adapter_scales(adapters: tuple[str, ...], checkpoint_id: str) -> list[dict[str, float]] | None:
+    """The ``lora`` field of a request for ``checkpoint_id`` on a server that loaded
+    ``adapters`` (each one's checkpoint, in order): its adapter at scale 1, every other at 0
+    (all at 0: the base); None on a server of one checkpoint, which needs no field.
+
+    >>> adapter_scales(("a", "b"), "b")
+    [{'id': 0, 'scale': 0.0}, {'id': 1, 'scale': 1.0}]
+    >>> adapter_scales(("a", "b"), "base"), adapter_scales((), "a")
+    ([{'id': 0, 'scale': 0.0}, {'id': 1, 'scale': 0.0}], None)
+    """
+    if not adapters:
+        return None
+    return [{"id": i, "scale": 1.0 if a == checkpoint_id else 0.0} for i, a in enumerate(adapters)]
+
+
+class ServedEngine:
+    """One running server, for one checkpoint or for several LoRA checkpoints of one base
+    (``adapters``: the checkpoint of each adapter the server loaded, in its order), with the
+    requests admitted to it counted: a request takes a lease when it is bound to this server and
+    gives it back when answered."""
+
+    def __init__(
+        self, checkpoint_id: str, server: LlamaServer, adapters: tuple[str, ...] = ()
+    ) -> None:
+        self.checkpoint_id = checkpoint_id  # what it serves, in logs (several: joined by "+")
         self.server = server
+        self.adapters = adapters
         self.url = server.url
         self.retired = False
         self._leases = 0
@@ -75,6 +112,10 @@ class ServedEngine:
             if self._leases == 0:
                 self._idle.notify_all()
             return self._leases
+
+    def lora(self, checkpoint_id: str) -> list[dict[str, float]] | None:
+        """The ``lora`` field of a request for ``checkpoint_id`` (:func:`adapter_scales`)."""
+        return adapter_scales(self.adapters, checkpoint_id)
 
     @property
     def in_flight(self) -> int:
@@ -174,6 +215,39 @@ class EngineFleet:
             time.monotonic() - started,
         )
         engine = ServedEngine(checkpoint_id, server)
+        with self._lock:
+            self._running.append(engine)
+        return engine
+
+    def start_shared(self, members: dict[str, EngineWeights]) -> ServedEngine:
+        """One server for several checkpoints on the same GGUF model: each LoRA checkpoint's
+        adapter loaded at scale 0 and chosen per request (``ServedEngine.lora``), a base member
+        served with none. Why: one server for an A/B's arms, a canary and its parent decodes
+        with every thread, where one server per checkpoint would divide them."""
+        models = {w.model for w in members.values()}
+        if len(models) != 1:
+            raise ValueError(
+                f"a shared server serves one model file, not {sorted(map(str, models))}"
+            )
+        s = self.settings
+        members = dict(sorted(members.items()))
+        adapters = tuple((c, w.lora) for c, w in members.items() if w.lora is not None)
+        label = "+".join(members)
+        port = free_port_block(1)
+        config = EngineConfig(s.binary, models.pop(), port, s.threads, s.slots, s.context,
+                              alias=label, adapters=tuple(p for _, p in adapters))  # fmt: skip
+        s.log_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        server = LlamaServer(config, s.log_dir / f"llama-server-{port}.log", s.start_timeout_s)
+        log.info(
+            "serving: one llama-server for %s on port %d (%s, %d adapters), up in %.1f s",
+            ", ".join(members),
+            port,
+            config.model.name,
+            len(adapters),
+            time.monotonic() - started,
+        )
+        engine = ServedEngine(label, server, tuple(c for c, _ in adapters))
         with self._lock:
             self._running.append(engine)
         return engine

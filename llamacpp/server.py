@@ -4,9 +4,12 @@
 checkpoint's GGUF model and adapter (``llamacpp.fleet``), and stands in front of them as
 an upstream; a server does not outlive the process that started it, even one killed with
 SIGKILL; the tests and the benchmark start theirs the same way. The server listens on the
-loopback only and serves one model (with at most one adapter, applied to every request at
-scale 1 and never changed while it runs); ``slots`` requests are decoded together
-(llama.cpp's continuous batching), each with ``context / slots`` tokens of context.
+loopback only and serves one model, either with at most one adapter (``lora``: applied to every
+request at scale 1, never changed while it runs) or with several loaded and none applied
+(``adapters``: each request names its own in its ``lora`` field, so one server serves every
+LoRA checkpoint of one base); ``slots`` requests are decoded together (llama.cpp's continuous
+batching; requests with different adapters are not batched together), each with
+``context / slots`` tokens of context.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class EngineConfig:
     context: int = 8192  # tokens, shared by the slots
     alias: str | None = None  # the name /v1/models lists (default: the file's)
     lora: Path | None = None  # a GGUF LoRA adapter applied to every request
+    adapters: tuple[Path, ...] = ()  # GGUF LoRA adapters loaded at scale 0, chosen per request
 
     def command(self) -> list[str]:
         cmd = [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1",
@@ -45,8 +49,17 @@ class EngineConfig:
                "-c", str(self.context), "--no-webui"]  # fmt: skip
         if self.alias:
             cmd += ["--alias", self.alias]
+        if self.lora is not None and self.adapters:
+            raise ValueError("a server either applies one adapter to all or several per request")
         if self.lora is not None:
             cmd += ["--lora", str(self.lora)]
+        for adapter in self.adapters:
+            cmd += ["--lora", str(adapter)]
+        if self.adapters:
+            # and no prompt cache in host memory: it keeps a prompt's state without the
+            # adapter it was computed with, and would hand it to a request of another adapter
+            # (a slot's own cache is dropped when the adapter changes)
+            cmd += ["--lora-init-without-apply", "--cache-ram", "0"]
         return cmd
 
 

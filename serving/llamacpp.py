@@ -111,7 +111,7 @@ class LlamaCppBackend(UpstreamBackend):
             ids = tuple(prompt)
         # every prompt, fresh or spliced: llama-server would otherwise shift or cut the context
         check_length(len(ids), params.max_tokens, await self._context(route))
-        body = completion_body(list(ids), params)
+        body = completion_body(list(ids), params) | self._adapter_fields(route)
         if params.stop:  # streamed: the whole answer drops the stop string's probabilities
             body["stream"] = True
             streamed = await self._post_body("/completion", body, self._url_of(route))
@@ -157,6 +157,11 @@ class LlamaCppBackend(UpstreamBackend):
     def _url_of(self, route: Route) -> str:
         """The llama-server that serves ``route``: this upstream's."""
         return self.url
+
+    def _adapter_fields(self, route: Route) -> dict[str, Any]:
+        """What a ``/completion`` request adds to choose ``route``'s adapter: nothing, the
+        server serves one checkpoint."""
+        return {}
 
     async def _call(self, route: Route, path: str, body: dict[str, Any]) -> dict[str, Any]:
         data = await self._post(path, body, self._url_of(route))

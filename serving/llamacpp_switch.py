@@ -14,6 +14,14 @@ be converted or started is logged, and serving stays where it was.
 
 A canary's candidate (``pin``) gets its server before any user lands on it; when the canary is
 promoted, the same server becomes the followed one, with no restart.
+
+With ``share_base`` (the default), the checkpoints served at once that run on the same GGUF
+model (a base and LoRA checkpoints over it: the followed one, an A/B's arms, a canary) share one
+server: each adapter loaded at scale 0 and each request naming its own in its ``lora`` field
+(``llamacpp.fleet.ServedEngine.lora``). A checkpoint that joins them gets a new server with every
+member's adapter (this llama.cpp loads adapters only at start), the members' routes move to it
+under the lock, and the old server drains as on a switch: the same guarantee, one server's
+threads instead of a divided share each.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from typing import Any
 
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
+from llamacpp.convert import EngineWeights
 from llamacpp.fleet import EngineFleet, ServedEngine
 from models.generation import Generation
 from serving.follower import moves_forward
@@ -52,6 +61,8 @@ class EngineBackend(LlamaCppBackend):
         timeout_s: float = 600.0,
     ) -> None:
         self._fleet = fleet
+        self._weights: dict[str, EngineWeights] = {}
+        self._boot = self._start_shared(registry, {checkpoint_id, *pinned})
         # the upstream's own URL is never asked: each route names its server
         super().__init__(
             "http://llama-server.invalid",
@@ -73,14 +84,69 @@ class EngineBackend(LlamaCppBackend):
                 return route
         return None
 
-    def _route_for(self, info: CheckpointInfo) -> Route | None:
+    def _start_shared(self, registry: CheckpointRegistry, ids: set[str]) -> dict[str, ServedEngine]:
+        """At start: one server for each model file that several of ``ids`` run on."""
+        if not self._fleet.settings.share_base or len(ids) < 2:
+            return {}
+        for checkpoint_id in sorted(ids):
+            self._weights[checkpoint_id] = self._fleet.weights(registry.get(checkpoint_id))
+        engines: dict[str, ServedEngine] = {}
+        for model in {w.model for w in self._weights.values()}:
+            members = {c: w for c, w in self._weights.items() if w.model == model}
+            if len(members) > 1:
+                engine = self._fleet.start_shared(members)
+                engines.update(dict.fromkeys(members, engine))
+        return engines
+
+    def _route_for(self, info: CheckpointInfo, keep: set[str] | None = None) -> Route | None:
         """``info``'s server: the one already serving it, or a new one (slow: conversion and
-        start happen here, on the caller's thread, while serving goes on)."""
-        served = self._served(info.checkpoint_id)
+        start happen here, on the caller's thread, while serving goes on). With ``share_base``
+        the new one also serves the checkpoints of ``keep`` on the same model file, whose
+        routes move to it."""
+        cid = info.checkpoint_id
+        served = self._served(cid)
         if served is not None:
             return served
-        engine = self._fleet.start(info)
-        return EngineRoute(info.checkpoint_id, info.model.identity(), info.checkpoint_id, engine)
+        identity = info.model.identity()
+        if cid in self._boot:
+            return EngineRoute(cid, identity, cid, self._boot.pop(cid))
+        weights = self._weights.get(cid) or self._fleet.weights(info)
+        self._weights[cid] = weights
+        group = {c: self._weights[c] for c in keep or () if c in self._weights and c != cid}
+        group = {c: w for c, w in group.items() if w.model == weights.model}
+        if not self._fleet.settings.share_base or not group:
+            return EngineRoute(cid, identity, cid, self._fleet.start_on(cid, weights))
+        engine = self._fleet.start_shared({**group, cid: weights})
+        self._move_to(engine, set(group))
+        return EngineRoute(cid, identity, cid, engine)
+
+    def _move_to(self, engine: ServedEngine, ids: set[str]) -> None:
+        """New requests of ``ids`` go to ``engine``; a server they leave drains and stops."""
+        with self._lock:
+            left = set()
+            if self._current.checkpoint_id in ids:
+                left.add(self._engine(self._current))
+                self._current = self._moved(self._current, engine)
+            for cid, route in self._pinned.items():
+                if cid in ids:
+                    left.add(self._engine(route))
+                    self._pinned[cid] = self._moved(route, engine)
+            retire = [e for e in left if e is not engine and not self._in_use(e)]
+        for old in retire:
+            self._fleet.retire(old)
+
+    @staticmethod
+    def _engine(route: Route) -> ServedEngine:
+        assert isinstance(route, EngineRoute)
+        return route.engine
+
+    @staticmethod
+    def _moved(route: Route, engine: ServedEngine) -> EngineRoute:
+        return EngineRoute(route.checkpoint_id, route.identity, route.model, engine)
+
+    def _adapter_fields(self, route: Route) -> dict[str, Any]:
+        lora = self._engine(route).lora(route.checkpoint_id)
+        return {} if lora is None else {"lora": lora}
 
     def _url_of(self, route: Route) -> str:
         assert isinstance(route, EngineRoute)
@@ -103,7 +169,9 @@ class EngineBackend(LlamaCppBackend):
     def take_up(self, info: CheckpointInfo) -> bool:
         if not moves_forward(info, self._current_info):
             return False
-        route = self._route_for(info)
+        with self._lock:
+            keep = set(self._pinned)
+        route = self._route_for(info, keep)
         assert isinstance(route, EngineRoute)
         with self._lock:
             old = self._current
@@ -122,7 +190,9 @@ class EngineBackend(LlamaCppBackend):
         return True
 
     def pin(self, info: CheckpointInfo) -> None:
-        route = self._route_for(info)
+        with self._lock:
+            keep = {self._current.checkpoint_id, *self._pinned}
+        route = self._route_for(info, keep)
         with self._lock:
             self._pinned[info.checkpoint_id] = route  # type: ignore[assignment]
 

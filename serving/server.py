@@ -25,6 +25,7 @@ from serving.backend import Backend
 from serving.follower import CheckpointFollower
 from serving.metrics import GatewayMetrics
 from serving.recorder import RolloutRecorder
+from serving.rollout_spool import RolloutSpool
 from serving.serve_config import ServeConfig
 
 log = logging.getLogger("serving")
@@ -51,10 +52,12 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
         checkpoint = current.checkpoint_id
     pinned = config.split.checkpoints() if config.split is not None else set()
     if config.engine is not None:
-        from llamacpp.fleet import EngineFleet, threads_per_server
+        from llamacpp.fleet import EngineFleet, servers_for, threads_per_server
         from serving.llamacpp_switch import EngineBackend
 
-        servers = len({checkpoint} | pinned)  # the followed checkpoint and the split's arms
+        # the followed checkpoint and the split's arms
+        kinds = [registry.get(c).weights.kind for c in sorted({checkpoint} | pinned)]
+        servers = servers_for(kinds, config.engine.share_base)
         threads = threads_per_server(config.engine.threads, servers)
         log.info(
             "serving: %d llama.cpp server(s) at once, %d thread(s) each, of %d",
@@ -139,11 +142,15 @@ def build(config: ServeConfig) -> Gateway:
 
 def _assemble(config: ServeConfig, backend: Backend) -> Gateway:
     topics = TopicNames(config.topic_prefix)
-    recorder = (
-        RolloutRecorder(config.bootstrap, topics.rollouts, config.spool_max)
-        if config.record
-        else None
-    )
+    recorder = None
+    if config.record:
+        spool = (
+            RolloutSpool(config.spool_dir / topics.rollouts, config.spool_fsync)
+            if config.spool_dir is not None
+            else None
+        )
+        recorder = RolloutRecorder(config.bootstrap, topics.rollouts, config.spool_max,
+                                   spool=spool, spool_max_bytes=config.spool_max_bytes)  # fmt: skip
     metrics = GatewayMetrics()
     metrics.watch(
         spooled=lambda: recorder.spooled() if recorder else 0,
@@ -152,6 +159,9 @@ def _assemble(config: ServeConfig, backend: Backend) -> Gateway:
         switches=lambda: backend.switches,
         not_loaded=lambda: dict(getattr(backend, "not_loaded", {})),
     )
+    if recorder is not None:
+        metrics.watch_spool(recorder.spooled_bytes, lambda: recorder.write_errors,
+                            recorder.spool_counts)  # fmt: skip
     keys = KeyStore(config.key_db)
     assignment = Assignment(backend, config.split)
     app = create_app(backend, recorder, keys, assignment, config.gateway, metrics)

@@ -38,6 +38,7 @@ STAGES = (
     "models",
     "checkpoints",
     "serving",
+    "otel",
     "trainer",
     "release",
     "rtrl.loop",

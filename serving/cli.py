@@ -35,6 +35,7 @@ SERVE_OPTIONS = SettingsOptions(
         "upstream": Option(metavar="URL"),
         "max_batch": Option(type=positive_int),
         "spool_max": Option(type=positive_int),
+        "spool_max_bytes": Option(type=positive_int),
         "batch_wait_s": Option(
             flags=("--batch-wait-ms",),
             from_field=lambda s: s * 1000,

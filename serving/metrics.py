@@ -1,7 +1,7 @@
 """The gateway's Prometheus metrics: requests, latency, and what became of each completion's
-rollout (recorded, private, refused by reason, dropped by reason), the spool, the checkpoint
-switches. Counters that other objects keep (the recorder's drops, the backend's switches) are
-read at scrape time rather than copied."""
+rollout (recorded, private, refused by reason, dropped by reason), the spool (in memory and on
+disk), the checkpoint switches. Counters that other objects keep (the recorder's drops, the
+backend's switches) are read at scrape time rather than copied."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from infra.metrics import ServiceMetrics
+from serving.rollout_spool import SpoolCounts
 
 
 class _Read(Collector):
@@ -43,7 +44,8 @@ class GatewayMetrics(ServiceMetrics):
             "completions by what became of their "
             "rollout: recorded (spooled for Kafka), private (privacy mode, "
             "never recorded), refused (see refused_by_reason), dropped "
-            "(the spool was full), failed (an error while building it, logged)",
+            "(the spool was full: see rtrl_gateway_rollouts_dropped), failed (an error while "
+            "building it, logged)",
             ["outcome"],
             registry=r,
         )
@@ -103,5 +105,55 @@ class GatewayMetrics(ServiceMetrics):
             for reason, n in not_loaded().items():
                 skipped.add_metric([reason], n)
             yield skipped
+
+        self.registry.register(_Read(read))
+
+    def watch_spool(self, spooled_bytes: Callable[[], int], write_errors: Callable[[], int],
+                    counts: Callable[[], SpoolCounts | None]) -> None:  # fmt: skip
+        """The spool's bytes, and what its disk part did (when there is one)."""
+
+        def read() -> Iterable[Metric]:
+            yield GaugeMetricFamily(
+                "rtrl_gateway_spool_bytes",
+                "bytes of the rollouts waiting for Kafka's acknowledgement (bounded by "
+                "--spool-max-bytes)",
+                value=spooled_bytes(),
+            )
+            disk = counts()
+            if disk is None:
+                return
+            yield GaugeMetricFamily(
+                "rtrl_gateway_spool_disk_bytes",
+                "bytes of the disk spool's segment files (those waiting for Kafka, and records "
+                "acknowledged whose segment is not yet deleted)",
+                value=disk.disk_bytes,
+            )
+            yield GaugeMetricFamily(
+                "rtrl_gateway_spool_segments", "disk spool segment files", value=disk.segments
+            )
+            yield CounterMetricFamily(
+                "rtrl_gateway_spool_written",
+                "rollouts written to the disk spool before the producer had them",
+                value=disk.written,
+            )
+            yield CounterMetricFamily(
+                "rtrl_gateway_spool_recovered",
+                "rollouts found in the disk spool at start, left by an earlier run",
+                value=disk.recovered,
+            )
+            yield CounterMetricFamily(
+                "rtrl_gateway_spool_write_errors",
+                "rollouts the disk spool could not write (kept in memory only, logged)",
+                value=write_errors(),
+            )
+            discarded = CounterMetricFamily(
+                "rtrl_gateway_spool_discarded_bytes",
+                "bytes found unreadable in the disk spool at start, by reason: torn_tail (a "
+                "write cut short by a crash), bad_checksum, bad_magic (a file set aside)",
+                labels=["reason"],
+            )
+            for reason, n in disk.discarded.items():
+                discarded.add_metric([reason], n)
+            yield discarded
 
         self.registry.register(_Read(read))

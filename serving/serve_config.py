@@ -91,6 +91,29 @@ class ServeConfig:
             "rollouts held while Kafka is unreachable; beyond, each is dropped (counted and logged)"
         ),
     )
+    spool_max_bytes: int = field(
+        default=256 << 20,
+        metadata=_help(
+            "bytes of rollouts held while Kafka is unreachable (in memory, and in --spool-dir "
+            "when given); beyond, each is dropped (counted and logged)"
+        ),
+    )
+    spool_dir: Path | None = field(
+        default=None,
+        metadata=_help(
+            "keep every rollout here (a folder per topic) until Kafka acknowledged it, so that "
+            "one whose gateway is killed while Kafka is down is delivered by the next start "
+            "(at least once); one gateway per folder. Default: none, the spool is memory only "
+            "and dies with the process"
+        ),
+    )
+    spool_fsync: bool = field(  # its option: --no-spool-fsync
+        default=True,
+        metadata=_help(
+            "do not fsync the disk spool's writes: a killed gateway still loses nothing (the "
+            "kernel has the bytes), a machine that loses power may lose the last writes"
+        ),
+    )
     drain_s: float = 10.0
     record: bool = field(  # its option: --no-record
         default=True,

@@ -43,9 +43,13 @@ class EngineSampler:
 
     device = torch.device("cpu")  # where the caller's generator lives
 
-    def __init__(self, url: str, in_flight: int = 16, timeout_s: float = 300) -> None:
+    def __init__(self, url: str, in_flight: int = 16, timeout_s: float = 300,
+                 lora: list[dict[str, float]] | None = None) -> None:  # fmt: skip
+        """``lora``: the adapter each request names, on a server shared by several checkpoints
+        (``ServedEngine.lora``)."""
         self.url = url.rstrip("/")
         self.in_flight = in_flight
+        self._adapter = {} if lora is None else {"lora": lora}
         self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
 
     def chat_prompt(self, messages: Sequence[dict[str, Any]],
@@ -73,7 +77,7 @@ class EngineSampler:
             return [_completion(g) for g in done]
 
     def _one(self, prompt: Sequence[int], seed: int, params: SamplingParams) -> Generation:
-        body = {**completion_body(list(prompt), params), "seed": seed}
+        body = {**completion_body(list(prompt), params), "seed": seed, **self._adapter}
         if params.stop:  # streamed: a whole answer drops the stop string's probabilities
             body["stream"] = True
             answer = self._http.post("/completion", json=body)
@@ -122,6 +126,27 @@ def weights_sampler(settings: EngineSettings, registry: CheckpointRegistry, chec
     fleet = EngineFleet(settings, registry)
     with _sampler_of(fleet, lambda: fleet.start_on(checkpoint_id, weights)) as sampler:
         yield sampler
+
+
+@contextmanager
+def shared_samplers(
+    settings: EngineSettings, registry: CheckpointRegistry, members: dict[str, EngineWeights]
+) -> Iterator[dict[str, EngineSampler]]:
+    """A sampler for each of ``members`` (checkpoint id: GGUF files on one model, a parent and
+    the candidate the gate is judging), all on one server that loaded their adapters
+    (``EngineFleet.start_shared``), stopped on the way out: one start, and one model in memory."""
+    fleet = EngineFleet(settings, registry)
+    try:
+        engine = fleet.start_shared(members)
+        samplers = {c: EngineSampler(engine.url, settings.slots, lora=engine.lora(c))
+                    for c in members}  # fmt: skip
+        try:
+            yield samplers
+        finally:
+            for sampler in samplers.values():
+                sampler.close()
+    finally:
+        fleet.close()
 
 
 @contextmanager

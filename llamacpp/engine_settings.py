@@ -49,9 +49,12 @@ class EngineSettings(BaseModel):
         "apart as it is, 1e-5 at f16), for a larger file",
     )
     share_base: bool = Field(
-        True,
+        False,
         description="serve the LoRA checkpoints of one base (the followed one, an A/B's arms, a "
-        "canary) from one server, each request choosing its adapter, instead of a server each",
+        "canary) from one server, each request choosing its adapter, instead of a server each: "
+        "one model in memory and one start, but llama.cpp batches no requests of different "
+        "adapters together (2 arms on 2 cores: 89 tokens/s against 163 for a server each, "
+        "bench/RESULTS.md)",
     )
     start_timeout_s: float = Field(120, gt=0)
     convert_timeout_s: float = Field(1800, gt=0)

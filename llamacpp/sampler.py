@@ -119,16 +119,6 @@ def engine_sampler(settings: EngineSettings, registry: CheckpointRegistry,
 
 
 @contextmanager
-def weights_sampler(settings: EngineSettings, registry: CheckpointRegistry, checkpoint_id: str,
-                    weights: EngineWeights) -> Iterator[EngineSampler]:  # fmt: skip
-    """A sampler on a server of its own on GGUF files already converted (a candidate the gate
-    is judging, not registered yet), stopped on the way out."""
-    fleet = EngineFleet(settings, registry)
-    with _sampler_of(fleet, lambda: fleet.start_on(checkpoint_id, weights)) as sampler:
-        yield sampler
-
-
-@contextmanager
 def shared_samplers(
     settings: EngineSettings, registry: CheckpointRegistry, members: dict[str, EngineWeights]
 ) -> Iterator[dict[str, EngineSampler]]:

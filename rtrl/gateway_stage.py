@@ -15,7 +15,9 @@ from rtrl.procs import Stage, http_ready, wait_until
 
 @dataclass(frozen=True)
 class GatewaySetup:
-    """What every gateway of a run shares: the registry, the API keys, Kafka, its port."""
+    """What every gateway of a run shares: the registry, the API keys, Kafka, its port, and the
+    disk spool of its rollouts (``<run>/rollout-spool``: a gateway of the run killed while Kafka
+    is down leaves them there, and the run's next gateway delivers them)."""
 
     registry: str
     keys_db: str
@@ -36,7 +38,8 @@ def gateway(setup: GatewaySetup, checkpoint: str, extra: list[str],
         "gateway",
         ["serve", "--registry", setup.registry, "--checkpoint", checkpoint, "--db",
          setup.keys_db, *setup.kafka, "--port", str(setup.port), "--device", "cpu", "--seed",
-         str(setup.seed), *setup.serve_args, *extra],
+         str(setup.seed), "--spool-dir", str(Path(setup.registry).parent / "rollout-spool"),
+         *setup.serve_args, *extra],
         log_file,
     )  # fmt: skip
     stage.start()

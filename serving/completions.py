@@ -1,9 +1,10 @@
 """A completion request from admission to answer, whoever received it (``api``'s FastAPI
 routes or ``fast_path``).
 
-Each request goes: interaction id (``X-Rtrl-Interaction-Id``, or a new UUIDv7) → arm (the
-experiment's sticky assignment by ``X-Rtrl-User-Id``) → the checkpoint that will serve it, bound
-now → the backend → the rollout (never for ``X-Rtrl-Privacy-Mode: true``; refused with a counted
+Each request goes: admission (``admission``: interaction id, from the recognised run or
+``X-Rtrl-Interaction-Id`` or a new UUIDv7; the response id that carries it; the arm, the
+experiment's sticky assignment by ``X-Rtrl-User-Id``; the checkpoint that will serve it, bound
+now) → the backend → the rollout (never for ``X-Rtrl-Privacy-Mode: true``; refused with a counted
 reason when the answer lacks ids or log-probabilities) → the answer, whole or as server-sent
 events, with the interaction id, checkpoint and experiment in ``X-Rtrl-*`` headers for the
 editor plugin to stamp on its telemetry. Recording never fails a completion, nor delays it: a
@@ -25,22 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 from starlette.responses import Response, StreamingResponse
 
-from ingest.contract import uuid7
-from models.constraint import Constraint, tool_call_constraint
+from models.constraint import Constraint
 from models.generation import Generation
 from models.rollout import Experiment, Rollout, TurnRef
 from models.sampling import SamplingParams
 from models.tool_format import Parsed
+from serving.admission import INTERACTION, USER, Admission, Request
 from serving.answers import After, ApiError, JsonAnswer
 from serving.assignment import Assignment, assignment_unit
 from serving.backend import Backend, OnStep
@@ -51,7 +50,7 @@ from serving.generation import (
     rollout_of,
 )
 from serving.metrics import GatewayMetrics
-from serving.protocol import ChatCompletionRequest, CompletionRequest, NamedToolChoice
+from serving.protocol import ChatCompletionRequest
 from serving.recorder import RolloutRecorder
 from serving.splice import Splice, SpliceError
 from serving.stream import (
@@ -83,17 +82,9 @@ from serving.trajectory import AnswerMemory
 from serving.turns import Turn, Turns
 from serving.upstream_protocol import UpstreamError
 
-PARAMS_KEPT = 4096  # sets of sampling parameters kept validated
-STOPS_KEPT_CHARS = 256  # a set whose stop strings are longer in all is validated every time
-
 log = logging.getLogger(__name__)
-INTERACTION = "x-rtrl-interaction-id"
 CHECKPOINT = "X-Rtrl-Checkpoint-Id"
 EXPERIMENT = "X-Rtrl-Experiment"
-USER = "x-rtrl-user-id"
-PRIVACY = "x-rtrl-privacy-mode"
-
-Request = ChatCompletionRequest | CompletionRequest
 
 
 @dataclass(frozen=True)
@@ -105,10 +96,6 @@ class GatewayConfig:
     remember_s: float = 3600.0  # how long after its last use an answer is kept
 
 
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("true", "1", "yes")
-
-
 class Completions:
     """``recorder`` None: nothing is recorded (the backend stands as another gateway's
     upstream, which records)."""
@@ -118,10 +105,10 @@ class Completions:
                  metrics: GatewayMetrics) -> None:  # fmt: skip
         self.backend, self.recorder, self.assignment = backend, recorder, assignment
         self.config, self.metrics = config, metrics
+        self.admission = Admission(backend, assignment, config.model_names,
+                                   config.default_max_tokens)  # fmt: skip
         self._pending: set[asyncio.Task[Generation]] = set()  # streams' generations
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}  # bound once, then reused
-        self._params: dict[tuple[Any, ...], SamplingParams] = {}
-        self._constraints: dict[bytes, Constraint] = {}  # compiled grammars, by tools and choice
         self.turns = None
         if config.remember_answers > 0:
             memory = AnswerMemory(config.remember_answers, config.remember_s)
@@ -137,32 +124,20 @@ class Completions:
         started = time.perf_counter()
         status = 500
         try:
-            params = self._sampling(req)
+            params = self.admission.sampling(req)
+            chat = isinstance(req, ChatCompletionRequest)
             reading = reading_of(req) if isinstance(req, ChatCompletionRequest) else None
             constraint = None
-            if reading is not None and reading.constrained and self._constrains():
-                constraint = self._constraint(req)  # type: ignore[arg-type]
-            elif reading is not None and reading.constrained:
-                raise ApiError(
-                    400,
-                    f"tool_choice {reading.mode!r} needs the answer decoded under a grammar of "
-                    f"calls, which the {self.backend.kind} backend does not do: use 'auto'",
-                    "invalid_request_error",
-                    "unsupported_tool_choice",
-                    "tool_choice",
-                )
-            # nothing may refuse the request between binding it to a checkpoint and asking
-            # the backend: a backend that counts the requests bound to a server (to stop it
-            # only once they are answered) gives the count back when it answers
-            chat = isinstance(req, ChatCompletionRequest)
+            if isinstance(req, ChatCompletionRequest):
+                constraint = self.admission.constraint(req, reading)
             scope = assignment_unit(headers.get(USER), req.user, headers.get("authorization"))
             recognition = None
             if isinstance(req, ChatCompletionRequest) and self.turns is not None:  # before the arm
                 recognition = self.turns.recognise(req, scope, headers.get(INTERACTION))
             known = recognition.interaction_id if recognition is not None else None
-            interaction, private, experiment, target = self._admit(headers, req.model, known,
-                                                                   scope)  # fmt: skip
-            rid = f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(16)}"
+            admitted = self.admission.admit(headers, chat, req.model, known, scope)
+            interaction, private = admitted.interaction, admitted.private
+            experiment, target, rid = admitted.experiment, admitted.target, admitted.response_id
             turn = None
             if recognition is not None and self.turns is not None:
                 turn = self.turns.turn(rid, interaction, recognition, target)
@@ -207,40 +182,9 @@ class Completions:
             self._child(self.metrics.latency, endpoint).observe(time.perf_counter() - started)
             self._child(self.metrics.requests, endpoint, str(status)).inc()
 
-    def _constraint(self, req: ChatCompletionRequest) -> Constraint:
-        """The grammar of the calls ``req`` requires, compiled once for each set of tools and
-        choice seen (an agent sends the same ones on every call); a choice its tools cannot
-        satisfy, or a schema the grammar engine cannot compile, is a 400: never sampled
-        unconstrained."""
-        tools = [t.model_dump(exclude_none=True) for t in req.tools or ()]
-        choice = req.tool_choice
-        choice_raw = choice.model_dump() if isinstance(choice, NamedToolChoice) else choice
-        key = orjson.dumps(
-            [tools, choice_raw, req.parallel_tool_calls], option=orjson.OPT_SORT_KEYS
-        )
-        constraint = self._constraints.get(key)
-        if constraint is None:
-            try:
-                constraint = tool_call_constraint(tools, choice_raw, req.parallel_tool_calls)
-            except ValueError as exc:
-                raise ApiError(
-                    400, str(exc), "invalid_request_error", "invalid_tools", "tools"
-                ) from None
-            if constraint is None:  # not asked for: reading_of said otherwise
-                raise ApiError(400, "tool_choice asks for no call", "invalid_request_error")
-            if len(self._constraints) >= PARAMS_KEPT:
-                self._constraints.clear()
-            self._constraints[key] = constraint
-        return constraint
-
-    def _constrains(self) -> bool:
-        """Whether the backend samples under a grammar (``required``, a named function)."""
-        return bool(getattr(self.backend, "constrains_tool_calls", False))
-
     def models(self) -> list[str]:
         """The names a request may give as its model, as ``/v1/models`` lists them."""
-        served = self.backend.models()
-        return [*served, *(n for n in self.config.model_names if n not in served)]
+        return self.admission.models()
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """``metric.labels(*labels)``, looked up once (``labels`` takes a lock and checks its
@@ -250,58 +194,6 @@ class Completions:
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
-
-    def _admit(
-        self,
-        headers: Mapping[str, str],
-        model: str,
-        known: str | None,
-        unit: str,
-    ) -> tuple[str, bool, Experiment | None, Any]:
-        """Interaction id (``known``: the run's that the call was recognised in), privacy,
-        experiment arm and the bound checkpoint of a request (``unit``: whom it is assigned
-        as, ``serving.assignment.assignment_unit``)."""
-        interaction = known or headers.get(INTERACTION) or uuid7()
-        if not 1 <= len(interaction) <= 128:
-            raise ApiError(
-                400, "X-Rtrl-Interaction-Id: 1 to 128 characters", "invalid_request_error"
-            )
-        if model and model not in self.config.model_names and model not in self.backend.models():
-            raise ApiError(
-                404,
-                f"The model `{model}` does not exist; this gateway serves "
-                f"{', '.join(self.models())}",
-                "invalid_request_error",
-                "model_not_found",
-                "model",
-            )
-        experiment, target = self.assignment.admit(unit, model)
-        return interaction, _truthy(headers.get(PRIVACY)), experiment, target
-
-    def _sampling(self, req: Request) -> SamplingParams:
-        """The request's sampling parameters, validated once for each set seen (most requests
-        ask for the same few)."""
-        key = temperature, top_p, budget, stops = (
-            req.temperature,
-            req.top_p,
-            req.token_budget(),
-            req.stops(),
-        )
-        params = self._params.get(key)
-        if params is not None:
-            return params
-        try:
-            params = SamplingParams(
-                temperature=temperature or 1.0,
-                top_p=top_p or 1.0,
-                max_tokens=budget or self.config.default_max_tokens,
-                stop=stops,
-            )
-        except ValidationError as exc:
-            raise ApiError(400, str(exc.errors()[0]["msg"]), "invalid_request_error") from None
-        if len(self._params) < PARAMS_KEPT and sum(map(len, stops)) <= STOPS_KEPT_CHARS:
-            self._params[key] = params  # bounded: unusual stop strings are not kept
-        return params
 
     def _rollout(self, gen: Generation, interaction: str, params: SamplingParams,
                  experiment: Experiment | None, created_at: str,

@@ -15,13 +15,14 @@ be converted or started is logged, and serving stays where it was.
 A canary's candidate (``pin``) gets its server before any user lands on it; when the canary is
 promoted, the same server becomes the followed one, with no restart.
 
-With ``share_base`` (the default), the checkpoints served at once that run on the same GGUF
-model (a base and LoRA checkpoints over it: the followed one, an A/B's arms, a canary) share one
-server: each adapter loaded at scale 0 and each request naming its own in its ``lora`` field
-(``llamacpp.fleet.ServedEngine.lora``). A checkpoint that joins them gets a new server with every
-member's adapter (this llama.cpp loads adapters only at start), the members' routes move to it
-under the lock, and the old server drains as on a switch: the same guarantee, one server's
-threads instead of a divided share each.
+With ``share_base`` (off by default: llama.cpp batches no requests of different adapters
+together, so an A/B's arms decode faster on a server each), the checkpoints served at once that
+run on the same GGUF model (a base and LoRA checkpoints over it: the followed one, an A/B's
+arms, a canary) share one server: each adapter loaded at scale 0 and each request naming its own
+in its ``lora`` field (``llamacpp.fleet.ServedEngine.lora``). A checkpoint that joins them gets
+a new server with every member's adapter (this llama.cpp loads adapters only at start), the
+members' routes move to it under the lock, and the old server drains as on a switch: the same
+guarantee, one server's threads instead of a divided share each.
 """
 
 from __future__ import annotations

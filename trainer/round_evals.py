@@ -88,16 +88,16 @@ def engine_pair(settings: EngineSettings, registry: CheckpointRegistry, parent: 
                 candidate_id: str, candidate: CausalLMPolicy,
                 lora: LoraSettings) -> Iterator[tuple[EngineSampler, EngineSampler]]:  # fmt: skip
     """Samplers of ``parent`` and of the trained ``candidate`` (a LoRA adapter over the same
-    base), on one server that loaded both adapters (``share_base``) or each on a server of its
-    own, stopped on the way out. The paired evals sample one checkpoint after the other, so the
-    server decoding has every thread."""
+    base), on one server that loaded both adapters, stopped on the way out: one start and one
+    model in memory. The paired evals sample one checkpoint after the other, so no batch mixes
+    the two adapters (which llama.cpp would not batch together) and each has every thread."""
     from llamacpp.convert import (
         EngineWeights,
         candidate_lora_gguf,
         converted_dir,
         engine_weights,
     )
-    from llamacpp.sampler import shared_samplers, weights_sampler
+    from llamacpp.sampler import shared_samplers
 
     out_dir = settings.converted_dir or converted_dir(settings.cache_root)
     parent_files = engine_weights(registry, parent, settings.cache_root, settings.outtype,
@@ -106,13 +106,6 @@ def engine_pair(settings: EngineSettings, registry: CheckpointRegistry, parent: 
         adapter_state(candidate.model), lora, parent.model, settings.cache_root, out_dir
     )
     candidate_files = EngineWeights(parent_files.model, adapter)
-    if settings.share_base:
-        members = {parent.checkpoint_id: parent_files, candidate_id: candidate_files}
-        with shared_samplers(settings, registry, members) as samplers:
-            yield samplers[parent.checkpoint_id], samplers[candidate_id]
-        return
-    with (
-        weights_sampler(settings, registry, parent.checkpoint_id, parent_files) as before,
-        weights_sampler(settings, registry, candidate_id, candidate_files) as after,
-    ):
-        yield before, after
+    members = {parent.checkpoint_id: parent_files, candidate_id: candidate_files}
+    with shared_samplers(settings, registry, members) as samplers:
+        yield samplers[parent.checkpoint_id], samplers[candidate_id]

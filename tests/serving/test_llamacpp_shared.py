@@ -137,7 +137,7 @@ def test_one_server_serves_each_arm_with_its_own_log_probs(
 ) -> None:
     # converted files in the cache's folder: each is named by the weights it holds
     settings = EngineSettings(binary=BINARY, cache_root=CACHE, log_dir=tmp_path / "logs",
-                              threads=2, slots=4, exact=True)  # fmt: skip
+                              threads=2, slots=4, exact=True, share_base=True)  # fmt: skip
     fleet = EngineFleet(settings, registry)
     failures: list[BaseException] = []
 

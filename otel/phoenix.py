@@ -3,9 +3,15 @@
 Arize Phoenix receives OTLP traces (``/v1/traces``, HTTP protobuf, and gRPC) but no OTLP logs
 (``/v1/logs`` answers 405), and does not read ``gen_ai.evaluation.result`` events; what it shows
 beside a span as an evaluation is a span annotation (name, score, label, explanation), written
-through its REST API. So this target finds the span whose ``gen_ai.response.id`` is the
-evaluation's (``GET /v1/projects/{project}/spans?attribute=...``) and upserts the annotation
-(``POST /v1/span_annotations?sync=true``). The annotation's identifier is the reward version:
+through its REST API. So this target finds the evaluation's span and upserts the annotation
+(``POST /v1/span_annotations?sync=true``). The span is, in this order: the one whose
+``gen_ai.response.id`` is the evaluation's (``GET /v1/projects/{project}/spans?attribute=...``),
+the one whose ``rtrl.interaction.id`` is the reward's interaction (a team that copies the
+gateway's header), or one whose ``gen_ai.response.id`` is a gateway's response id that carries
+that interaction (``ingest.contract.response_ids``). Phoenix matches an attribute only exactly,
+so the last is a scan of the spans that started in the hours before the reward's window closed
+(``SCAN_BEFORE_S``), at most ``SCAN_PAGES`` pages of them: made only for a reward that neither
+exact look-up found. The annotation's identifier is the reward version:
 a later revision of the same reward replaces it, another reward version sits beside it.
 A span not there yet waits (``Sent.waiting``): the caller retries it for a while.
 """
@@ -14,17 +20,37 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from ingest.contract import genai
+from ingest.contract.response_ids import interaction_of
 from otel.delivery import EndpointRefused, RetryLater, Sent, classify, retry_after_s
 from otel.evaluation import Evaluation
 from otel.settings import ExportSettings
 
 ANNOTATOR_KIND = "CODE"  # Phoenix's kinds: LLM, CODE, HUMAN; a reward is computed by code
+SCAN_BEFORE_S = 2 * 3600  # spans scanned start at most this long before the window's close
+SCAN_AFTER_S = 600  # ... and at most this long after it (the clocks of two machines)
+SCAN_PAGES = 5  # pages of SCAN_PAGE_SIZE spans at most, for one reward
+SCAN_PAGE_SIZE = 1000
+
+
+def carries(span: dict[str, Any], interaction_id: str) -> bool:
+    """Whether a span (as Phoenix lists it: flat attributes) has a gateway's response id that
+    carries ``interaction_id``.
+
+    >>> carries({"attributes": {"gen_ai.response.id": "chatcmpl-0123456789abcdef.cnVuLTc"}},
+    ...         "run-7")
+    True
+    >>> carries({"attributes": {"gen_ai.response.id": "run-7"}}, "run-7")
+    False
+    """
+    response_id = (span.get("attributes") or {}).get(genai.RESPONSE_ID)
+    return isinstance(response_id, str) and interaction_of(response_id) == interaction_id
 
 
 def annotation(evaluation: Evaluation, span_id: str) -> dict[str, Any]:
@@ -74,7 +100,7 @@ class PhoenixTarget:
         found: list[dict[str, Any]] = []
         waiting: list[Evaluation] = []
         for e in chosen:
-            span_id = self._span_of(e.response_id, projects)
+            span_id = self._span_of(e, projects)
             if span_id is None:
                 waiting.append(e)
             else:
@@ -101,19 +127,51 @@ class PhoenixTarget:
             if not cursor:
                 return names
 
-    def _span_of(self, response_id: str, projects: list[str]) -> str | None:
-        # the value JSON-quoted: an id that looks like a number stays a string
-        where = f"{genai.RESPONSE_ID}:{json.dumps(response_id)}"
+    def _span_of(self, evaluation: Evaluation, projects: list[str]) -> str | None:
+        # the values JSON-quoted: an id that looks like a number stays a string
+        exact = [
+            f"{genai.RESPONSE_ID}:{json.dumps(evaluation.response_id)}",
+            f"{genai.RTRL_INTERACTION_ID}:{json.dumps(evaluation.interaction_id)}",
+        ]
+        for where in exact:
+            for project in projects:
+                spans = self._spans(project, {"attribute": where, "limit": "1"})
+                if spans:
+                    return str(spans[0]["context"]["span_id"])
+        closed = evaluation.time_unix_nano / 1e9
+        window = {
+            "start_time": _iso(closed - SCAN_BEFORE_S),
+            "end_time": _iso(closed + SCAN_AFTER_S),
+            "limit": str(SCAN_PAGE_SIZE),
+        }
         for project in projects:
-            path = f"/v1/projects/{quote(project, safe='')}/spans"
-            answer = self._call("GET", path, params={"attribute": where, "limit": "1"})
-            if answer.status_code == 404 and self.project is None:
-                continue  # a project deleted since it was listed
-            classify(answer.status_code, answer.text)
-            spans = answer.json()["data"]
-            if spans:
-                return str(spans[0]["context"]["span_id"])
+            cursor: str | None = None
+            for _ in range(SCAN_PAGES):
+                params = {**window, **({"cursor": cursor} if cursor else {})}
+                page = self._page(project, params)
+                if page is None:
+                    break
+                for span in page["data"]:
+                    if carries(span, evaluation.interaction_id):
+                        return str(span["context"]["span_id"])
+                cursor = page.get("next_cursor")
+                if not cursor:
+                    break
         return None
+
+    def _spans(self, project: str, params: dict[str, str]) -> list[dict[str, Any]]:
+        page = self._page(project, params)
+        return [] if page is None else list(page["data"])
+
+    def _page(self, project: str, params: dict[str, str]) -> dict[str, Any] | None:
+        """One page of a project's spans; None for a project deleted since it was listed."""
+        path = f"/v1/projects/{quote(project, safe='')}/spans"
+        answer = self._call("GET", path, params=params)
+        if answer.status_code == 404 and self.project is None:
+            return None
+        classify(answer.status_code, answer.text)
+        page: dict[str, Any] = answer.json()
+        return page
 
     def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
@@ -129,3 +187,7 @@ class PhoenixTarget:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _iso(unix_s: float) -> str:
+    return datetime.fromtimestamp(unix_s, UTC).isoformat()

@@ -9,8 +9,9 @@ The contract is ``docs/contracts/otlp-v1.md``; in short:
 - a log event named ``rtrl.<type>`` is the events-v1 event ``<type>``, each payload field ``f``
   from the attribute ``rtrl.f`` (the tool's name from ``gen_ai.tool.name``);
 - every event's envelope comes from the same attributes, the record's own first and then its
-  resource's: ``rtrl.interaction.id`` (the gateway's interaction id) or else
-  ``gen_ai.response.id`` (the gateway's response id, its rollout's ``turn.call_id``),
+  resource's: ``rtrl.interaction.id`` (the gateway's interaction id), else the interaction a
+  gateway's ``gen_ai.response.id`` carries (``ingest.contract.response_ids``: every call of one
+  agent run lands in the run's interaction, where its rollout is), else the response id itself,
   ``gen_ai.conversation.id`` as the session, ``user.id``, the API key's tenant as ``org_id``;
 - any other span or log record is ignored and counted, never refused.
 
@@ -43,6 +44,7 @@ from ingest.contract import (
     validate_event,
 )
 from ingest.contract.events import PAYLOADS
+from ingest.contract.response_ids import interaction_of
 
 Item = dict[str, Any]
 
@@ -127,6 +129,10 @@ def plan_export(
     'otel:abababababababababababababababab:cdcdcdcdcdcdcdcd'
     >>> event["interaction_id"], event["payload"], event["ts"]
     ('chatcmpl-1', {'latency_ms': 250, 'output_tokens': 12}, '2026-05-28T20:26:40.250000Z')
+    >>> span["attributes"]["gen_ai.response.id"] = "chatcmpl-0123456789abcdef.cnVuLTc"  # run-7
+    >>> plan = plan_export([span], "acme", "2026-06-01T00:00:00Z", "events", "dlq")
+    >>> orjson.loads(plan.records[0].value)["interaction_id"]
+    'run-7'
     >>> del span["attributes"]["user.id"]
     >>> plan = plan_export([span], "acme", "2026-06-01T00:00:00Z", "events", "dlq")
     >>> plan.rejections, plan.error_message, plan.records[0].topic
@@ -231,7 +237,7 @@ def _envelope(item: Item, tenant: str, kind: str, ts: str) -> dict[str, Any]:
     contract's check names them."""
     candidates = {
         "event_id": (genai.RTRL_EVENT_ID,),
-        "interaction_id": (genai.RTRL_INTERACTION_ID, genai.RESPONSE_ID),
+        "interaction_id": (genai.RTRL_INTERACTION_ID, genai.RESPONSE_ID),  # see below
         "session_id": (genai.CONVERSATION_ID,),
         "user_id": (genai.USER_ID,),
         "checkpoint_id": (genai.RTRL_CHECKPOINT_ID, genai.RESPONSE_MODEL, genai.REQUEST_MODEL),
@@ -244,6 +250,9 @@ def _envelope(item: Item, tenant: str, kind: str, ts: str) -> dict[str, Any]:
             if value is not None:
                 event[field] = value
                 break
+    interaction = event.get("interaction_id")
+    if _attribute(item, genai.RTRL_INTERACTION_ID) is None and isinstance(interaction, str):
+        event["interaction_id"] = interaction_of(interaction) or interaction
     event["org_id"] = tenant
     experiment = _attribute(item, genai.RTRL_EXPERIMENT)
     if experiment is not None:

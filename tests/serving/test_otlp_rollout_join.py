@@ -25,7 +25,7 @@ from tests.support.collector import CollectorHandle
 from tests.support.gateway import Serve, api_key
 from tests.support.kafka import drain
 
-ASK = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
+ASK: list[Any] = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
 
 
 def spans_for(calls: list[tuple[str, str, int]]) -> list[Any]:
@@ -61,12 +61,16 @@ def test_spans_with_only_the_response_id_land_in_the_rollouts_interaction(
                                default_headers={"X-Rtrl-User-Id": "dev-1"})  # fmt: skip
         first = client.chat.completions.with_raw_response.create(model="t-0000", messages=ASK)
         answer = first.parse()
-        history = [*ASK, {"role": "assistant", "content": answer.choices[0].message.content},
-                   {"role": "user", "content": "Now test it."}]  # fmt: skip
+        said = answer.choices[0].message.content
+        history: list[Any] = [*ASK, {"role": "assistant", "content": said},
+                              {"role": "user", "content": "Now test it."}]  # fmt: skip
         chunks = list(client.chat.completions.create(model="t-0000", messages=history,
                                                      stream=True))  # fmt: skip
-        completion = client.completions.create(model="t-0000", prompt="def mean(xs):",
-                                               extra_headers={"X-Rtrl-Interaction-Id": "ide-42"})  # fmt: skip
+        completion = client.completions.create(
+            model="t-0000",
+            prompt="def mean(xs):",
+            extra_headers={"X-Rtrl-Interaction-Id": "ide-42"},
+        )
     finally:
         serve.stop()
     run = first.headers["x-rtrl-interaction-id"]
@@ -78,11 +82,10 @@ def test_spans_with_only_the_response_id_land_in_the_rollouts_interaction(
     assert [interaction_of(rid) for rid in calls] == [run, run, "ide-42"]
 
     rollouts = [Rollout.from_json(m.value()) for m in drain(bootstrap, names.rollouts, 3)]
-    by_call = {r.turn.call_id: r.interaction_id for r in rollouts if r.turn is not None}
-    by_call |= {
-        c: r.interaction_id for r in rollouts if r.turn is None for c in calls[2:]
-    }  # a completion's rollout names no call
-    assert [by_call[rid] for rid in calls] == [run, run, "ide-42"]  # the second call joined the run
+    # the chat calls' rollouts: one run, the second call joined to the first
+    chat = {r.turn.call_id: r.interaction_id for r in rollouts if r.turn is not None}
+    assert chat == {calls[0]: run, calls[1]: run}
+    assert [r.interaction_id for r in rollouts if r.turn is None] == ["ide-42"]  # the completion
 
     spans = spans_for([("chat", calls[0], 8), ("chat", calls[1], 8),
                        ("text_completion", calls[2], 8)])  # fmt: skip
@@ -97,5 +100,5 @@ def test_spans_with_only_the_response_id_land_in_the_rollouts_interaction(
     keys = {key: event["interaction_id"] for key, event in events}
     assert sorted(keys) == sorted([run, "ide-42"]) and all(k == v for k, v in keys.items())
     by_span = {e["event_id"].rsplit(":", 1)[1]: e["interaction_id"] for _, e in events}
-    assert [by_span[f"{s.context.span_id:016x}"] for s in spans] == [by_call[r] for r in calls]
+    assert [by_span[f"{s.context.span_id:016x}"] for s in spans] == [run, run, "ide-42"]
     assert not drain(bootstrap, names.dlq, None, timeout=3, idle=1)

@@ -41,6 +41,7 @@ STAGES = (
     "otel",
     "trainer",
     "release",
+    "console",
     "rtrl.loop",
     "rtrl.simulate",
 )

@@ -28,8 +28,10 @@ COPY checkpoints/ checkpoints/
 COPY agent/ agent/
 COPY llamacpp/ llamacpp/
 COPY serving/ serving/
+COPY otel/ otel/
 COPY trainer/ trainer/
 COPY release/ release/
+COPY console/ console/
 COPY rtrl/ rtrl/
 # --no-deps: the model libraries stay out of this image (they are target `model`'s).
 RUN pip install . --no-deps && useradd --create-home --uid 10001 rtrl \

@@ -156,7 +156,7 @@ def deliver(
         pending = sent.waiting
         if pending and clock() - started >= wait_for_spans_s:
             ids = ", ".join(e.response_id for e in pending[:5])
-            log.warning("%d evaluations passed: no span with their gen_ai.response.id after "
+            log.warning("%d evaluations passed: no span of their interaction or response after "
                         "%.0f s (%s%s)", len(pending), wait_for_spans_s, ids,
                         ", ..." if len(pending) > 5 else "")  # fmt: skip
             out.rejected[SPAN_NOT_FOUND] += len(pending)

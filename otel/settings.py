@@ -38,7 +38,8 @@ class ExportSettings(BaseModel):
     target: Target = Field(
         default="otlp-logs",
         description="otlp-logs: standard OTLP logs to any endpoint; phoenix: span annotations "
-        "on the span whose gen_ai.response.id the reward names (Phoenix has no OTLP logs)",
+        "on the span of the reward's interaction (its gen_ai.response.id or rtrl.interaction.id; "
+        "Phoenix has no OTLP logs)",
     )
     headers: dict[str, SecretStr] = Field(
         default_factory=dict,

@@ -138,7 +138,7 @@ class Phoenix:
     otlp_traces: str
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
     """Arize Phoenix on free ports, its database in a temporary folder, nothing fetched from
     outside (its telemetry and external resources off)."""

@@ -22,7 +22,7 @@ import torch
 
 from checkpoints.record import PROMOTED, TrainingRef, WeightsRef
 from checkpoints.store import CheckpointRegistry
-from checkpoints.weights import load_policy, model_ref, weight_writers
+from checkpoints.weights import model_ref, weight_writers
 from infra.kafka_dist import default_cache_root
 from llamacpp.build import server_binary
 from llamacpp.fleet import EngineFleet, EngineSettings
@@ -60,8 +60,11 @@ def base() -> LoadedBase:
     return load_base(fetch("smollm2-135m", models_dir(), log=lambda _: None))
 
 
-def _adapter(registry: CheckpointRegistry, checkpoint_id: str, base: LoadedBase, seed: int) -> None:
-    """A LoRA checkpoint whose B matrices are seeded noise (a fresh adapter changes nothing)."""
+def _adapter(registry: CheckpointRegistry, checkpoint_id: str, base: LoadedBase,
+             seed: int) -> CausalLMPolicy:  # fmt: skip
+    """A LoRA checkpoint whose B matrices are seeded noise (a fresh adapter changes nothing),
+    registered; the policy the learner scores it with (the registered weights, as
+    ``load_policy`` would load them: ``test_llamacpp_switch`` loads them from the registry)."""
     settings = LoraSettings(r=4, alpha=8, targets=("q_proj", "v_proj"))
     adapted = with_lora(copy.deepcopy(base.model), settings)
     generator = torch.Generator().manual_seed(seed)
@@ -69,31 +72,29 @@ def _adapter(registry: CheckpointRegistry, checkpoint_id: str, base: LoadedBase,
         for name, p in adapted.named_parameters():
             if "lora_B" in name:
                 p.copy_(0.3 * torch.randn(p.shape, generator=generator))
-    weights, files = weight_writers(CausalLMPolicy(adapted, base.tokenizer), settings, None)
+    policy = CausalLMPolicy(adapted, base.tokenizer)
+    weights, files = weight_writers(policy, settings, None)
     registry.register(checkpoint_id=checkpoint_id, parent=None, model=model_ref(base),
                       weights=weights, training=TrainingRef(), files=files, evals={},
                       batches=(), status=PROMOTED)  # fmt: skip
+    adapted.eval()
+    return policy
 
 
 @pytest.fixture(scope="module")
-def registry(base: LoadedBase, tmp_path_factory: pytest.TempPathFactory) -> CheckpointRegistry:
+def checkpoints(
+    base: LoadedBase, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[CheckpointRegistry, dict[str, CausalLMPolicy]]:
+    """The registry (the GGUF base and three LoRA checkpoints over it) and each checkpoint's
+    policy."""
     registry = CheckpointRegistry(tmp_path_factory.mktemp("shared") / "registry")
     registry.register(checkpoint_id=BASE, parent=None, model=model_ref(base),
                       weights=WeightsRef(kind="base"), training=TrainingRef(), files={},
                       evals={}, batches=(), status=PROMOTED)  # fmt: skip
+    policies = {BASE: CausalLMPolicy(base.model, base.tokenizer)}
     for seed, checkpoint in enumerate((ARM_A, ARM_B, LATE), start=11):
-        _adapter(registry, checkpoint, base, seed)
-    return registry
-
-
-@pytest.fixture(scope="module")
-def policies(base: LoadedBase, registry: CheckpointRegistry) -> dict[str, CausalLMPolicy]:
-    """Each checkpoint as the learner loads it."""
-    out = {BASE: CausalLMPolicy(base.model, base.tokenizer)}
-    for checkpoint in (ARM_A, ARM_B, LATE):
-        out[checkpoint] = load_policy(registry, registry.get(checkpoint))
-        out[checkpoint].model.eval()
-    return out
+        policies[checkpoint] = _adapter(registry, checkpoint, base, seed)
+    return registry, policies
 
 
 def _scored(policy: CausalLMPolicy, records: list[Rollout]) -> list[list[float]]:
@@ -131,10 +132,9 @@ async def _ask(backend: EngineBackend, checkpoint: str, chats: list[Any]) -> lis
 
 
 def test_one_server_serves_each_arm_with_its_own_log_probs(
-    registry: CheckpointRegistry,
-    policies: dict[str, CausalLMPolicy],
-    tmp_path: Path,
+    checkpoints: tuple[CheckpointRegistry, dict[str, CausalLMPolicy]], tmp_path: Path
 ) -> None:
+    registry, policies = checkpoints
     # converted files in the cache's folder: each is named by the weights it holds
     settings = EngineSettings(binary=BINARY, cache_root=CACHE, log_dir=tmp_path / "logs",
                               threads=2, slots=4, exact=True, share_base=True)  # fmt: skip

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,6 @@ import torch
 from checkpoints.record import PROMOTED, TrainingRef, WeightsRef
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import model_ref, weight_writers
-from infra.kafka_dist import default_cache_root
-from llamacpp.build import server_binary
 from llamacpp.fleet import EngineFleet, EngineSettings
 from models.catalog import fetch, models_dir
 from models.generation import Generation
@@ -36,13 +33,9 @@ from models.sampling import SamplingParams
 from serving.generation import rollout_of
 from serving.llamacpp_switch import EngineBackend
 from serving.routing import CURRENT
+from tests.support.engine import BINARY, CACHE, needs_engine, scored
 
-CACHE = default_cache_root(os.environ)
-BINARY = server_binary(CACHE)
-pytestmark = pytest.mark.skipif(
-    not BINARY.is_file(),
-    reason=f"llama-server is not built at {BINARY} (python -m llamacpp.build)",
-)
+pytestmark = needs_engine
 KL_LIMIT = 1e-3  # nats a token between the engine's and the learner's distributions
 APART = 0.15  # per-token KL to another arm's weights is at least this
 BASE, ARM_A, ARM_B, LATE = "smol-base", "smol-a", "smol-b", "smol-late"
@@ -97,22 +90,11 @@ def checkpoints(
     return registry, policies
 
 
-def _scored(policy: CausalLMPolicy, records: list[Rollout]) -> list[list[float]]:
-    with torch.no_grad():
-        scores = policy.score(
-            [list(r.prompt_ids) for r in records],
-            [list(r.completion_ids) for r in records],
-            [r.sampling.temperature for r in records],
-            [r.sampling.top_p for r in records],
-        )
-    return [s.tolist() for s in scores]
-
-
 def _gap(records: list[Rollout], policy: CausalLMPolicy) -> float:
     """Mean |engine - learner| log-probability per token."""
     diffs = [
         abs(a - b)
-        for r, scored in zip(records, _scored(policy, records), strict=True)
+        for r, scored in zip(records, scored(policy, records), strict=True)
         for a, b in zip(r.logprobs, scored, strict=True)
     ]
     return sum(diffs) / len(diffs)
@@ -186,7 +168,7 @@ def test_one_server_serves_each_arm_with_its_own_log_probs(
         assert {r.checkpoint_id for r in records} == {checkpoint}
         gaps[checkpoint] = _gap(records, policies[checkpoint])
         kls[checkpoint] = {
-            other: mismatch([list(r.logprobs) for r in records], _scored(p, records)).kl_k3
+            other: mismatch([list(r.logprobs) for r in records], scored(p, records)).kl_k3
             for other, p in policies.items()
         }
     # mean |engine - learner| log-probability of the sampled tokens: 0.003-0.006 nats, as for a

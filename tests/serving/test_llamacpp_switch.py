@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import os
 import threading
 import time
 from pathlib import Path
@@ -31,8 +30,6 @@ from checkpoints.publish import publish_checkpoint
 from checkpoints.record import PROMOTED, CheckpointInfo, TrainingRef, WeightsRef
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy, model_ref, weight_writers
-from infra.kafka_dist import default_cache_root
-from llamacpp.build import server_binary
 from llamacpp.fleet import EngineFleet, EngineSettings
 from llamacpp.sampler import engine_sampler
 from models.catalog import fetch, models_dir
@@ -45,15 +42,11 @@ from models.sampling import SamplingParams
 from serving.generation import rollout_of
 from serving.llamacpp_switch import EngineBackend
 from serving.routing import CURRENT
+from tests.support.engine import BINARY, CACHE, needs_engine, scored
 from tests.support.gateway import Serve, api_key, rollouts
 from trainer.round_evals import engine_pair
 
-CACHE = default_cache_root(os.environ)
-BINARY = server_binary(CACHE)
-pytestmark = pytest.mark.skipif(
-    not BINARY.is_file(),
-    reason=f"llama-server is not built at {BINARY} (python -m llamacpp.build)",
-)
+pytestmark = needs_engine
 KL_LIMIT = 0.015  # nats per token, as tests/serving/test_llamacpp.py
 APART = 10 * KL_LIMIT  # another checkpoint's weights are at least this far
 BASE, LORA, FULL = "smol-0000", "smol-lora", "smol-full"
@@ -128,19 +121,8 @@ def gguf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("gguf")
 
 
-def _scored(policy: CausalLMPolicy, records: list[Rollout]) -> list[list[float]]:
-    with torch.no_grad():
-        scores = policy.score(
-            [list(r.prompt_ids) for r in records],
-            [list(r.completion_ids) for r in records],
-            [r.sampling.temperature for r in records],
-            [r.sampling.top_p for r in records],
-        )
-    return [s.tolist() for s in scores]
-
-
 def _kl(records: list[Rollout], policy: CausalLMPolicy) -> float:
-    return mismatch([list(r.logprobs) for r in records], _scored(policy, records)).kl_k3
+    return mismatch([list(r.logprobs) for r in records], scored(policy, records)).kl_k3
 
 
 def _records(gens: list[Generation]) -> list[Rollout]:
@@ -249,7 +231,7 @@ def test_an_exact_engine_serves_the_base_and_its_lora_as_the_learner_scores_them
     assert "dequantized" in fleet.weights(registry.get(BASE)).model.name
     for checkpoint, records in served.items():
         assert sum(len(r.completion_ids) for r in records) >= EXACT_TOKENS, records
-        gap = mismatch([list(r.logprobs) for r in records], _scored(policies[checkpoint], records))
+        gap = mismatch([list(r.logprobs) for r in records], scored(policies[checkpoint], records))
         assert gap.kl_k3 < EXACT_LIMIT and abs(gap.kl_k1) < EXACT_LIMIT, (checkpoint, gap)
 
 
@@ -284,7 +266,7 @@ def test_the_evals_sample_a_checkpoint_through_llama_cpp_as_the_learner_would(
                for p, c in zip(prompts * 2, first, strict=True)]  # fmt: skip
     exact = [r for r in records if isinstance(r, Rollout)]
     assert sum(len(r.completion_ids) for r in exact) >= EXACT_TOKENS, records
-    gap = mismatch([list(r.logprobs) for r in exact], _scored(policy, exact))
+    gap = mismatch([list(r.logprobs) for r in exact], scored(policy, exact))
     assert gap.kl_k3 < EXACT_LIMIT and abs(gap.kl_k1) < EXACT_LIMIT, gap
     for completion in first:
         decoded = policy.tokenizer.decode(list(completion.token_ids), skip_special_tokens=True)
@@ -442,7 +424,7 @@ def test_no_answer_mixes_checkpoints_across_a_switch(
         assert record.checkpoint_id == named[record.interaction_id]
     print(f"{total} answers ({len(straddling)} on {BASE} still running when the first on {LORA} "
           f"started), {recorded} recorded")  # fmt: skip
-    scores = {c: _scored(policies[c], records) for c in (BASE, LORA)}
+    scores = {c: scored(policies[c], records) for c in (BASE, LORA)}
     mixed = [
         r.interaction_id
         for i, r in enumerate(records)

@@ -1,0 +1,33 @@
+"""What the llama.cpp tests share: the built server (a test module is skipped only when it is
+not built: ``python -m llamacpp.build``) and the learner's scoring of what an engine sampled."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from infra.kafka_dist import default_cache_root
+from llamacpp.build import server_binary
+from models.policy import CausalLMPolicy
+from models.rollout import Rollout
+
+CACHE = default_cache_root(os.environ)
+BINARY = server_binary(CACHE)
+needs_engine = pytest.mark.skipif(
+    not BINARY.is_file(),
+    reason=f"llama-server is not built at {BINARY} (python -m llamacpp.build)",
+)
+
+
+def scored(policy: CausalLMPolicy, records: list[Rollout]) -> list[list[float]]:
+    """The learner's log-probability of each sampled token, at each rollout's own sampling."""
+    with torch.no_grad():
+        scores = policy.score(
+            [list(r.prompt_ids) for r in records],
+            [list(r.completion_ids) for r in records],
+            [r.sampling.temperature for r in records],
+            [r.sampling.top_p for r in records],
+        )
+    return [s.tolist() for s in scores]

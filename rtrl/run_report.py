@@ -82,8 +82,10 @@ def ab_tests(experiment: str, closing: bool, rows: Sequence[ReportRow]) -> list[
 
 
 def build_summary(rounds: TrainingRounds, rows: list[Round], experiment: str, closing: bool,
-                  ab: Sequence[ReportRow]) -> RunSummary:  # fmt: skip
-    """The run's summary from the rounds, the checkpoint registry and the A/B report."""
+                  ab: Sequence[ReportRow], closing_s: dict[str, float] | None = None,
+                  loop_s: float | None = None) -> RunSummary:  # fmt: skip
+    """The run's summary from the rounds, the checkpoint registry and the A/B report;
+    ``closing_s``: the closing A/B's wall seconds by layout, ``loop_s``: the run's."""
     held = {c: (r.rate, r.n) for c, r in rounds.held_out.items()}
     lineage = [checkpoint(c.checkpoint_id, c.parent, c.status, c.reasons, c.evals.get("gate", {}),
                           held.get(c.checkpoint_id))
@@ -96,6 +98,8 @@ def build_summary(rounds: TrainingRounds, rows: list[Round], experiment: str, cl
         cycles=cycles(rounds.clock.complete()),
         stage_names=list(STAGES),
         settle_share=rounds.clock.share("settle"),
+        loop_s=loop_s,
+        closing_ab_s=closing_s,
     )
 
 
@@ -137,7 +141,9 @@ def plot_rounds(rows: list[Round], path: Path) -> Path:
 
 
 def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str,
-                 ab_plot: str = "ab.svg", closing: bool = False) -> Path:  # fmt: skip
+                 ab_plot: str = "ab.svg", closing: bool = False,
+                 closing_s: dict[str, float] | None = None,
+                 loop_s: float | None = None) -> Path:  # fmt: skip
     """``root/summary.json`` and ``root/report.html`` with the rounds, the A/B report of
     ``experiment`` (``closing``: the run's closing A/B test) and the plots that are in ``root``
     (``ab_plot``, checkpoints.svg, and rounds.svg drawn here). The page renders the summary as
@@ -170,5 +176,6 @@ def write_report(root: Path, rounds: TrainingRounds, db: Path, experiment: str,
             plots.append(Plot(title, name, caption))
     ab = ab_report(Store(str(root / "warehouse")), experiment, db=str(db))
     summary_file = write_summary(root / "summary.json",
-                                 build_summary(rounds, rows, experiment, closing, ab))  # fmt: skip
+                                 build_summary(rounds, rows, experiment, closing, ab,
+                                               closing_s, loop_s))  # fmt: skip
     return write(root / "report.html", render("rtrl run", read_summary(summary_file), plots))

@@ -120,6 +120,10 @@ class RunSummary(_Model):
     stage_names: list[str]  # the cycle table's columns, in order
     # of the cycles' time, the share spent waiting on reward windows to close (stage settle)
     settle_share: float | None = Field(None, ge=0, le=1)
+    loop_s: float | None = Field(None, ge=0)  # the whole run, broker start to report, wall
+    # the closing A/B's wall seconds by how its arms were served ("server per arm", and with
+    # --ab-compare-servers "one server"); None without a closing A/B
+    closing_ab_s: dict[str, float] | None = None
 
 
 def passing_reasons(gate: Mapping[str, Any]) -> list[str]:

@@ -320,7 +320,7 @@ def test_agent_world_run_lands_every_run_and_reports_the_round(tmp_path: Path) -
          "--port", str(kafka_port), "--collector-port", str(http_port),
          "--gateway-port", str(http_port + 1), "--interactions", "30", "--window-s", "4",
          "--rounds", "1", "--round-users", "8", "--ab-users", "0", "--max-tokens", "16",
-         "--agent-calls", "2", "--seed", "1"],
+         "--agent-calls", "2", "--seed", "1", "--model", "tiny", "--engine", "transformers"],
         capture_output=True, text=True, timeout=900, env={**os.environ},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

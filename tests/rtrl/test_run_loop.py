@@ -25,7 +25,7 @@ def test_rtrl_run_lands_every_interaction_once(tmp_path):
     interactions, seed = 200, 3
     kafka_port, http_port = free_port_block(2), free_port_block(2)  # collector, gateway
     done = subprocess.run(
-        [sys.executable, "-m", "rtrl.cli", "run", "--data-dir", str(tmp_path),
+        [sys.executable, "-m", "rtrl.cli", "run", "--world", "tokens", "--data-dir", str(tmp_path),
          "--port", str(kafka_port), "--collector-port", str(http_port),
          "--interactions", str(interactions), "--seed", str(seed), "--window-s", "6",
          "--rounds", "1", "--round-users", "150", "--truth-samples", "128", "--ab-users", "20",
@@ -88,6 +88,15 @@ def test_rtrl_run_lands_every_interaction_once(tmp_path):
     (cycle,) = summary.cycles  # the share of the loop spent waiting on reward windows
     assert summary.settle_share == pytest.approx(cycle.stages["settle"] / cycle.total_s)
     assert "waiting on reward windows (settle)" in done.stdout
+    # the whole run's wall time, and the closing A/B's (a server per arm: the transformers
+    # engine's one gateway), within it
+    loop_s = float(done.stderr.split("loop done in ")[1].split("s;")[0])
+    assert summary.loop_s is not None and loop_s - 10 <= summary.loop_s <= loop_s + 1
+    if promoted:
+        assert summary.closing_ab_s is not None and set(summary.closing_ab_s) == {"server per arm"}
+        assert 0 < summary.closing_ab_s["server per arm"] < summary.loop_s
+    else:
+        assert summary.closing_ab_s is None
     (ab,) = summary.ab
     assert (ab.experiment, ab.closing) == (("final-ab", True) if promoted
                                            else ("exp-context-window", False))  # fmt: skip

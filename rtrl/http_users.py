@@ -65,6 +65,8 @@ def ask_text(http: httpx.Client, user_id: str, prompt: str, params: SamplingPara
         "model": "default", "max_tokens": params.max_tokens, "temperature": params.temperature,
         "top_p": params.top_p, "messages": [{"role": "user", "content": prompt}],
     }  # fmt: skip
+    if params.stop:
+        request["stop"] = list(params.stop)
     if token_ids:
         request["return_token_ids"] = True
     sent = time.perf_counter()

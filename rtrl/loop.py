@@ -359,17 +359,16 @@ def _final_ab(args: argparse.Namespace, root: Path, logs: Path, rounds: Training
     population = None if code else POPULATIONS[rounds.users](rounds.vocab_size)
     params = rounds.code.sampling if code else SAMPLING
     agent = rounds.agent if rounds.world == "agent" else None
-    layouts: list[tuple[GatewaySetup, str | None]] = [(closing, None)]
+    layouts = [("server per arm", closing, FINAL_AB)]
     if args.ab_compare_servers:
         shared = replace(closing, serve_args=(*closing.serve_args, "--engine-share-base"))
-        layouts.append((shared, SHARED_EXPERIMENT))
+        layouts.append(("one server", shared, SHARED_EXPERIMENT))
     seconds: dict[str, float] = {}
-    for setup, experiment in layouts:
-        layout = "one server" if experiment else "server per arm"
+    for layout, setup, experiment in layouts:
         began = time.monotonic()
         with Client(replace(rounds.sdk, spool_path=root / "ab.db")) as client:
             served = run_final_ab(setup, first, last, client, population, args.ab_users, params,
-                                  logs / "gateway.log", agent, experiment or FINAL_AB)  # fmt: skip
+                                  logs / "gateway.log", agent, experiment)  # fmt: skip
             left = client.flush(timeout=60)
         seconds[layout] = time.monotonic() - began
         unsent = f"; {left} events still in the spool" if left else ""

@@ -250,6 +250,7 @@ def _land_and_train(
 
     def land() -> None:
         with rounds.clock.stage("settle"):
+            rounds.deliver_rollouts()
             settle(settle_s, since=rounds.played_until)
         for name, stage_args in (
             ("sink", ["warehouse", "sink", *kafka, *wh, "--once", "--group-id", f"{run_id}-sink"]),

@@ -29,7 +29,7 @@ from models.sampling import SamplingParams
 from rtrl.agent_world import AgentWorldSettings
 from rtrl.code_world import CodeWorldSettings, PassRate, rate_text
 from rtrl.cycle_clock import CycleClock
-from rtrl.gateway_stage import GatewaySetup, gateway
+from rtrl.gateway_stage import GatewaySetup, gateway, rollouts_delivered
 from rtrl.http_users import serving
 from rtrl.procs import run_stage
 from rtrl.rl_sim import RoundFigures, TrueValue, play_round, true_value
@@ -214,6 +214,16 @@ class TrainingRounds:
         log.info("round %d: %d agent runs served by %s: %s", number, len(outcomes),
                  figures.checkpoint_id, figures_text(tally(outcomes)))  # fmt: skip
         return figures
+
+    def deliver_rollouts(self) -> None:
+        """Wait until Kafka has every rollout the rounds' gateway recorded, before the
+        warehouse reads them (``rollouts_delivered``)."""
+        if self._http is None:
+            return
+        held = rollouts_delivered(self._http)
+        if held:
+            log.warning("%d rollouts not yet acknowledged by Kafka (kept in the gateway's "
+                        "spool): the next landing reads them", held)  # fmt: skip
 
     def measure_held_out(self) -> None:
         """The code world's pass rate on the held-out tasks (the simulator's, never trained on)

@@ -160,7 +160,11 @@ def test_code_world_run_every_hop_from_answer_to_reward(
     events: dict[str, list[tuple]] = defaultdict(list)
     for row in rows:
         events[row[1]].append(row)
-    assert len(rollouts) == 24  # two rounds of 12 users, each answer published once
+    # two rounds of 12 users, each answer published once, but for an answer llama.cpp gave no
+    # id for every token of (one ending inside a multi-byte character): refused, counted, logged
+    refused = re.findall(r"rollout of \S+ refused: (\w+)", served_by)
+    assert set(refused) <= {"missing_token_ids", "missing_logprobs"}, refused
+    assert len(rollouts) + len(refused) == 24 and len(refused) <= 2, refused
 
     easy = {t.prompt: t for t in load_tasks("easy")}
     hidden = [json.dumps(c.expected) for t in load_tasks("easy", "held_out") for c in t.cases

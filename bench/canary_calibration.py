@@ -26,7 +26,7 @@ reexec_in_venv(__file__)
 
 import numpy as np  # noqa: E402
 
-from release.canary import CanaryConfig  # noqa: E402
+from release.canary_config import CanaryConfig  # noqa: E402
 from release.canary_study import Study, World  # noqa: E402
 from stats.multiple import holm  # noqa: E402
 from warehouse.ab import RatioSums, relative_change, sequential_change  # noqa: E402

@@ -37,7 +37,8 @@ from checkpoints.store import CheckpointRegistry  # noqa: E402
 from checkpoints.weights import load_policy, register_base  # noqa: E402
 from models.catalog import fetch, models_dir  # noqa: E402
 from models.sampling import SamplingParams  # noqa: E402
-from release.canary import CanaryConfig, UserSums, arm_of, judge  # noqa: E402
+from release.canary import UserSums, arm_of, judge  # noqa: E402
+from release.canary_config import CanaryConfig  # noqa: E402
 from release.candidate_evals import compare_behaviour, eval_prompts  # noqa: E402
 from release.offpolicy_bound import estimate_gain  # noqa: E402
 from rewards.monitors import MonitorThresholds  # noqa: E402

@@ -9,8 +9,8 @@ JSON lines. The first line is the header::
      "shares": [{"from": "2026-12-01T00:00:00Z", "percent": 10.0}],
      "config": {...}}
 
-``config`` holds the canary's settings as ``release.canary.CanaryConfig`` names them (margin,
-alpha, min_users, min_exposure_hours, deadline_hours, user_window_hours, strata and their
+``config`` holds the canary's settings as ``release.canary_config.CanaryConfig`` names them
+(margin, alpha, min_users, min_exposure_hours, deadline_hours, user_window_hours, strata and their
 weights, reward_min, ...; a field left out takes its default). Every other line is one revision
 of one interaction's reward::
 

@@ -37,7 +37,8 @@ import duckdb
 from checkpoints.canary_names import CANARY_ARM, PARENT_ARM
 from checkpoints.record import CANARY, PROMOTED, REJECTED, CheckpointInfo
 from checkpoints.store import CheckpointRegistry
-from release.canary import CanaryConfig, CanaryVerdict
+from release.canary import CanaryVerdict
+from release.canary_config import CanaryConfig
 from release.canary_estimand import ALL
 from release.canary_evidence import FILE as EVIDENCE_FILE
 from release.canary_evidence import Header, Row, Share, read_evidence, write_evidence

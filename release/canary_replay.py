@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from checkpoints.canary_names import CANARY_ARM, PARENT_ARM
-from release.canary import CanaryConfig, CanaryVerdict, arm_of, judge
+from release.canary import CanaryVerdict, arm_of, judge
+from release.canary_config import CanaryConfig
 from release.canary_evidence import Header, Row, Share, users_at
 from rewards.monitors import MonitorThresholds
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from release.canary import Arm, CanaryConfig, CanaryVerdict, judge
+from release.canary import Arm, CanaryVerdict, judge
+from release.canary_config import CanaryConfig
 from release.canary_estimand import ALL, StratumUsers
 from rewards.monitors import MonitorThresholds
 from warehouse.ab import RatioSums

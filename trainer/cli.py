@@ -18,7 +18,7 @@ from infra.settings_cli import Option, SettingsOptions
 from infra.topics import TopicNames
 from models.devices import DEVICES
 from models.lora_settings import LoraSettings
-from release.canary import CanaryConfig
+from release.canary_config import CanaryConfig
 from release.gate import GateConfig
 from trainer.exit_codes import EXIT_REJECTED
 from trainer.learner_cli import add_learner_args, learner_from

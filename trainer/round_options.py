@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from infra.topics import TopicNames
 from models.lora_settings import LoraSettings
-from release.canary import CanaryConfig
+from release.canary_config import CanaryConfig
 from release.gate import GateConfig
 from trainer.learner_config import LearnerConfig
 

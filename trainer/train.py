@@ -47,7 +47,7 @@ from models.examples import Example, read_examples, trajectories
 from models.loading import LoraSettings
 from models.policy import CausalLMPolicy
 from models.scoring import score_examples
-from release.canary import CanaryConfig, canary_stage
+from release.canary_config import CanaryConfig, canary_stage
 from release.evidence import FILE as EVIDENCE_FILE
 from release.evidence import estimate_rows, evidence_bytes
 from release.gate import GateConfig, GateDecision, attempt_level, decide

@@ -26,7 +26,7 @@ import httpx
 
 from checkpoints.publish import announce_missing
 from checkpoints.record import CANARY, PROMOTED
-from release.canary import CanaryConfig, canary_stage
+from release.canary_config import CanaryConfig, canary_stage
 from release.canary_io import look
 from tests.console.cdp import Browser
 from tests.console.platform import REPO, ConsoleProcess, land_canary

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 import random
 
-from release.canary import CanaryConfig, UserSums, arm_of, judge, sample_ratio
+from release.canary import UserSums, arm_of, judge, sample_ratio
+from release.canary_config import CanaryConfig
 from rewards.monitors import MonitorThresholds
 
 THRESHOLDS = MonitorThresholds()

@@ -12,7 +12,8 @@ import random
 
 import pytest
 
-from release.canary import CanaryConfig, UserSums, arm_of, judge
+from release.canary import UserSums, arm_of, judge
+from release.canary_config import CanaryConfig
 from release.canary_study import Study, World
 from rewards.monitors import MonitorThresholds
 

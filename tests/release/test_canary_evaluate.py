@@ -110,7 +110,7 @@ def test_each_period_of_a_constant_share_is_tested_on_its_own() -> None:
     """1,000 users assigned at 10 %, then 1,000 at 50 %: each period's split is right, and the
     check of each period on its own users finds none; all 2,000 against one 10 % share is a
     mismatch (and against their pooled 30 % the check would be blind to a broken period)."""
-    from release.canary import CanaryConfig
+    from release.canary_config import CanaryConfig
     from release.canary_evidence import Row, Share
     from release.canary_replay import look_at
     from rewards.monitors import MonitorThresholds

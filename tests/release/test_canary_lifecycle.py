@@ -19,7 +19,7 @@ import orjson
 from checkpoints.publish import publish_checkpoint
 from checkpoints.record import CANARY, PROMOTED, REJECTED
 from infra.topics import TopicNames
-from release.canary import CanaryConfig, canary_stage
+from release.canary_config import CanaryConfig, canary_stage
 from rewards.config import RewardConfig
 from rewards.function import compute_record
 from tests.support.checkpoints import register_variant

@@ -9,7 +9,7 @@ import random
 from datetime import UTC, datetime, timedelta
 
 from checkpoints.record import CANARY, REJECTED
-from release.canary import CanaryConfig, canary_stage
+from release.canary_config import CanaryConfig, canary_stage
 from release.canary_io import look
 from rewards.config import RewardConfig
 from rewards.function import compute_record

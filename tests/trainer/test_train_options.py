@@ -12,7 +12,7 @@ import pytest
 from infra.settings_cli import SettingsOptions
 from infra.topics import TopicNames
 from models.lora_settings import LoraSettings
-from release.canary import CanaryConfig
+from release.canary_config import CanaryConfig
 from release.gate import GateConfig
 from rewards.config import RewardConfig
 from tests.support.settings_options import assert_every_field_is_an_option, parse, subcommand

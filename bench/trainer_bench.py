@@ -70,9 +70,10 @@ from models.catalog import TINY, fetch, models_dir  # noqa: E402
 from models.devices import make_accelerator  # noqa: E402
 from models.examples import Example  # noqa: E402
 from models.loading import LoraSettings  # noqa: E402
-from models.policy import CausalLMPolicy, score_batch  # noqa: E402
+from models.policy import CausalLMPolicy  # noqa: E402
 from models.rollout import Rollout  # noqa: E402
 from models.sampling import SamplingParams  # noqa: E402
+from models.token_scorer import score_batch  # noqa: E402
 from trainer.learner import LearnerConfig, update  # noqa: E402
 
 RANDOM_SMOLLM2 = "smollm2-135m-random"

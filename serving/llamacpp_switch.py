@@ -112,8 +112,11 @@ class EngineBackend(LlamaCppBackend):
         if cid in self._boot:
             return EngineRoute(cid, identity, cid, self._boot.pop(cid))
         weights = self._weights.get(cid) or self._fleet.weights(info)
+        # only the checkpoints served beside this one can share its server: the others' weights
+        # are forgotten (one entry a checkpoint served, and a run promotes without end)
+        self._weights = {c: w for c, w in self._weights.items() if c in (keep or ())}
         self._weights[cid] = weights
-        group = {c: self._weights[c] for c in keep or () if c in self._weights and c != cid}
+        group = {c: w for c, w in self._weights.items() if c != cid}
         group = {c: w for c, w in group.items() if w.model == weights.model}
         if not self._fleet.settings.share_base or not group:
             return EngineRoute(cid, identity, cid, self._fleet.start_on(cid, weights))

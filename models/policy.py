@@ -234,15 +234,17 @@ class CausalLMPolicy:
     def score(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
               temperature: Sequence[float] | float = 1.0,
               top_p: Sequence[float] | float = 1.0, scorer: nn.Module | None = None,
-              constraints: Sequence[Constraint | None] | None = None
+              constraints: Sequence[Constraint | None] | None = None, pack: bool = True
               ) -> list[torch.Tensor]:  # fmt: skip
         """Per completion, the log-probability ``[T_i]`` of each of its tokens under this
         policy's sampling distribution at the given temperature/top-p (per row or for all) and
         under the masks of the row's constraint (None: unconstrained), replayed over its tokens
         (``ConstraintNotReplayable`` when that cannot be done). With gradients when grad mode is
         on; ``scorer`` is this policy's :class:`TokenScorer` as wrapped for training
-        (accelerate), by default the plain one."""
-        batch = score_batch(prompts, completions, self.pad_id, self.device)
+        (accelerate), by default the plain one. A row that is a prefix of another (an agent
+        run's earlier call) is read from that one's sequence unless ``pack`` is off
+        (``models.token_scorer.carriers``)."""
+        batch = score_batch(prompts, completions, self.pad_id, self.device, pack)
         n = len(prompts)
         temps = _per_row(temperature, n)
         tops = _per_row(top_p, n)

@@ -24,15 +24,33 @@ from models.rollout import Rollout
 def by_length(examples: Sequence[Example], rows: Iterable[int]) -> list[int]:
     """``rows`` ordered by their prompt + completion length, so that a micro-batch of
     neighbours pads little (in random order a code-world batch padded 22 % of its positions,
-    in this one under 1 %).
+    in this one under 1 %); the calls of one interaction (an agent run) next to each other, at
+    the length of its longest, so that a micro-batch scores a call inside the next call's
+    sequence (``models.token_scorer.carriers``) instead of on its own.
 
     >>> from types import SimpleNamespace as NS
-    >>> ex = [NS(rollout=NS(prompt_ids=[1] * n, completion_ids=[2])) for n in (5, 1, 3)]
-    >>> by_length(ex, [0, 1, 2])
+    >>> def ex(run, n):
+    ...     return NS(rollout=NS(interaction_id=run, prompt_ids=[1] * n, completion_ids=[2]))
+    >>> by_length([ex("a", 5), ex("b", 1), ex("c", 3)], [0, 1, 2])
     [1, 2, 0]
+    >>> by_length([ex("a", 2), ex("b", 3), ex("a", 9), ex("c", 5), ex("a", 5)], range(5))
+    [1, 3, 0, 4, 2]
     """
-    return sorted(rows, key=lambda i: len(examples[i].rollout.prompt_ids)
-                  + len(examples[i].rollout.completion_ids))  # fmt: skip
+    rows = list(rows)
+
+    def size(i: int) -> int:
+        return len(examples[i].rollout.prompt_ids) + len(examples[i].rollout.completion_ids)
+
+    longest: dict[str, int] = {}
+    for i in rows:
+        run = examples[i].rollout.interaction_id
+        longest[run] = max(longest.get(run, 0), size(i))
+
+    def key(i: int) -> tuple[int, str, int]:
+        run = examples[i].rollout.interaction_id
+        return longest[run], run, size(i)
+
+    return sorted(rows, key=key)
 
 
 def score_rollouts(

@@ -75,13 +75,39 @@ def core_model(model: Any) -> Any:
 
 @dataclass(frozen=True)
 class ScoreBatch:
-    """Right-padded prompt + completion rows and where their completion tokens are."""
+    """Right-padded sequences and where each row's completion tokens are in them."""
 
-    input_ids: torch.Tensor  # [B, L]
-    attention_mask: torch.Tensor  # [B, L]
+    input_ids: torch.Tensor  # [S, L]: S sequences, S <= B rows (packed: ``carriers``)
+    attention_mask: torch.Tensor  # [S, L]
     positions: torch.Tensor  # [N] flat index of the position predicting each completion token
     targets: torch.Tensor  # [N]
     lengths: tuple[int, ...]  # completion tokens per row (sum = N)
+
+
+def carriers(rows: Sequence[Sequence[int]]) -> list[int]:
+    """For each row (a prompt + completion), the row whose sequence it is scored in: itself, or a
+    longer row it is a prefix of (packing).
+
+    Why: an agent run's next call extends the last one (its prompt is the last prompt and
+    answer, then the tool results), so scoring the run's last call reads every earlier call's
+    tokens too, and a causal model's log-probability at a position depends only on what comes
+    before it. Scored apart, a run of ``k`` calls costs the sum of its prompts; packed, its
+    longest one. Only an exact prefix rides: a row that differs anywhere is its own sequence.
+
+    >>> carriers([[1, 2, 3], [1, 2, 3, 4, 5], [1, 2, 9], [1, 2]])
+    [1, 1, 2, 1]
+    """
+    by_length = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+    carrier = list(range(len(rows)))
+    kept: list[int] = []  # rows scored as sequences of their own, longest first
+    for i in by_length:
+        row = tuple(rows[i])
+        host = next((k for k in kept if tuple(rows[k][: len(row)]) == row), None)
+        if host is None:
+            kept.append(i)
+        else:
+            carrier[i] = host
+    return carrier
 
 
 def score_batch(
@@ -89,26 +115,37 @@ def score_batch(
     completions: Sequence[Sequence[int]],
     pad_id: int,
     device: torch.device | str = "cpu",
+    pack: bool = True,
 ) -> ScoreBatch:
-    """
+    """The rows as a padded batch; with ``pack``, a row that is a prefix of another is read
+    from that one's sequence (``carriers``).
+
     >>> b = score_batch([[5, 6], [7]], [[8], [9, 10]], pad_id=0)
     >>> b.input_ids.tolist(), b.positions.tolist(), b.targets.tolist()
     ([[5, 6, 8], [7, 9, 10]], [1, 3, 4], [8, 9, 10])
+    >>> b = score_batch([[5, 6], [5, 6, 8, 3]], [[8], [4]], pad_id=0)  # a call, then the next
+    >>> b.input_ids.tolist(), b.positions.tolist(), b.targets.tolist()
+    ([[5, 6, 8, 3, 4]], [1, 3], [8, 4])
     """
     if len(prompts) != len(completions):
         raise ValueError("one completion per prompt")
-    rows = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
-    width = max(map(len, rows))
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    positions: list[int] = []
-    targets: list[int] = []
     for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
         if not prompt or not completion:
             raise ValueError(f"row {i}: prompt and completion must be non-empty")
-        ids[i, : len(rows[i])] = torch.tensor(rows[i])
-        mask[i, : len(rows[i])] = 1
-        start = i * width + len(prompt) - 1
+    rows = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
+    carrier = carriers(rows) if pack else list(range(len(rows)))
+    sequences = sorted(set(carrier))
+    slot = {row: k for k, row in enumerate(sequences)}
+    width = max(len(rows[i]) for i in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for k, i in enumerate(sequences):
+        ids[k, : len(rows[i])] = torch.tensor(rows[i])
+        mask[k, : len(rows[i])] = 1
+    positions: list[int] = []
+    targets: list[int] = []
+    for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
+        start = slot[carrier[i]] * width + len(prompt) - 1
         positions.extend(range(start, start + len(completion)))
         targets.extend(completion)
     return ScoreBatch(

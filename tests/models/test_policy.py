@@ -143,3 +143,44 @@ def test_a_variant_checkpoint_has_other_weights_and_the_same_tokenizer(registry)
     b = load_policy(registry, registry.get("t-0001"))
     assert a.tokenizer.get_vocab() == b.tokenizer.get_vocab()
     assert not torch.equal(next(a.model.parameters()), next(b.model.parameters()))
+
+
+def test_a_run_s_calls_scored_inside_its_last_call_give_each_call_s_own_log_probs(policy):
+    """Packing: an agent run's second and third calls extend the first (its prompt and answer,
+    then a tool result), so all three are read from the third's sequence; their log-probs and
+    gradients are those of each call scored alone. A row that differs anywhere (the same prompt,
+    another answer) is not packed."""
+    params = SamplingParams(max_tokens=6, temperature=0.8, top_p=0.9)
+    first = policy.chat_prompt([{"role": "user", "content": "Write `slugify(s)` in Python."}])
+    prompts, completions = [first], []
+    for tool_result in ([11, 12, 13], [14, 15], None):
+        (done,) = policy.sample([prompts[-1]], params, torch.Generator().manual_seed(len(prompts)))
+        completions.append(list(done.token_ids))
+        if tool_result is not None:
+            prompts.append(prompts[-1] + completions[-1] + tool_result)
+    prompts.append(first)  # a retry of the first call with another answer
+    completions.append([completions[0][0] + 1, *completions[0][1:]])
+
+    from models.token_scorer import score_batch
+
+    assert score_batch(prompts, completions, policy.pad_id).input_ids.shape[0] == 2
+    assert score_batch(prompts, completions, policy.pad_id, pack=False).input_ids.shape[0] == 4
+
+    def scored(rows):
+        policy.model.zero_grad()
+        out = policy.score([prompts[i] for i in rows], [completions[i] for i in rows],
+                           params.temperature, params.top_p)  # fmt: skip
+        torch.stack([o.sum() for o in out]).sum().backward()
+        return out, [p.grad.clone() for p in policy.model.parameters() if p.grad is not None]
+
+    together, grads = scored(range(4))
+    alone = [scored([i])[0][0] for i in range(4)]
+    for packed, own in zip(together, alone, strict=True):
+        assert torch.allclose(packed, own, atol=1e-5), (packed, own)
+    apart_grads = None
+    for i in range(4):
+        _, g = scored([i])
+        apart_grads = (
+            g if apart_grads is None else [a + b for a, b in zip(apart_grads, g, strict=True)]
+        )
+    assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(grads, apart_grads, strict=True))

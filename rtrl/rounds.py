@@ -220,7 +220,11 @@ class TrainingRounds:
         warehouse reads them (``rollouts_delivered``)."""
         if self._http is None:
             return
-        held = rollouts_delivered(self._http)
+        try:
+            held = rollouts_delivered(self._http)
+        except httpx.HTTPError as exc:  # the landing goes on; what it misses, the next one reads
+            log.warning("could not ask the gateway what it still holds: %s", exc)
+            return
         if held:
             log.warning("%d rollouts not yet acknowledged by Kafka (kept in the gateway's "
                         "spool): the next landing reads them", held)  # fmt: skip

@@ -3,7 +3,6 @@ HTTP client for the simulated users that talk to it."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,16 +57,7 @@ def gateway(setup: GatewaySetup, checkpoint: str, extra: list[str],
         stage.stop()
 
 
-def rollouts_delivered(http: httpx.Client, timeout_s: float = 60.0) -> int:
-    """Wait until the gateway behind ``http`` holds no rollout Kafka has not acknowledged (its
-    ``/readyz`` counts them); the number still held after ``timeout_s`` (0: all delivered).
-
-    Why: the warehouse's sink reads each topic to its end once, and a rollout still in the
-    gateway's spool then (its producer slowed by a busy machine) would miss its round's batch.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        held = int(http.get("/readyz").json().get("spooled_rollouts", 0))
-        if held == 0 or time.monotonic() > deadline:
-            return held
-        time.sleep(0.2)
+def held_rollouts(http: httpx.Client) -> int:
+    """The rollouts the gateway behind ``http`` has answered and Kafka not yet acknowledged
+    (its ``/readyz`` counts them)."""
+    return int(http.get("/readyz").json().get("spooled_rollouts", 0))

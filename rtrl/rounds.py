@@ -29,9 +29,9 @@ from models.sampling import SamplingParams
 from rtrl.agent_world import AgentWorldSettings
 from rtrl.code_world import CodeWorldSettings, PassRate, rate_text
 from rtrl.cycle_clock import CycleClock
-from rtrl.gateway_stage import GatewaySetup, gateway, rollouts_delivered
+from rtrl.gateway_stage import GatewaySetup, gateway, held_rollouts
 from rtrl.http_users import serving
-from rtrl.procs import run_stage
+from rtrl.procs import run_stage, wait_until
 from rtrl.rl_sim import RoundFigures, TrueValue, play_round, true_value
 from rtrl.token_reader import SIMULATED
 from rtrl.token_users import POPULATIONS
@@ -215,19 +215,20 @@ class TrainingRounds:
                  figures.checkpoint_id, figures_text(tally(outcomes)))  # fmt: skip
         return figures
 
-    def deliver_rollouts(self) -> None:
+    def deliver_rollouts(self, timeout_s: float = 60.0) -> None:
         """Wait until Kafka has every rollout the rounds' gateway recorded, before the
-        warehouse reads them (``rollouts_delivered``)."""
-        if self._http is None:
+        warehouse reads them: its sink reads each topic to its end once, and a rollout still in
+        the gateway's spool then (its producer slowed by a busy machine) would miss its round."""
+        http = self._http
+        if http is None:
             return
         try:
-            held = rollouts_delivered(self._http)
+            wait_until("the gateway's rollouts", lambda: held_rollouts(http) == 0, timeout_s)
+        except TimeoutError:
+            log.warning("%d rollouts not yet acknowledged by Kafka (kept in the gateway's "
+                        "spool): the next landing reads them", held_rollouts(http))  # fmt: skip
         except httpx.HTTPError as exc:  # the landing goes on; what it misses, the next one reads
             log.warning("could not ask the gateway what it still holds: %s", exc)
-            return
-        if held:
-            log.warning("%d rollouts not yet acknowledged by Kafka (kept in the gateway's "
-                        "spool): the next landing reads them", held)  # fmt: skip
 
     def measure_held_out(self) -> None:
         """The code world's pass rate on the held-out tasks (the simulator's, never trained on)

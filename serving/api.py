@@ -164,10 +164,7 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
             "status": "ready",
             "backend": backend.kind,
             "models": backend.models(),
-            # answered and not yet acknowledged by Kafka: spooled, or put aside to be built
-            "spooled_rollouts": (recorder.spooled() + recorder.put_aside())
-            if recorder is not None
-            else 0,
+            "spooled_rollouts": recorder.pending() if recorder is not None else 0,
         }
         return Response(orjson.dumps(body), 200, media_type="application/json")
 

@@ -116,8 +116,7 @@ class EngineBackend(LlamaCppBackend):
         # are forgotten (one entry a checkpoint served, and a run promotes without end)
         self._weights = {c: w for c, w in self._weights.items() if c in (keep or ())}
         self._weights[cid] = weights
-        group = {c: w for c, w in self._weights.items() if c != cid}
-        group = {c: w for c, w in group.items() if w.model == weights.model}
+        group = {c: w for c, w in self._weights.items() if c != cid and w.model == weights.model}
         if not self._fleet.settings.share_base or not group:
             return EngineRoute(cid, identity, cid, self._fleet.start_on(cid, weights))
         engine = self._fleet.start_shared({**group, cid: weights})

@@ -141,6 +141,10 @@ class RolloutRecorder:
         own queue length also counts the error events it has not yet reported)."""
         return len(self._queued) + len(self._ready) + self._unacked
 
+    def pending(self) -> int:
+        """Rollouts answered and not yet acknowledged by Kafka: put aside or spooled."""
+        return len(self._aside) + self.spooled()
+
     def spooled_bytes(self) -> int:
         return self._bytes
 

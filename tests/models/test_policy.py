@@ -174,13 +174,8 @@ def test_a_run_s_calls_scored_inside_its_last_call_give_each_call_s_own_log_prob
         return out, [p.grad.clone() for p in policy.model.parameters() if p.grad is not None]
 
     together, grads = scored(range(4))
-    alone = [scored([i])[0][0] for i in range(4)]
-    for packed, own in zip(together, alone, strict=True):
-        assert torch.allclose(packed, own, atol=1e-5), (packed, own)
-    apart_grads = None
-    for i in range(4):
-        _, g = scored([i])
-        apart_grads = (
-            g if apart_grads is None else [a + b for a, b in zip(apart_grads, g, strict=True)]
-        )
+    apart = [scored([i]) for i in range(4)]
+    for packed, (own, _) in zip(together, apart, strict=True):
+        assert torch.allclose(packed, own[0], atol=1e-5), (packed, own)
+    apart_grads = [sum(g) for g in zip(*(g for _, g in apart), strict=True)]
     assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(grads, apart_grads, strict=True))

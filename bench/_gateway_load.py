@@ -74,9 +74,9 @@ HISTORY: list[Any] = [
 ]  # fmt: skip
 
 
-def request_body(endpoint: str, tools: bool, max_tokens: int, through_gateway: bool) -> bytes:
+def request_body(endpoint: str, tools: bool, max_tokens: int, rendered: bool) -> bytes:
     """One request's body: a completion, or a chat (with the tools and a history of calls when
-    ``tools``; rendered into plain messages for a server other than the gateway)."""
+    ``tools``; ``rendered`` into plain messages in the default tool format instead)."""
     if endpoint == "completions":
         return orjson.dumps(
             {"model": "default", "prompt": "def mean(xs):", "max_tokens": max_tokens}
@@ -84,7 +84,7 @@ def request_body(endpoint: str, tools: bool, max_tokens: int, through_gateway: b
     if not tools:
         messages: list = [HISTORY[0]]
         return orjson.dumps({"model": "default", "messages": messages, "max_tokens": max_tokens})
-    if through_gateway:
+    if not rendered:
         return orjson.dumps(
             {"model": "default", "messages": HISTORY, "tools": TOOLS, "max_tokens": max_tokens}
         )

@@ -30,11 +30,14 @@ a real vLLM backend is slower per request, which makes the relative overhead sma
 Figures go to stdout and to ``bench/out/gateway_bench.json``.
 
 ``--tools`` asks ``/v1/chat/completions`` instead, as an agent does: two tools and a history
-with an earlier call and its result, which the gateway renders into the default tool format
-(``models.tool_format``), recognises against the answers it remembers and reads back for calls;
-the backend and the peer get the same rendered messages without tools (the same prompt to
-sample), so the difference is what tool calling adds at the gateway. ``--endpoint chat``
-without ``--tools`` is the same chat without tools, for the figure beside it.
+with an earlier call and its result, which the gateway recognises against the answers it
+remembers and digests, and whose answer it reads for calls. With ``--upstream-tools pass`` (the
+gateway's default) every server gets the same body and the backend renders the tools itself;
+with ``render`` the gateway renders them into the default tool format (``models.tool_format``)
+and the backend and the peer get the same rendered messages without tools. Either way the
+backend samples the same prompt, so the difference is what tool calling adds at the gateway.
+``--endpoint chat`` without ``--tools`` is the same chat without tools, for the figure beside
+it.
 """
 
 from __future__ import annotations
@@ -132,6 +135,12 @@ def main() -> int:
         default="0,1" if len(os.sched_getaffinity(0)) >= 2 else "",
         help="BACKEND,GATEWAY cores ('' to leave every process unpinned)",
     )
+    parser.add_argument(
+        "--upstream-tools",
+        choices=("pass", "render"),
+        default="pass",
+        help="how the gateway gives the backend the tools (rtrl serve --upstream-tools)",
+    )
     args = parser.parse_args()
     if args.tools:
         args.endpoint = "chat"
@@ -166,7 +175,15 @@ def main() -> int:
         backend = serve([*common, "--no-record"], ports, tmp / "backend.log", threads, cpus[0])
         direct = f"http://127.0.0.1:{ports}"
         gateway = serve(
-            [*common, "--upstream", direct, "--upstream-model", "default"],
+            [
+                *common,
+                "--upstream",
+                direct,
+                "--upstream-model",
+                "default",
+                "--upstream-tools",
+                args.upstream_tools,
+            ],  # fmt: skip
             ports + 1,
             tmp / "gateway.log",
             {"RTRL_UPSTREAM_API_KEY": key},
@@ -204,7 +221,10 @@ def main() -> int:
                                 latencies[name],
                                 args.client,
                                 request_body(
-                                    args.endpoint, args.tools, args.max_tokens, name == "gateway"
+                                    args.endpoint,
+                                    args.tools,
+                                    args.max_tokens,
+                                    args.upstream_tools == "render" and name != "gateway",
                                 ),
                                 api_path,
                             )
@@ -278,6 +298,7 @@ def main() -> int:
             "max_tokens": args.max_tokens,
             "endpoint": args.endpoint,
             "tools": args.tools,
+            "upstream_tools": args.upstream_tools,
             "client": args.client,
             "cpus": {"backend": cpus[0], "gateway_and_load": cpus[1]},
             "load_avg_before": load_before,

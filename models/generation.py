@@ -15,6 +15,7 @@ from models.rollout import ModelIdentity
 
 if TYPE_CHECKING:
     from models.constraint import Constraint
+    from models.tool_format import Call
 
 Alternatives = tuple[tuple[str, float], ...]  # a position's likeliest tokens, most likely first
 
@@ -32,3 +33,9 @@ class Generation:
     # per token, the likeliest tokens of the distribution it was drawn from (when asked for)
     top_logprobs: tuple[Alternatives, ...] | None = None
     constraint: Constraint | None = None  # the grammar it was decoded under, if any
+    # the calls as an upstream read them in its model's own syntax (the gateway passed it the
+    # tools); None: the gateway reads ``text`` itself (``serving.tool_calls``)
+    tool_calls: tuple[Call, ...] | None = None
+    # why the engine knows this completion cannot be a rollout (a reason code, counted), e.g.
+    # decoded under a constraint that is not recorded and cannot be replayed
+    unrecordable: str | None = None

@@ -196,6 +196,32 @@ def _valid(arguments: dict[str, Any], schema: Any) -> bool:
     return True
 
 
+def checked_call(name: Any, arguments: Any, functions: Mapping[str, Mapping[str, Any]]
+                 ) -> Call | str:  # fmt: skip
+    """The call of ``name`` with ``arguments`` (an object or its JSON text) when it names one of
+    ``functions`` (by name) with arguments that validate, else the BROKEN_REASONS code why not.
+
+    >>> fs = {"f": {"name": "f", "parameters": {"type": "object", "required": ["a"]}}}
+    >>> checked_call("f", '{"a": 1}', fs), checked_call("g", {}, fs), checked_call("f", "{", fs)
+    (Call(name='f', arguments='{"a": 1}'), 'unknown_function', 'bad_arguments')
+    """
+    if not isinstance(name, str):
+        return "no_name"
+    if name not in functions:
+        return "unknown_function"
+    parsed = _arguments(arguments)
+    if parsed is None:
+        return "bad_arguments"
+    if not _valid(parsed, functions[name].get("parameters")):
+        return "arguments_invalid"
+    return Call(name, json.dumps(parsed, ensure_ascii=False))
+
+
+def functions_of(tools: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """The tools' functions by name."""
+    return {str(f["name"]): f for f in map(function_of, tools)}
+
+
 def parse_calls(text: str, tools: Sequence[Mapping[str, Any]], parallel: bool = True) -> Parsed:
     """The calls in an answer, or why they cannot be served as calls.
 
@@ -213,7 +239,7 @@ def parse_calls(text: str, tools: Sequence[Mapping[str, Any]], parallel: bool = 
     start = text.find(MARKER)
     if start < 0:
         return Parsed(text)
-    functions = {str(f["name"]): f for f in map(function_of, tools)}
+    functions = functions_of(tools)
     before = text[:start].strip()
     calls: list[Call] = []
     end = start
@@ -227,17 +253,10 @@ def parse_calls(text: str, tools: Sequence[Mapping[str, Any]], parallel: bool = 
             return Parsed(text, broken="not_json")
         if not isinstance(body, dict):
             return Parsed(text, broken="not_json")
-        name = body.get("name")
-        if not isinstance(name, str):
-            return Parsed(text, broken="no_name")
-        if name not in functions:
-            return Parsed(text, broken="unknown_function")
-        arguments = _arguments(body.get("arguments", {}))
-        if arguments is None:
-            return Parsed(text, broken="bad_arguments")
-        if not _valid(arguments, functions[name].get("parameters")):
-            return Parsed(text, broken="arguments_invalid")
-        calls.append(Call(name, json.dumps(arguments, ensure_ascii=False)))
+        call = checked_call(body.get("name"), body.get("arguments", {}), functions)
+        if isinstance(call, str):
+            return Parsed(text, broken=call)
+        calls.append(call)
     rest = text[end:]
     if MARKER in rest:
         return Parsed(text, broken="unclosed_call")

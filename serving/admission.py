@@ -118,8 +118,11 @@ class Admission:
         """The grammar of the calls ``req`` requires (None when it requires none), compiled once
         for each set of tools and choice seen; a choice its tools cannot satisfy, a schema the
         grammar engine cannot compile, or a backend that samples under no grammar is a 400:
-        never sampled unconstrained."""
+        never sampled unconstrained. An upstream the tools are passed to constrains with its
+        own grammar: None here (and its rollouts refused, ``UpstreamBackend.chat``)."""
         if reading is None or not reading.constrained:
+            return None
+        if getattr(self.backend, "passes_tools", False):
             return None
         if not getattr(self.backend, "constrains_tool_calls", False):
             raise ApiError(

@@ -72,6 +72,7 @@ from serving.tool_calls import (
     ShownText,
     broken_count,
     outcome,
+    outcomes,
     read,
     reading_of,
     stream_tail,
@@ -152,7 +153,7 @@ class Completions:
                 if private:
                     self._counted("private")
                     return
-                ref = turn.ref(gen, broken_count(gen.text, reading)) if turn else None
+                ref = turn.ref(gen, broken_count(gen, reading)) if turn else None
                 self.recorder.later(
                     lambda created_at: self._rollout(gen, interaction, params, experiment,
                                                      created_at, ref),
@@ -256,12 +257,17 @@ class Completions:
             self.turns.remember(turn, req, scope, gen, parsed, calls)
 
     def _read(self, gen: Generation, reading: Reading) -> Parsed:
-        """The answer read for calls, its outcome counted."""
-        parsed = read(gen.text, reading)
-        self._child(self.metrics.tool_calls, outcome(parsed)).inc()
+        """The answer read for calls, its outcome (or each upstream call's) counted."""
+        parsed = read(gen, reading)
+        counted = [outcome(parsed)] if gen.tool_calls is None else outcomes(gen, reading)
+        for each in counted:
+            self._child(self.metrics.tool_calls, each).inc()
         if parsed.broken is not None:
             log.info("tool calls of %s refused (%s): served as text", gen.checkpoint_id,
                      parsed.broken)  # fmt: skip
+        elif gen.tool_calls and set(counted) != {"called"}:
+            log.info("tool calls of %s as the upstream read them (%s): served as it gave them",
+                     gen.checkpoint_id, ", ".join(counted))  # fmt: skip
         return parsed
 
     async def _stream(self, req: Request, target: Any, raw: dict[str, Any],

@@ -50,6 +50,8 @@ def rollout_of(
     >>> r.completion_ids, r.logprobs
     ((3,), (-0.1,))
     """
+    if gen.unrecordable is not None:
+        return gen.unrecordable
     if gen.model is None:
         return "unknown_model"
     if not gen.prompt_ids:

@@ -61,7 +61,10 @@ class LlamaCppBackend(UpstreamBackend):
     Checkpoints: the base it was started on; a promoted LoRA or full-weights checkpoint is
     reported (counted, logged) and serving stays where it was, as for any upstream that cannot
     load it at runtime (``rtrl serve --engine llama.cpp`` starts a server for each checkpoint
-    instead: ``serving.llamacpp_switch``)."""
+    instead: ``serving.llamacpp_switch``). Tools are rendered in the default tool format, as on
+    every engine of ours: llama-server reads them only under ``--jinja``."""
+
+    can_pass_tools = False
 
     def _route_for(self, info: CheckpointInfo) -> Route | None:
         if info.weights.kind == "base":

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from serving.completions import GatewayConfig
+from serving.upstream_protocol import UpstreamTools
 
 if TYPE_CHECKING:
     from llamacpp.engine_settings import EngineSettings
@@ -69,6 +70,17 @@ class ServeConfig:
             "how to ask the upstream for exact token ids: openai (vLLM's return_token_ids), "
             "llama.cpp (its native endpoints), or auto (default: llama.cpp when GET /props "
             "answers as llama-server does at start)"
+        ),
+    )
+    upstream_tools: UpstreamTools = field(
+        default="pass",
+        metadata=_help(
+            "how an OpenAI-compatible upstream gets a request's tools: pass (default: as they "
+            "are, for its model's own chat template and tool parser; vLLM needs "
+            "--enable-auto-tool-choice and --tool-call-parser; rollouts of required or named "
+            "tool_choice are refused, the upstream's constraint not being recorded) or render "
+            "(in the gateway's default tool format, for a model whose template has no tools; "
+            "required and named are refused with a 400)"
         ),
     )
     engine: EngineSettings | None = None  # llama-server processes started and switched here

@@ -84,6 +84,7 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
             config.adapter_dir.resolve(),
             pinned,
             config.upstream_api_key,
+            tools=config.upstream_tools,
         )
     from serving.local import LocalBackend
 

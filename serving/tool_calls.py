@@ -21,7 +21,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from models.tool_format import MARKER, Parsed, parse_calls, visible_prefix
+from models.generation import Generation
+from models.tool_format import (
+    MARKER,
+    Call,
+    Parsed,
+    checked_call,
+    functions_of,
+    parse_calls,
+    visible_prefix,
+)
 from serving.protocol import ChatCompletionRequest, NamedToolChoice
 
 TOOL_CALLS = "tool_calls"
@@ -51,26 +60,56 @@ def reading_of(req: ChatCompletionRequest) -> Reading | None:
     )
 
 
-def read(text: str, reading: Reading) -> Parsed:
-    return parse_calls(text, reading.tools, reading.parallel)
+def read(gen: Generation, reading: Reading) -> Parsed:
+    """The answer read for calls: from its text, or as the upstream read them (served as the
+    upstream gave them, valid or not: :func:`outcomes` counts them)."""
+    if gen.tool_calls is None:
+        return parse_calls(gen.text, reading.tools, reading.parallel)
+    return Parsed(gen.text or None, gen.tool_calls) if gen.tool_calls else Parsed(gen.text)
 
 
-def broken_count(text: str, reading: Reading | None) -> int:
-    """How many tool calls the answer ``text`` holds that the gateway could not read: each
-    ``<tool_call>`` of an answer served as text because a call in it was broken (at least one),
-    none for an answer read as calls or plain text. Calls are counted one by one, so an answer
-    with parallel calls counts every call, not the answer.
+def outcomes(gen: Generation, reading: Reading) -> list[str]:
+    """What is counted of an answer: one outcome for an answer read here (``called``, ``text``
+    or the reason its calls were served as text), one per call for calls an upstream read
+    (``called``, or the reason the call does not name a tool or validate against its schema).
 
     >>> r = Reading(({"type": "function", "function": {"name": "f"}},), True, "auto", False)
-    >>> broken_count('<tool_call>\\n{"name": "f"}\\n</tool_call>', r)
+    >>> g = Generation("c", None, None, None, None, "", "tool_calls", tool_calls=(
+    ...     Call("f", "{}"), Call("g", "{}"), Call("f", "[1]")))
+    >>> outcomes(g, r)
+    ['called', 'unknown_function', 'bad_arguments']
+    """
+    if gen.tool_calls is None:
+        return [outcome(read(gen, reading))]
+    if not gen.tool_calls:
+        return ["text"]
+    functions = functions_of(reading.tools)
+    counted = [checked_call(c.name, c.arguments, functions) for c in gen.tool_calls]
+    out = ["called" if isinstance(c, Call) else c for c in counted]
+    if not reading.parallel and len(out) > 1:
+        out[1:] = ["parallel_not_allowed"] * (len(out) - 1)
+    return out
+
+
+def broken_count(gen: Generation, reading: Reading | None) -> int:
+    """How many tool calls the answer holds that were broken: each ``<tool_call>`` of an answer
+    served as text because a call in it was broken (at least one), none for an answer read as
+    calls or plain text; each call an upstream read that does not validate. Calls are counted
+    one by one, so an answer with parallel calls counts every call, not the answer.
+
+    >>> r = Reading(({"type": "function", "function": {"name": "f"}},), True, "auto", False)
+    >>> def answer(text): return Generation("c", None, None, None, None, text, "stop")
+    >>> broken_count(answer('<tool_call>\\n{"name": "f"}\\n</tool_call>'), r)
     0
-    >>> broken_count('<tool_call>\\n{"name": "g"}\\n</tool_call><tool_call>\\n{', r)
+    >>> broken_count(answer('<tool_call>\\n{"name": "g"}\\n</tool_call><tool_call>\\n{'), r)
     2
     """
     if reading is None:
         return 0
-    parsed = read(text, reading)
-    return max(1, text.count(MARKER)) if parsed.broken is not None else 0
+    if gen.tool_calls is not None:
+        return sum(o not in ("called", "text") for o in outcomes(gen, reading))
+    parsed = read(gen, reading)
+    return max(1, gen.text.count(MARKER)) if parsed.broken is not None else 0
 
 
 def call_id() -> str:

@@ -15,6 +15,18 @@ probabilities are taken as the upstream gave them (``upstream_protocol``): when 
 leaves them out the completion is still served, and its rollout is refused with the reason
 counted (``generation.rollout_of``), never filled in by tokenising the text.
 
+Tools (``--upstream-tools``): passed as they are by default, so that the upstream renders them
+with its model's own chat template and reads the calls with its own parser (vLLM:
+``--enable-auto-tool-choice --tool-call-parser NAME``); the gateway gives each call an id of its
+own (trajectories are recognised by them), counts each call that names no tool or does not
+validate, and serves the calls as the upstream read them. A call the upstream's parser could
+not read reaches the gateway as text, indistinguishable from text. Under ``tool_choice:
+required`` or a named function the upstream decodes under a grammar of its own (vLLM's is bare
+JSON, not the model's syntax), which the rollout cannot record nor the learner replay: the
+answer is served and its rollout refused (``constraint_not_replayable``, counted). ``render``
+sends the messages rendered in the default tool format (``models.tool_format``) instead, for a
+model whose template has no tools; the gateway then reads the text as on every engine.
+
 Checkpoints: the upstream serves its base model under ``upstream_model``; a promoted LoRA
 checkpoint is written as a peft adapter directory (``adapter_config.json`` and
 ``adapter_model.safetensors``, the layout vLLM loads) under ``adapter_dir``, loaded with vLLM's
@@ -29,7 +41,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +52,14 @@ from checkpoints.adapter_export import export_adapter
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from infra.http_client import HttpError, HttpPool
+from models.constraint import NOT_REPLAYABLE
 from models.generation import Generation
 from models.rollout import ModelIdentity
 from serving.follower import moves_forward
 from serving.routing import CURRENT
 from serving.upstream_protocol import (
     UpstreamError,
+    UpstreamTools,
     bad_gateway,
     parse_chat,
     parse_completion,
@@ -65,11 +79,14 @@ class Route:
 
 class UpstreamBackend:
     kind = "upstream"
+    can_pass_tools = True  # an OpenAI-compatible upstream reads tools with its own template
 
     def __init__(self, url: str, registry: CheckpointRegistry, checkpoint_id: str,
                  upstream_model: str, adapter_dir: Path, pinned: set[str] = frozenset(),  # type: ignore[assignment]
-                 api_key: str | None = None, timeout_s: float = 600.0) -> None:  # fmt: skip
+                 api_key: str | None = None, timeout_s: float = 600.0,
+                 tools: UpstreamTools = "pass") -> None:  # fmt: skip
         self.url = url.rstrip("/")
+        self.passes_tools = tools == "pass" and self.can_pass_tools
         self._registry = registry
         self._upstream_model = upstream_model
         self._adapter_dir = adapter_dir
@@ -181,14 +198,25 @@ class UpstreamBackend:
         splice: Any = None,
     ) -> Generation:
         """``splice`` is not used: an OpenAI-compatible upstream renders its prompt from the
-        messages (its rollouts' prompt ids are its own, not spliced)."""
-        if request is not None and request.uses_tools():  # as on every engine
+        messages (its rollouts' prompt ids are its own, not spliced). Tools are passed as they
+        are (``passes_tools``; under ``required`` or a named function the rollout is refused:
+        the upstream's constraint is not recorded) or rendered in the default tool format."""
+        uses_tools = request is not None and request.uses_tools()
+        if uses_tools and not self.passes_tools:  # as on the other engines
             tools = ("tools", "tool_choice", "parallel_tool_calls")
             raw = {k: v for k, v in raw.items() if k not in tools}
             raw["messages"] = request.prompt_messages()
         body = upstream_body(raw, route.model, True, params)
         answer = await self._ask("/v1/chat/completions", body)
-        return parse_chat(answer, route.checkpoint_id, route.identity)
+        gen = parse_chat(answer, route.checkpoint_id, route.identity)
+        if not (uses_tools and self.passes_tools):
+            return replace(gen, tool_calls=None)  # the gateway reads the text
+        constrained = request.tools and request.tool_choice not in (None, "auto", "none")
+        return replace(
+            gen,
+            tool_calls=gen.tool_calls or (),
+            unrecordable=NOT_REPLAYABLE if constrained else None,
+        )
 
     async def complete(
         self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None

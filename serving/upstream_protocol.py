@@ -8,13 +8,17 @@ log-probabilities as the upstream gave them. Pure, so that both are tested witho
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Literal
 
 import orjson
 
 from models.generation import Alternatives, Generation
 from models.rollout import ModelIdentity
 from models.sampling import SamplingParams
+from models.tool_format import Call
+
+UpstreamTools = Literal["pass", "render"]  # how an upstream gets a request's tools
 
 
 class UpstreamError(RuntimeError):
@@ -63,10 +67,33 @@ def _all_alternatives(per_token: list[Any]) -> tuple[Alternatives, ...] | None:
     return tuple(t for t in tops if t is not None)
 
 
+def _calls(message: dict[str, Any]) -> tuple[Call, ...] | None:
+    """The answer's ``tool_calls`` as the upstream read them (None: it has none), each with its
+    arguments as the upstream wrote them (JSON text, checked by the gateway, never repaired).
+
+    >>> _calls({"tool_calls": [{"id": "x", "type": "function", "function": {
+    ...     "name": "f", "arguments": '{"a": 1}'}}]})
+    (Call(name='f', arguments='{"a": 1}'),)
+    """
+    listed = message.get("tool_calls")
+    if not isinstance(listed, list) or not listed:
+        return None
+    calls = []
+    for call in listed:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            raise bad_gateway("the upstream's tool call has no function")
+        arguments = function.get("arguments")
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        calls.append(Call(str(function.get("name") or ""), text))
+    return tuple(calls)
+
+
 def parse_chat(
     body: dict[str, Any], checkpoint_id: str = "", model: ModelIdentity | None = None
 ) -> Generation:
-    """The generation in a chat completion answer, by ``checkpoint_id`` of ``model``.
+    """The generation in a chat completion answer, by ``checkpoint_id`` of ``model``; its
+    ``tool_calls`` None unless the upstream answered with calls.
 
     >>> g = parse_chat({"prompt_token_ids": [1, 2], "choices": [{"message": {"content": "ab"},
     ...     "finish_reason": "stop", "token_ids": [5, 6], "logprobs": {"content": [
@@ -76,7 +103,8 @@ def parse_chat(
     >>> parse_chat({"choices": [{"message": {"content": "ab"}, "finish_reason": "stop"}]}).logprobs
     """
     choice = body["choices"][0]
-    text = (choice.get("message") or {}).get("content") or ""
+    message = choice.get("message") or {}
+    text = message.get("content") or ""
     content = (choice.get("logprobs") or {}).get("content")
     logprobs = pieces = tops = None
     if isinstance(content, list) and content:
@@ -94,6 +122,7 @@ def parse_chat(
         str(choice.get("finish_reason") or "stop"),
         pieces if pieces is not None and "".join(pieces) == text else None,
         tops,
+        tool_calls=_calls(message),
     )
 
 
@@ -138,11 +167,15 @@ def parse_completion(
 # top_p, the token budget, stop strings), what says what to answer rather than how to sample,
 # and a seed (which draw, not which distribution). Anything else could change the distribution
 # the tokens are drawn from while the rollout says otherwise, and is refused by name.
+# The tools say what may be answered; under ``tool_choice: required`` or a named function the
+# upstream decodes under a constraint of its own, which the rollout cannot record, so the
+# backend refuses those rollouts (``UpstreamBackend.chat``).
 FORWARDED = frozenset(
     {
         "model", "messages", "prompt", "stream", "stream_options", "n", "user", "seed",
         "metadata", "logprobs", "top_logprobs", "return_token_ids", "echo",
         "temperature", "top_p", "max_tokens", "max_completion_tokens", "stop",
+        "tools", "tool_choice", "parallel_tool_calls",
     }
 )  # fmt: skip
 # Sampling parameters sent with their neutral value on every request, so that an upstream's

@@ -33,6 +33,7 @@ and the share of broken tool calls.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -230,6 +231,19 @@ def _loop(
         rounds.close()
 
 
+def rounds_planned(last: int, rounds: int, extra: int, promoted: bool) -> int:
+    """How many rounds of users the run plays, once the candidate of round ``last`` was judged:
+    ``rounds``, and one more at a time while nothing has been ``promoted``, up to ``extra``
+    more.
+
+    >>> rounds_planned(2, 2, 1, promoted=False), rounds_planned(3, 2, 1, promoted=False)
+    (3, 3)
+    >>> rounds_planned(2, 2, 1, promoted=True), rounds_planned(2, 2, 0, promoted=False)
+    (2, 2)
+    """
+    return last + 1 if not promoted and last < rounds + extra else last
+
+
 def _land_and_train(
     args: argparse.Namespace,
     root: Path,
@@ -284,9 +298,18 @@ def _land_and_train(
     # the code world's last checkpoint meets its users in the closing A/B (its treatment arm):
     # a round of users before that would measure it twice, and cost a SmolLM2 run 4 minutes
     last_round_in_ab = args.world != "tokens" and bool(args.ab_users)
-    for number in range(2, args.rounds + 2):
+    root_id, last = rounds.serving, args.rounds
+    for number in itertools.count(2):
+        if number > last + 1:
+            break
         rounds.train(warehouse)
-        if number <= args.rounds or not last_round_in_ab:
+        if number == last + 1:
+            promoted = rounds.serving != root_id
+            last = rounds_planned(last, args.rounds, args.extra_rounds, promoted)
+            if number <= last:
+                log.info("nothing promoted in %d round(s): round %d (--extra-rounds %d)",
+                         number - 1, number, args.extra_rounds)  # fmt: skip
+        if number <= last or not last_round_in_ab:
             rounds.play(number)
             land()
     experiment, ab_plot = "exp-context-window", "ab.svg"

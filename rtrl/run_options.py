@@ -42,6 +42,15 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         f"{code.rounds}; 0 for none)",
     )
     p.add_argument(
+        "--extra-rounds",
+        type=int,
+        default=None,
+        help="rounds played after --rounds while no candidate has been promoted, one at a time "
+        "(each a new attempt on the same parent, at its stricter gate level): a run that "
+        f"learned nothing in its rounds tries again instead of ending without a closing A/B "
+        f"(default 0; code world {code.extra_rounds})",
+    )
+    p.add_argument(
         "--world",
         choices=("tokens", "code", "agent"),
         default=None,
@@ -212,6 +221,10 @@ def with_world_defaults(args: argparse.Namespace) -> None:
         args.engine_slots = AGENT_ENGINE_SLOTS if args.world == "agent" else ENGINE_SLOTS
     if args.rounds is None:
         args.rounds = code.rounds if args.world == "code" else TOKEN_ROUNDS
+    if args.extra_rounds is None:
+        args.extra_rounds = code.extra_rounds if args.world == "code" else 0
+    if args.extra_rounds < 0:
+        raise SystemExit("--extra-rounds: 0 or more")
     if args.round_users is None:
         args.round_users = {"tokens": TOKEN_ROUND_USERS, "code": code.round_users,
                             "agent": agent.round_users}[args.world]  # fmt: skip

@@ -87,24 +87,29 @@ def test_p_value_and_ci_of_a_null_difference_reject_at_five_percent():
     assert abs(rejected / TRIALS - 0.05) <= _noise(0.05), rejected
 
 
-def test_a_rare_event_none_of_an_arms_users_had_is_no_certainty():
-    """Thin arms and a rare event (24 users, 2 interactions each, 2 %): in about 4 trials of 10
-    one arm has no event at all. Its variance, read as 0, used to take the other arm's out of
+@pytest.mark.parametrize(("users", "rate"), [(24, 0.02), (24, 0.05), (100, 0.02)])
+def test_rare_events_in_thin_arms_keep_the_stated_false_alarms(users: int, rate: float):
+    """Thin arms and a rare event (2 interactions a user). At 24 users and 2 %, about 4 trials
+    in 10 have an arm without any event: its variance, read as 0, took the other arm's out of
     the interval too (1 kept edit in 48 against 0 read as -100 % [-100 %, -100 %], p < 0.0001:
-    38 % false alarms on null data); given the other arm's, the alarms stay under 5 %."""
+    38 % false alarms). Elsewhere the delta method's interval of the relative change shrank
+    when the treatment fell below the control by chance: 11 % false alarms at 24 users and 5 %,
+    and at 100 users and 2 % (``bench/ab_rare_events.py``). The difference's test and Fieller's
+    interval keep them under 5 %, and tell one story."""
     rng = np.random.default_rng(5)
     rejected = tried = one_empty = 0
     for _ in range(TRIALS):
-        t, c = _rare_arm(rng, 24, 0.02), _rare_arm(rng, 24, 0.02)
+        t, c = _rare_arm(rng, users, rate), _rare_arm(rng, users, rate)
         change = relative_change(t.estimate(), t.variance(), c.estimate(), c.variance())
         if change.p_value is None:  # no event in the control: no relative change
             continue
         tried += 1
         one_empty += t.sy == 0
         rejected += change.p_value < 0.05
-        assert change.ci_low is not None and change.ci_high is not None
-        assert (change.p_value < 0.05) == (not change.ci_low <= 0 <= change.ci_high)
-    assert one_empty > tried / 4  # the case is common here, not a corner
+        if change.ci_low is not None and change.ci_high is not None:
+            assert (change.p_value < 0.05) == (not change.ci_low <= 0 <= change.ci_high)
+    if (users, rate) == (24, 0.02):
+        assert one_empty > tried / 4  # the case is common here, not a corner
     assert rejected / tried <= 0.05 + _noise(0.05), rejected / tried
 
 

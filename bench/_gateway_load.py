@@ -90,8 +90,8 @@ def request_body(endpoint: str, tools: bool, max_tokens: int, rendered: bool) ->
         )
     from models.tool_format import render
 
-    rendered = render(HISTORY, TOOLS)
-    return orjson.dumps({"model": "default", "messages": rendered, "max_tokens": max_tokens})
+    plain = render(HISTORY, TOOLS)
+    return orjson.dumps({"model": "default", "messages": plain, "max_tokens": max_tokens})
 
 
 async def load(url: str, key: str, requests: int, concurrency: int, max_tokens: int,

@@ -21,9 +21,13 @@ hashes the user id, so every request of a run is served by one arm.
 
 from __future__ import annotations
 
+import logging
 import random
+import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -34,8 +38,12 @@ from rtrl.code_world import play_users, round_asks
 from rtrl.gateway_stage import GatewaySetup, gateway
 from rtrl.http_users import ask_all
 from rtrl.rl_sim import Later, react_and_report
-from rtrl.token_users import TASKS, Population
+from rtrl.token_users import POPULATIONS, TASKS, Population
 
+if TYPE_CHECKING:
+    from rtrl.rounds import TrainingRounds
+
+log = logging.getLogger("rtrl.run")  # `rtrl run`'s own lines, as the rest of the run logs them
 EXPERIMENT = "final-ab"
 SHARED_EXPERIMENT = "final-ab-one-server"
 """``rtrl run --ab-compare-servers``: the closing A/B's users again, both arms on one llama-server
@@ -103,3 +111,49 @@ def run_final_ab(setup: GatewaySetup, first: str, last: str, client: Client,
         if population is None:
             return play_code_ab(http, client, users, 2, setup.seed, params)
         return play_ab(http, client, population, users, 2, setup.seed, params)
+
+
+def play_closing_ab(
+    rounds: TrainingRounds,
+    closing: GatewaySetup,
+    root: Path,
+    logs: Path,
+    users: int,
+    compare_servers: bool = False,
+) -> dict[str, float] | None:
+    """The last promoted checkpoint against the first, through the gateway's split: its wall
+    seconds by how the arms were served (with ``compare_servers``, the same users again on
+    one llama-server for both arms); None when no checkpoint after the first was promoted
+    (nothing to compare)."""
+    from rtrl.rounds import SAMPLING  # torch: imported when the loop runs
+
+    first, last = rounds.figures[0].checkpoint_id, rounds.serving
+    if first == last:
+        log.info("no checkpoint after %s was promoted: no closing A/B test", first)
+        return None
+    log.info("closing A/B test through the gateway: %s (first) against %s (last promoted), "
+             "%d users", first, last, users)  # fmt: skip
+    assert last is not None
+    rounds.close()  # the rounds' gateway gives its port to the experiment's
+    code = rounds.world != "tokens"  # the code or agent world's users, else the token users
+    population = None if code else POPULATIONS[rounds.users](rounds.vocab_size)
+    params = rounds.code.sampling if code else SAMPLING
+    agent = rounds.agent if rounds.world == "agent" else None
+    layouts = [("server per arm", closing, EXPERIMENT)]
+    if compare_servers:
+        shared = replace(closing, serve_args=(*closing.serve_args, "--engine-share-base"))
+        layouts.append(("one server", shared, SHARED_EXPERIMENT))
+    seconds: dict[str, float] = {}
+    for layout, setup, experiment in layouts:
+        began = time.monotonic()
+        with Client(replace(rounds.sdk, spool_path=root / "ab.db")) as client:
+            served = run_final_ab(setup, first, last, client, population, users, params,
+                                  logs / "gateway.log", agent, experiment)  # fmt: skip
+            left = client.flush(timeout=60)
+        seconds[layout] = time.monotonic() - began
+        unsent = f"; {left} events still in the spool" if left else ""
+        log.info("closing A/B (%s): interactions per arm %s in %.0fs%s", layout, dict(served),
+                 seconds[layout], unsent)  # fmt: skip
+    rounds.played_until = time.monotonic()
+    rounds.measure_held_out()  # the last checkpoints', while the A/B's windows close
+    return seconds

@@ -33,7 +33,6 @@ and the share of broken tool calls.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import logging
 import os
@@ -256,6 +255,7 @@ def _land_and_train(
     closing: GatewaySetup,
 ) -> int:
     from rtrl.ab_round import EXPERIMENT as FINAL_AB
+    from rtrl.ab_round import play_closing_ab
     from rtrl.round_tables import print_summary
     from rtrl.rounds import settle
 
@@ -298,10 +298,8 @@ def _land_and_train(
     # the code world's last checkpoint meets its users in the closing A/B (its treatment arm):
     # a round of users before that would measure it twice, and cost a SmolLM2 run 4 minutes
     last_round_in_ab = args.world != "tokens" and bool(args.ab_users)
-    root_id, last = rounds.serving, args.rounds
-    for number in itertools.count(2):
-        if number > last + 1:
-            break
+    root_id, last, number = rounds.serving, args.rounds, 2
+    while number <= last + 1:
         rounds.train(warehouse)
         if number == last + 1:
             promoted = rounds.serving != root_id
@@ -312,10 +310,12 @@ def _land_and_train(
         if number <= last or not last_round_in_ab:
             rounds.play(number)
             land()
+        number += 1
     experiment, ab_plot = "exp-context-window", "ab.svg"
     closing_s = None
     if args.rounds and args.ab_users:
-        closing_s = _final_ab(args, root, logs, rounds, closing)
+        closing_s = play_closing_ab(rounds, closing, root, logs, args.ab_users,
+                                    args.ab_compare_servers)  # fmt: skip
     if closing_s:
         land()
         experiment, ab_plot = FINAL_AB, "final_ab.svg"
@@ -357,50 +357,6 @@ def _land_and_train(
                  root / "summary.json")  # fmt: skip
     log.info("loop done in %.0fs; logs and data under %s", time.monotonic() - started, root)
     return 0
-
-
-def _final_ab(args: argparse.Namespace, root: Path, logs: Path, rounds: TrainingRounds,
-              closing: GatewaySetup) -> dict[str, float] | None:  # fmt: skip
-    """The last promoted checkpoint against the first, through the gateway's split: its wall
-    seconds by how the arms were served (with ``--ab-compare-servers``, the same users again on
-    one llama-server for both arms); None when no checkpoint after the first was promoted
-    (nothing to compare)."""
-    from ingest.sdk import Client
-    from rtrl.ab_round import EXPERIMENT as FINAL_AB
-    from rtrl.ab_round import SHARED_EXPERIMENT, run_final_ab
-    from rtrl.rounds import SAMPLING
-    from rtrl.token_users import POPULATIONS
-
-    first, last = rounds.figures[0].checkpoint_id, rounds.serving
-    if first == last:
-        log.info("no checkpoint after %s was promoted: no closing A/B test", first)
-        return None
-    log.info("closing A/B test through the gateway: %s (first) against %s (last promoted), "
-             "%d users", first, last, args.ab_users)  # fmt: skip
-    assert last is not None
-    rounds.close()  # the rounds' gateway gives its port to the experiment's
-    code = rounds.world != "tokens"  # the code or agent world's users, else the token users
-    population = None if code else POPULATIONS[rounds.users](rounds.vocab_size)
-    params = rounds.code.sampling if code else SAMPLING
-    agent = rounds.agent if rounds.world == "agent" else None
-    layouts = [("server per arm", closing, FINAL_AB)]
-    if args.ab_compare_servers:
-        shared = replace(closing, serve_args=(*closing.serve_args, "--engine-share-base"))
-        layouts.append(("one server", shared, SHARED_EXPERIMENT))
-    seconds: dict[str, float] = {}
-    for layout, setup, experiment in layouts:
-        began = time.monotonic()
-        with Client(replace(rounds.sdk, spool_path=root / "ab.db")) as client:
-            served = run_final_ab(setup, first, last, client, population, args.ab_users, params,
-                                  logs / "gateway.log", agent, experiment)  # fmt: skip
-            left = client.flush(timeout=60)
-        seconds[layout] = time.monotonic() - began
-        unsent = f"; {left} events still in the spool" if left else ""
-        log.info("closing A/B (%s): interactions per arm %s in %.0fs%s", layout, dict(served),
-                 seconds[layout], unsent)  # fmt: skip
-    rounds.played_until = time.monotonic()
-    rounds.measure_held_out()  # the last checkpoints', while the A/B's windows close
-    return seconds
 
 
 def _print_monitors(db: Path, child: str, parent: str) -> None:

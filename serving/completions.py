@@ -72,11 +72,11 @@ from serving.tool_calls import (
     ShownText,
     broken_count,
     outcome,
-    outcomes,
     read,
     reading_of,
     stream_tail,
     tool_calls_of,
+    upstream_outcomes,
 )
 from serving.tool_calls import with_calls as answer_with_calls
 from serving.trajectory import AnswerMemory
@@ -259,7 +259,7 @@ class Completions:
     def _read(self, gen: Generation, reading: Reading) -> Parsed:
         """The answer read for calls, its outcome (or each upstream call's) counted."""
         parsed = read(gen, reading)
-        counted = [outcome(parsed)] if gen.tool_calls is None else outcomes(gen, reading)
+        counted = [outcome(parsed)] if gen.tool_calls is None else upstream_outcomes(gen, reading)
         for each in counted:
             self._child(self.metrics.tool_calls, each).inc()
         if parsed.broken is not None:

@@ -62,25 +62,24 @@ def reading_of(req: ChatCompletionRequest) -> Reading | None:
 
 def read(gen: Generation, reading: Reading) -> Parsed:
     """The answer read for calls: from its text, or as the upstream read them (served as the
-    upstream gave them, valid or not: :func:`outcomes` counts them)."""
+    upstream gave them, valid or not: :func:`upstream_outcomes` counts them)."""
     if gen.tool_calls is None:
         return parse_calls(gen.text, reading.tools, reading.parallel)
     return Parsed(gen.text or None, gen.tool_calls) if gen.tool_calls else Parsed(gen.text)
 
 
-def outcomes(gen: Generation, reading: Reading) -> list[str]:
-    """What is counted of an answer: one outcome for an answer read here (``called``, ``text``
-    or the reason its calls were served as text), one per call for calls an upstream read
-    (``called``, or the reason the call does not name a tool or validate against its schema).
+def upstream_outcomes(gen: Generation, reading: Reading) -> list[str]:
+    """What is counted of an answer whose calls an upstream read (``gen.tool_calls`` not None):
+    ``text`` for an answer without calls, else one outcome per call, ``called`` or the reason
+    the call does not name a tool or validate against its schema (an answer read here has
+    one outcome, :func:`outcome`).
 
     >>> r = Reading(({"type": "function", "function": {"name": "f"}},), True, "auto", False)
     >>> g = Generation("c", None, None, None, None, "", "tool_calls", tool_calls=(
     ...     Call("f", "{}"), Call("g", "{}"), Call("f", "[1]")))
-    >>> outcomes(g, r)
+    >>> upstream_outcomes(g, r)
     ['called', 'unknown_function', 'bad_arguments']
     """
-    if gen.tool_calls is None:
-        return [outcome(read(gen, reading))]
     if not gen.tool_calls:
         return ["text"]
     functions = functions_of(reading.tools)
@@ -107,7 +106,7 @@ def broken_count(gen: Generation, reading: Reading | None) -> int:
     if reading is None:
         return 0
     if gen.tool_calls is not None:
-        return sum(o not in ("called", "text") for o in outcomes(gen, reading))
+        return sum(o not in ("called", "text") for o in upstream_outcomes(gen, reading))
     parsed = read(gen, reading)
     return max(1, gen.text.count(MARKER)) if parsed.broken is not None else 0
 

@@ -57,6 +57,7 @@ from models.generation import Generation
 from models.rollout import ModelIdentity
 from serving.follower import moves_forward
 from serving.routing import CURRENT
+from serving.tool_calls import reading_of
 from serving.upstream_protocol import (
     UpstreamError,
     UpstreamTools,
@@ -211,7 +212,8 @@ class UpstreamBackend:
         gen = parse_chat(answer, route.checkpoint_id, route.identity)
         if not (uses_tools and self.passes_tools):
             return replace(gen, tool_calls=None)  # the gateway reads the text
-        constrained = request.tools and request.tool_choice not in (None, "auto", "none")
+        reading = reading_of(request)
+        constrained = reading is not None and reading.constrained
         return replace(
             gen,
             tool_calls=gen.tool_calls or (),

@@ -15,9 +15,6 @@ tiny model lands every run's interaction in the warehouse and writes the round's
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +39,7 @@ from rtrl.http_users import Later
 from rtrl.run_summary import read_summary
 from tests.support.gateway import Serve, api_key
 from tests.support.kafka import free_port_block
+from tests.support.rtrl_run import run_rtrl
 
 TASK = get_task("is_even")
 
@@ -315,14 +313,12 @@ def test_the_real_loop_joins_each_run_and_emits_contract_events(served) -> None:
 @pytest.mark.slow
 def test_agent_world_run_lands_every_run_and_reports_the_round(tmp_path: Path) -> None:
     kafka_port, http_port = free_port_block(2), free_port_block(2)  # collector, gateway
-    done = subprocess.run(
-        [sys.executable, "-m", "rtrl.cli", "run", "--world", "agent", "--data-dir", str(tmp_path),
-         "--port", str(kafka_port), "--collector-port", str(http_port),
+    done = run_rtrl(
+        ["--world", "agent", "--port", str(kafka_port), "--collector-port", str(http_port),
          "--gateway-port", str(http_port + 1), "--interactions", "30", "--window-s", "4",
          "--rounds", "1", "--round-users", "8", "--ab-users", "0", "--max-tokens", "16",
          "--agent-calls", "2", "--seed", "1", "--model", "tiny", "--engine", "transformers"],
-        capture_output=True, text=True, timeout=900, env={**os.environ},
-    )  # fmt: skip
+        tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "agent runs served by" in done.stderr and "broken tool calls" in done.stderr
     assert "training rounds (agent world" in done.stdout

@@ -17,6 +17,7 @@ from rtrl.editor_sim import editor_events
 from rtrl.run_summary import SEED_METRICS, read_summary
 from tests.rtrl.browser import page_facts, rendered_dom
 from tests.support.kafka import free_port_block
+from tests.support.rtrl_run import run_rtrl
 
 pytestmark = pytest.mark.slow
 
@@ -24,14 +25,12 @@ pytestmark = pytest.mark.slow
 def test_rtrl_run_lands_every_interaction_once(tmp_path):
     interactions, seed = 200, 3
     kafka_port, http_port = free_port_block(2), free_port_block(2)  # collector, gateway
-    done = subprocess.run(
-        [sys.executable, "-m", "rtrl.cli", "run", "--world", "tokens", "--data-dir", str(tmp_path),
-         "--port", str(kafka_port), "--collector-port", str(http_port),
+    done = run_rtrl(
+        ["--world", "tokens", "--port", str(kafka_port), "--collector-port", str(http_port),
          "--interactions", str(interactions), "--seed", str(seed), "--window-s", "6",
          "--rounds", "1", "--round-users", "150", "--truth-samples", "128", "--ab-users", "20",
          "--gateway-port", str(http_port + 1)],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "mean reward" in done.stdout  # the A/B report was printed
     assert "monitors:" in done.stdout

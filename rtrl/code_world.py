@@ -76,7 +76,7 @@ class CodeWorldSettings(BaseModel):
 
     rounds: int = Field(2, ge=0, description="training rounds before the closing A/B test")
     extra_rounds: int = Field(
-        0, ge=0, description="rounds after `rounds` while nothing has been promoted"
+        1, ge=0, description="rounds after `rounds` while nothing has been promoted"
     )
     round_users: int = Field(240, ge=1, description="users per round, one easy task each")
     ab_users: int = Field(240, ge=0, description="closing A/B users, two asks each")

@@ -17,8 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -37,6 +35,7 @@ from rewards.function import compute_record
 from rtrl.run_summary import read_summary
 from rtrl.text_users import Reaction, by_rule, later_events, now_events
 from tests.support.kafka import free_port_block
+from tests.support.rtrl_run import run_rtrl
 
 HARNESS = Harness()
 TASK = get_task("square")
@@ -125,15 +124,13 @@ def test_code_world_run_every_hop_from_answer_to_reward(
     """With the transformers sampler on the tiny model, and with llama.cpp's server on SmolLM2
     (its GGUF file as it is, the rollouts' ids and log-probs from the engine's answers)."""
     kafka_port, http_port = free_port_block(2), free_port_block(2)  # collector, gateway
-    done = subprocess.run(
-        [sys.executable, "-m", "rtrl.cli", "run", "--world", "code", "--data-dir", str(tmp_path),
-         "--port", str(kafka_port), "--collector-port", str(http_port),
+    done = run_rtrl(
+        ["--world", "code", "--port", str(kafka_port), "--collector-port", str(http_port),
          "--gateway-port", str(http_port + 1), "--interactions", "30", "--window-s", "4",
-         "--rounds", "1", "--round-users", "12", "--ab-users", "0", "--held-out-samples", "1",
-         "--gate-eval-samples", "1", "--max-tokens", "24", "--seed", "1", "--model", model,
-         "--engine", engine],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+         "--rounds", "1", "--extra-rounds", "0", "--round-users", "12", "--ab-users", "0",
+         "--held-out-samples", "1", "--gate-eval-samples", "1", "--max-tokens", "24",
+         "--seed", "1", "--model", model, "--engine", engine],
+        tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "held-out pass rate" in done.stderr and "code passing the hidden tests" in done.stderr
     # the held-out evals sample with the engine the users are served by

@@ -39,6 +39,8 @@ def test_make_run_is_the_code_world_on_smollm2_through_llama_cpp():
         code.ab_users,
     )
     assert args.engine_exact  # the rollouts' log-probs are the learner's own
+    # a run that promoted nothing in its rounds plays one more before the closing A/B
+    assert args.extra_rounds == code.extra_rounds == 1
 
 
 @pytest.mark.parametrize("argv", [["--world", "tokens"], ["--scenario", "free-deferral"],
@@ -47,6 +49,7 @@ def test_the_token_world_keeps_the_tiny_model(argv):
     args = resolved(*argv)
     assert (args.world, args.model, args.engine) == ("tokens", "tiny", "transformers")
     assert (args.rounds, args.round_users, args.ab_users) == (3, 1000, 1000)
+    assert args.extra_rounds == 0
 
 
 def test_what_the_options_name_wins_over_the_world():

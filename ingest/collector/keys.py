@@ -22,6 +22,8 @@ KEY_ID_CHARS = 12
 MIN_ID_CHARS = 8
 CACHE_TTL_S = 30.0
 """How long a revoked key may still work in a running collector."""
+BUSY_TIMEOUT_S = 10.0
+"""How long opening the file waits for another process's lock on it."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -45,6 +47,31 @@ def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
+def _open(path: Path) -> sqlite3.Connection:
+    """The file, in WAL mode and with its table, however many processes open it at once.
+
+    Why the loop: SQLite does not wait for a lock before it switches a file to WAL. The
+    collector's forked workers each open a new key file at once; the one that came second
+    found the first's lock, failed with "database is locked" and stopped the collector, in
+    about one start of a hundred.
+    """
+    db = sqlite3.connect(
+        path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S
+    )
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                db.close()
+                raise
+            time.sleep(0.02)
+    db.execute(_SCHEMA)
+    return db
+
+
 @dataclass(frozen=True)
 class KeyInfo:
     key_id: str
@@ -56,9 +83,7 @@ class KeyInfo:
 class KeyStore:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SCHEMA)
+        self._db = _open(path)
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[str, float]] = {}
 

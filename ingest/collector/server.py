@@ -57,6 +57,7 @@ def run_workers(config: CollectorConfig) -> int:
         run(config)
         return 0
     listener = _tcp_listener(config.host, config.port)
+    KeyStore(config.key_db).close()  # made once here, so that no two workers make the file
     children = []
     parent = os.getpid()
     for worker in range(config.workers):

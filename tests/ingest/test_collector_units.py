@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import sqlite3
+import threading
 from pathlib import Path
 
 import orjson
@@ -159,6 +160,24 @@ def test_keys_are_stored_hashed_and_bound_to_a_tenant(tmp_path: Path) -> None:
     store.close()
     rows = sqlite3.connect(tmp_path / "keys.sqlite").execute("SELECT * FROM api_keys").fetchall()
     assert key not in repr(rows) and hash_key(key) in repr(rows)
+
+
+def test_a_new_key_file_opens_while_another_process_holds_its_lock(tmp_path: Path) -> None:
+    """The collector's workers open a new key file at once: the second finds the first's lock
+    while SQLite switches the file to WAL, which it does without waiting (one start in about a
+    hundred stopped the collector with "database is locked")."""
+    path = tmp_path / "keys.sqlite"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE t (a)")
+    other.execute("BEGIN IMMEDIATE")  # a writer's lock on a file not yet in WAL mode
+    threading.Timer(0.3, lambda: other.execute("COMMIT")).start()
+    store = KeyStore(path)
+    key = store.create(ORG)
+    assert store.lookup(key) == (hash_key(key), ORG)
+    store.close()
+    other.close()
+    with sqlite3.connect(path) as fresh:
+        assert fresh.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
 def test_rate_limit_is_per_key() -> None:

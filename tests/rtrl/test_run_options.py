@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rtrl.cli import build_parser
-from rtrl.code_world import CodeWorldSettings
-from rtrl.run_options import with_world_defaults
+from rtrl.run.options import with_world_defaults
+from rtrl.worlds.code_world import CodeWorldSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 

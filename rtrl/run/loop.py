@@ -16,7 +16,7 @@ Three worlds (``--world``). ``code`` (the default, what `make run` shows): users
 served by llama.cpp, for real functions (the easy tasks of agent/tasks.toml) and judge the code in
 the answer's text by a stated rule: accepted when it runs and defines the function asked for,
 kept when it passes the task's hidden tests, reverted a few seconds later when it does not, a
-dissatisfied follow-up after a rejected, reverted or missing edit (``rtrl.code_world``). Each
+dissatisfied follow-up after a rejected, reverted or missing edit (``rtrl.worlds.code_world``). Each
 round then prints the share of code passing the hidden tests, edits kept, dissatisfied
 follow-ups, the served checkpoint's pass rate on held-out tasks no user asks for, and the gate's
 decision; the closing A/B test uses the same users. Its defaults (``CodeWorldSettings``: rounds,
@@ -26,8 +26,8 @@ of the answer, a world in which the tiny model learns in seconds. ``agent``: eac
 tool-calling agent (the official openai client against the gateway, with read_file, write_file,
 run_tests and finish carried out in a repository of its own, up to ``--agent-calls`` requests
 joined by the gateway into one interaction) an easy task; the hidden tests decide keep or revert
-by the code world's rule (``rtrl.agent_world``). Each round prints the tasks solved, edits kept
-and the share of broken tool calls.
+by the code world's rule (``rtrl.worlds.agent_world``). Each round prints the tasks solved, edits
+kept and the share of broken tool calls.
 """
 
 from __future__ import annotations
@@ -47,13 +47,13 @@ from infra.broker_config import ClusterLayout
 from infra.kafka_dist import BrokerSetupError, default_cache_root
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
-from rtrl.procs import Stage, http_ready, run_stage, wait_until
-from rtrl.run_options import add_run_options, serve_args, with_world_defaults
-from rtrl.scenarios import SCENARIOS
+from rtrl.run.options import add_run_options, serve_args, with_world_defaults
+from rtrl.run.procs import Stage, http_ready, run_stage, wait_until
+from rtrl.worlds.scenarios import SCENARIOS
 
 if TYPE_CHECKING:
-    from rtrl.gateway_stage import GatewaySetup
-    from rtrl.rounds import TrainingRounds
+    from rtrl.run.gateway import GatewaySetup
+    from rtrl.run.rounds import TrainingRounds
 
 log = logging.getLogger("rtrl.run")
 
@@ -183,8 +183,8 @@ def _loop(
     stages.append(worker.start())
 
     from ingest.sdk import SdkConfig
-    from rtrl.editor_sim import emit_workload
-    from rtrl.rounds import TrainingRounds  # torch: imported when the loop runs, not for --help
+    from rtrl.run.rounds import TrainingRounds  # torch: imported when the loop runs, not for --help
+    from rtrl.worlds.editor_sim import emit_workload
 
     sdk = SdkConfig(
         endpoint=f"http://127.0.0.1:{args.collector_port}",
@@ -194,7 +194,7 @@ def _loop(
     )
     log.info("editor: emitting %d interactions through the SDK", args.interactions)
     emit_workload(sdk, args.interactions, args.seed, pace_s=10)
-    from rtrl.gateway_stage import GatewaySetup
+    from rtrl.run.gateway import GatewaySetup
 
     # an answer of the code world is up to --max-tokens long, sampled 16 together on the CPU
     wait_s = 120.0 if args.world == "tokens" else 900.0
@@ -254,10 +254,10 @@ def _land_and_train(
     settle_s: int,
     closing: GatewaySetup,
 ) -> int:
-    from rtrl.ab_round import EXPERIMENT as FINAL_AB
-    from rtrl.ab_round import play_closing_ab
-    from rtrl.round_tables import print_summary
-    from rtrl.rounds import settle
+    from rtrl.report.tables import print_summary
+    from rtrl.run.ab_round import EXPERIMENT as FINAL_AB
+    from rtrl.run.ab_round import play_closing_ab
+    from rtrl.run.rounds import settle
 
     warehouse = root / "warehouse"
     wh = ["--root", str(warehouse)]
@@ -348,7 +348,7 @@ def _land_and_train(
             end="",
         )
         log.info("reward by checkpoint: %s", root / "checkpoints.svg")
-        from rtrl.run_report import write_report
+        from rtrl.report.write import write_report
 
         page = write_report(root, rounds, warehouse / "warehouse.duckdb", experiment, ab_plot,
                             closing=experiment == FINAL_AB, closing_s=closing_s,

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from infra.cli import positive_int
-from rtrl.agent_world import AgentWorldSettings
-from rtrl.code_world import CodeWorldSettings
-from rtrl.scenarios import SCENARIOS
+from rtrl.worlds.agent_world import AgentWorldSettings
+from rtrl.worlds.code_world import CodeWorldSettings
+from rtrl.worlds.scenarios import SCENARIOS
 
 TOKEN_ROUND_USERS = TOKEN_AB_USERS = 1000
 TOKEN_ROUNDS = 3  # the token and agent worlds' rounds

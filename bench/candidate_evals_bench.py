@@ -43,7 +43,7 @@ from models.policy import CausalLMPolicy, Sampler  # noqa: E402
 from release.candidate_evals import RateTest, one_sided_test  # noqa: E402
 from release.eval_round import candidate_evals  # noqa: E402
 from release.gate import GateConfig  # noqa: E402
-from rtrl.code_world import CodeWorldSettings  # noqa: E402
+from rtrl.worlds.code_world import CodeWorldSettings  # noqa: E402
 from trainer.round_evals import engine_pair  # noqa: E402
 
 

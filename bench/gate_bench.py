@@ -42,7 +42,7 @@ from release.canary_config import CanaryConfig  # noqa: E402
 from release.candidate_evals import compare_behaviour, eval_prompts  # noqa: E402
 from release.offpolicy_bound import estimate_gain  # noqa: E402
 from rewards.monitors import MonitorThresholds  # noqa: E402
-from rtrl.token_reader import SimulatedBehaviour  # noqa: E402
+from rtrl.worlds.token_reader import SimulatedBehaviour  # noqa: E402
 
 
 def bench_decision(n: int, tokens: int) -> list:

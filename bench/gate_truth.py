@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The gate's decisions against the truth, after a run: for every gated candidate in a registry
 (``rtrl run --data-dir D`` leaves it in ``D/checkpoints``), the true expected reward of the
-candidate and of its parent under the simulated users' hidden taste (``rtrl.rl_sim.true_value``:
-reward v1 in expectation over ``--samples`` completions each, the same prompts and seeds), and
-whether the gate promoted it. A candidate is truly better (worse) when its gain is more than
-twice its standard error above (below) zero, no different otherwise.
+candidate and of its parent under the simulated users' hidden taste
+(``rtrl.worlds.token_world.true_value``: reward v1 in expectation over ``--samples`` completions
+each, the same prompts and seeds), and whether the gate promoted it. A candidate is truly better
+(worse) when its gain is more than twice its standard error above (below) zero, no different
+otherwise.
 
 The figure a user of the gate cares about: of the truly better candidates, the share promoted
 (its power), beside the share of the others promoted (its errors).
@@ -28,9 +29,9 @@ os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 from checkpoints.record import PROMOTED  # noqa: E402
 from checkpoints.store import CheckpointRegistry  # noqa: E402
 from checkpoints.weights import load_policy  # noqa: E402
-from rtrl.rl_sim import TrueValue, true_value  # noqa: E402
-from rtrl.rounds import SAMPLING  # noqa: E402
-from rtrl.token_users import POPULATIONS  # noqa: E402
+from rtrl.run.rounds import SAMPLING  # noqa: E402
+from rtrl.worlds.token_users import POPULATIONS  # noqa: E402
+from rtrl.worlds.token_world import TrueValue, true_value  # noqa: E402
 
 
 def main() -> int:

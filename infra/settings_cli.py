@@ -10,6 +10,10 @@ alike. Two declarations cover what is not derived:
 * an :class:`Option` for a field whose option is older than the field and must stay as users'
   scripts know it (another unit, spelling or shape), or whose help is written beside the
   command rather than on the field;
+* an :class:`Option` with ``verbatim`` for an option written by hand before its field, kept
+  exactly as users read it: no type where it had none, no help where it had none, no
+  "(default X)" added; ``action`` for one parsed by another argparse action
+  (``argparse.BooleanOptionalAction``: ``--x`` and ``--no-x``);
 * ``omit`` for a field the command gives itself (from another option, the environment, a
   nested settings object) or leaves at its default.
 
@@ -44,6 +48,7 @@ from typing import Any, Generic, Literal, TypeVar
 T = TypeVar("T")
 _UNSET: Any = object()  # an Option that leaves its default to the field
 _SCALARS = (str, int, float, Path)  # annotations an option's type is read from as they are
+ActionClass = type[argparse.Action]  # named here: inside Option, ``type`` is a field
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,10 @@ class Option:
     default: Any = _UNSET  # the option's own, where the field has none or a switch is None
     to_field: Callable[[Any], Any] | None = None  # parsed value -> field value
     from_field: Callable[[Any], Any] | None = None  # field default -> option default
+    # as written by hand before the field: the type, help and metavar as given (None: none,
+    # argparse's), a missing help allowed, no "(default X)" added
+    verbatim: bool = False
+    action: ActionClass | None = None  # a bool's, instead of store_true/store_false
 
 
 @dataclass(frozen=True)
@@ -195,7 +204,7 @@ def _argument(
 ) -> _Argument:
     where = f"{cls.__name__}.{name}"
     text = option.help if option.help is not None else field_help
-    if not text:
+    if not text and not option.verbatim:
         raise ValueError(
             f"{where} has no help for its option: give the field one (metadata 'help', "
             "Field(description=...)), declare an Option, or omit the field"
@@ -212,8 +221,19 @@ def _argument(
     if option.type is None and _annotation(cls, name, spec) is bool:  # a flag: not the default
         if not isinstance(default, bool):
             raise ValueError(f"{where} is a bool: its default must be True or False")
-        kwargs["action"] = "store_false" if default else "store_true"
-        flags = option.flags or ((f"--no-{dashed[2:]}",) if default else (dashed,))
+        if option.action is not None:
+            kwargs["action"] = option.action
+            flags = option.flags or (dashed,)
+        else:
+            kwargs["action"] = "store_false" if default else "store_true"
+            flags = option.flags or ((f"--no-{dashed[2:]}",) if default else (dashed,))
+    elif option.verbatim:
+        choices = option.choices
+        if choices is None and option.type is None:
+            choices = _type_and_choices(where, _annotation(cls, name, spec))[1]
+        flags = option.flags or (dashed,)
+        kwargs.update(type=option.type, choices=choices, nargs=option.nargs)
+        kwargs["metavar"] = option.metavar
     else:
         kind, choices = option.type, option.choices
         if kind is None:
@@ -224,8 +244,9 @@ def _argument(
         kwargs.update(type=kind, choices=choices, nargs=option.nargs)
         # argparse shows choices as {a,b,c}; any other value by the option's (last) name
         kwargs["metavar"] = option.metavar or (None if choices is not None else named)
-        if default not in (None, "") and "default" not in text.lower():
+        if default not in (None, "") and "default" not in (text or "").lower():
             shown = " ".join(map(str, default)) if isinstance(default, list) else default
             text = f"{text} (default {shown})"
-    kwargs["help"] = (help_prefix + text).replace("%", "%%")  # plain text, not a format
+    # plain text, not a format
+    kwargs["help"] = (help_prefix + text).replace("%", "%%") if text else None
     return _Argument(flags, kwargs, option.to_field)

@@ -20,7 +20,7 @@ seeds), as for the unpaired test.
 
 The reader is the agent harness over real text (``agent.behaviour.HarnessBehaviour``, the
 default), or one a simulator plugs in by name (``module:factory``; `rtrl run`'s token-level users
-read tokens with ``rtrl.token_reader``). With the harness, the shipped tasks' pass rate under
+read tokens with ``rtrl.worlds.token_reader``). With the harness, the shipped tasks' pass rate under
 their hidden tests (``release.task_evals``) is compared too.
 """
 
@@ -47,24 +47,37 @@ Behaviours = dict[str, bool]
 EVAL_DIRECTION = {**BAD_DIRECTION, "task_pass_rate": "down"}
 
 
+MOVED_MODULES = {
+    "rtrl.token_reader": "rtrl.worlds.token_reader",
+}
+"""Readers' modules that moved, old path -> new: a ``module:factory`` typed before the move (in
+a script, a gate configuration, ``--eval-reader``) still names the same reader."""
+
+
+def reader_factory(spec: str) -> Callable[[int], Callable[[Completion], Behaviours]]:
+    """The factory ``module:factory`` names, through :data:`MOVED_MODULES` where its module
+    moved."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"unknown eval reader {spec!r}: 'harness' or 'module:factory'")
+    module = importlib.import_module(MOVED_MODULES.get(module_name, module_name))
+    factory: Callable[[int], Callable[[Completion], Behaviours]] = getattr(module, attr)
+    return factory
+
+
 def behaviour_reader(spec: str, vocab_size: int) -> Callable[[Completion], Behaviours]:
     """The reader ``GateConfig.eval_reader`` names, for a model of ``vocab_size`` ids.
 
     ``harness`` is the agent harness over real text. Anything else is ``module:factory``, a
     callable that takes the vocabulary size and returns a reader: how a simulator (``rtrl run``'s
-    token-level users, ``rtrl.token_reader``) plugs its own reading in without the release stage
-    knowing about it.
+    token-level users, ``rtrl.worlds.token_reader``) plugs its own reading in without the release
+    stage knowing about it.
     """
     if spec == "harness":
         from agent.behaviour import HarnessBehaviour
 
         return HarnessBehaviour()
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"unknown eval reader {spec!r}: 'harness' or 'module:factory'")
-    factory = getattr(importlib.import_module(module_name), attr)
-    reader: Callable[[Completion], Behaviours] = factory(vocab_size)
-    return reader
+    return reader_factory(spec)(vocab_size)
 
 
 @dataclass(frozen=True)

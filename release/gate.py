@@ -61,7 +61,7 @@ class GateConfig:
     eval_samples: int = 4  # generations per prompt and checkpoint
     eval_alpha: float = 0.05  # one-sided significance of a behaviour alarm
     # how a generation is read into the agent's actions: "harness" (agent, real text) or a
-    # simulator's reader named "module:factory" (rtrl run's users: rtrl.token_reader)
+    # simulator's reader named "module:factory" (rtrl run's users: rtrl.worlds.token_reader)
     eval_reader: str = "harness"
     # the task group whose pass rate under the hidden tests must not fall (harness reader only):
     # shipped, easy or held_out (agent/tasks.toml)

@@ -42,7 +42,7 @@ STAGES = (
     "trainer",
     "release",
     "console",
-    "rtrl.loop",
+    "rtrl.run.loop",
     "rtrl.simulate",
 )
 

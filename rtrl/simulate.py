@@ -3,8 +3,8 @@
 Each user asks the gateway (`rtrl serve`, or any OpenAI-compatible server) for a task's
 function over HTTP, with its user id so that the gateway's experiment split is sticky; reads
 the answer with the agent harness; grades its code with the task's hidden tests in the sandbox;
-reacts (``rtrl.text_users``); and reports everything through the SDK as an editor plugin would,
-stamped with the interaction, checkpoint and experiment the gateway returned in its headers.
+reacts (``rtrl.worlds.text_users``); and reports everything through the SDK as an editor plugin
+would, stamped with the interaction, checkpoint and experiment the gateway returned in its headers.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from agent.sandbox import Grade
 from agent.tasks import load_tasks
 from ingest.sdk import Client, SdkConfig
 from models.sampling import SamplingParams
-from rtrl.code_world import Outcome, React, answer_and_react, tally
-from rtrl.http_users import Later, ask_text
-from rtrl.text_users import HiddenTaste, Reaction, react
+from rtrl.worlds.code_world import Outcome, React, answer_and_react, tally
+from rtrl.worlds.http_users import Later, ask_text
+from rtrl.worlds.text_users import HiddenTaste, Reaction, react
 
 log = logging.getLogger("rtrl.simulate")
 KEY_ENV = "RTRL_API_KEY"
@@ -33,7 +33,7 @@ KEY_ENV = "RTRL_API_KEY"
 def simulate(http: httpx.Client, sdk: Client, users: int, per_user: int, seed: int,
              max_tokens: int = 256) -> Counter[str]:  # fmt: skip
     """``users`` users with hidden tastes, ``per_user`` tasks each; returns what happened
-    (``rtrl.code_world.tally``). Their second looks at accepted edits are reported a few
+    (``rtrl.worlds.code_world.tally``). Their second looks at accepted edits are reported a few
     seconds after the last answer."""
     rng = random.Random(seed)
     tasks = load_tasks()
@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _reacting(taste: HiddenTaste, rng: random.Random) -> React:
-    """How a user of this taste reacts to a graded turn (``rtrl.text_users.react``)."""
+    """How a user of this taste reacts to a graded turn (``rtrl.worlds.text_users.react``)."""
 
     def reacting(turn: Turn, graded: Grade | None) -> Reaction:
         return react(turn, bool(graded and graded.passed), taste, rng)

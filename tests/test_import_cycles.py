@@ -194,7 +194,7 @@ def test_every_package_has_a_floor() -> None:
 
 def test_type_only_imports_count() -> None:
     modules = module_files()
-    name = "rtrl.token_reader"  # names models.policy's Completion for the type checker only
+    name = "rtrl.worlds.token_reader"  # names models.policy's Completion for the type checker only
     path = modules[name]
     assert "models.policy" in imports_of(name, path, set(modules))
     assert "models.policy" not in imports_of(name, path, set(modules), type_only=False)

@@ -32,7 +32,7 @@ def test_the_set_is_the_eval_tasks_and_covers_the_simulated_users_tasks():
     signatures = [task.signature for task in TASKS]
     assert len(signatures) >= 12
     assert signatures == list(_literal(REPO / "release/candidate_evals.py", "EVAL_TASKS"))
-    assert set(_literal(REPO / "rtrl/token_users.py", "TASKS")) <= set(signatures)
+    assert set(_literal(REPO / "rtrl/worlds/token_users.py", "TASKS")) <= set(signatures)
 
 
 def test_each_task_has_a_prompt_naming_it_and_several_hidden_cases():

@@ -177,3 +177,29 @@ def test_values_are_the_fields_as_the_settings_take_them() -> None:
     servers = _server_options()
     args = _parser(servers).parse_args(["--server-tags", "b", "c"])
     assert servers.values(args) == {"port": 8000, "tags": ("b", "c"), "verbose": False}
+
+
+def test_a_verbatim_option_keeps_what_it_was_written_with() -> None:
+    """An option written by hand before its field: no type where it had none (the choices of a
+    Literal still checked), no help where it had none, no "(default X)" added."""
+    jobs = _job_options(
+        mode=Option(verbatim=True),
+        wait_s=Option(verbatim=True, type=float, flags=("--wait-s",)),
+        workers=Option(verbatim=True, type=int),
+    )
+    parser = _parser(jobs)
+    mode, wait, workers = (_action(parser, f) for f in ("--mode", "--wait-s", "--workers"))
+    assert (mode.type, mode.choices, mode.metavar) == (None, ("fast", "exact"), None)
+    assert wait.help is None and wait.type is float
+    assert workers.help == "worker processes"
+    assert jobs.read(parser.parse_args(["--mode", "exact", "--wait-s", "2"])).wait_s == 2.0
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--mode", "slow"])
+
+
+def test_a_flag_may_take_another_argparse_action() -> None:
+    jobs = _job_options(cache=Option(action=argparse.BooleanOptionalAction))
+    parser = _parser(jobs)
+    assert _action(parser, "--cache").option_strings == ["--cache", "--no-cache"]
+    assert jobs.read(parser.parse_args(["--no-cache"])).cache is False
+    assert jobs.read(parser.parse_args([])).cache is True

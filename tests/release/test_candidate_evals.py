@@ -9,7 +9,7 @@ import pytest
 from checkpoints.weights import load_policy
 from models.examples import Example
 from release.gate import GateConfig
-from rtrl.token_reader import SIMULATED, SimulatedBehaviour
+from rtrl.worlds.token_reader import SIMULATED, SimulatedBehaviour
 from tests.support.checkpoints import PARAMS, write_batch
 from trainer.learner import LearnerConfig
 from trainer.train import train_round

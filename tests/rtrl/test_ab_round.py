@@ -1,4 +1,4 @@
-"""The closing A/B test of `rtrl run` (``rtrl.ab_round``): a real `rtrl serve` with the
+"""The closing A/B test of `rtrl run` (``rtrl.run.ab_round``): a real `rtrl serve` with the
 experiment's split, asked over HTTP by the simulated users; every interaction is reported with
 the arm and checkpoint the gateway chose, sticky per user."""
 
@@ -11,9 +11,9 @@ from typing import Any
 from checkpoints.store import CheckpointRegistry
 from infra.topics import TopicNames
 from models.sampling import SamplingParams
-from rtrl.ab_round import EXPERIMENT, arms, run_final_ab
-from rtrl.gateway_stage import GatewaySetup
-from rtrl.token_users import Taste
+from rtrl.run.ab_round import EXPERIMENT, arms, run_final_ab
+from rtrl.run.gateway import GatewaySetup
+from rtrl.worlds.token_users import Taste
 from serving.routing import parse_arms
 from tests.support.checkpoints import register_variant
 from tests.support.gateway import api_key

@@ -34,9 +34,15 @@ from checkpoints.weights import register_base
 from ingest.contract import Origin, now_ts, uuid7, validate_event
 from rewards.config import RewardConfig
 from rewards.function import compute_record
-from rtrl.agent_world import AgentWorldSettings, play_agents, react_and_report, round_asks, tally
-from rtrl.http_users import Later
-from rtrl.run_summary import read_summary
+from rtrl.report.summary import read_summary
+from rtrl.worlds.agent_world import (
+    AgentWorldSettings,
+    play_agents,
+    react_and_report,
+    round_asks,
+    tally,
+)
+from rtrl.worlds.http_users import Later
 from tests.support.gateway import Serve, api_key
 from tests.support.kafka import free_port_block
 from tests.support.rtrl_run import run_rtrl

@@ -18,10 +18,10 @@ from infra.topics import TopicNames
 from models.sampling import SamplingParams
 from rewards.config import RewardConfig
 from rewards.function import compute_record
-from rtrl.ab_round import EXPERIMENT, run_final_ab
-from rtrl.gateway_stage import GatewaySetup
-from rtrl.rl_sim import LOOK_AGAIN_S
-from rtrl.token_users import Taste
+from rtrl.run.ab_round import EXPERIMENT, run_final_ab
+from rtrl.run.gateway import GatewaySetup
+from rtrl.worlds.token_users import Taste
+from rtrl.worlds.token_world import LOOK_AGAIN_S
 from tests.support.checkpoints import register_variant
 from tests.support.gateway import api_key
 from tests.support.kafka import free_port_block
@@ -76,7 +76,8 @@ def test_the_closing_ab_reports_kept_edits_followups_and_latency(
         for event in events:
             late = (datetime.fromisoformat(event["ts"]) - first).total_seconds()
             if event["type"] in ("edit.retention", "edit.reverted"):
-                # after its own user's reaction, not after the whole A/B's (rtrl.http_users.Later)
+                # after its own user's reaction, not after the whole A/B's
+                # (rtrl.worlds.http_users.Later)
                 assert LOOK_AGAIN_S <= late < LOOK_AGAIN_S + 2.0, late
     latencies = [e["payload"]["latency_ms"] for e in log.events
                  if e["type"] == "interaction.completed"]  # fmt: skip

@@ -32,8 +32,8 @@ from llamacpp.build import server_binary
 from rewards import terms
 from rewards.config import RewardConfig
 from rewards.function import compute_record
-from rtrl.run_summary import read_summary
-from rtrl.text_users import Reaction, by_rule, later_events, now_events
+from rtrl.report.summary import read_summary
+from rtrl.worlds.text_users import Reaction, by_rule, later_events, now_events
 from tests.support.kafka import free_port_block
 from tests.support.rtrl_run import run_rtrl
 

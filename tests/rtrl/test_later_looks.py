@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rtrl.http_users import Later
+from rtrl.worlds.http_users import Later
 
 DELAY_S = 0.2
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from rewards.figures import save_figure
-from rtrl.report_page import Plot, render, write
-from rtrl.run_summary import Checkpoint, Round, RunSummary
+from rtrl.report.page import Plot, render, write
+from rtrl.report.summary import Checkpoint, Round, RunSummary
 from tests.rtrl.browser import page_facts, rendered_dom
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rtrl.report_page import render, write
-from rtrl.run_summary import AbTest, Checkpoint, Cycle, Metric, Round, RunSummary
+from rtrl.report.page import render, write
+from rtrl.report.summary import AbTest, Checkpoint, Cycle, Metric, Round, RunSummary
 from tests.rtrl.browser import page_facts, rendered_dom
 
 

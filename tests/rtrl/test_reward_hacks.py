@@ -3,11 +3,11 @@ scale: under a flawed reward the watched behaviour climbs and the gate's candida
 the checkpoint; under reward v1 it does not climb and nothing alarms.
 
 Everything between the users and the gate is the platform's own code run in this process: the
-agent users' reactions and events (``rtrl.token_users``), reward v1 or the flawed configuration
-computing each interaction's record (``rewards.function.compute_record``, what the stream
-runs), a warehouse batch file, and ``trainer.train.train_round`` (the PPO update, the off-policy
-bound, the candidate evals, the gate). Kafka, the stream and the warehouse are left out: their
-part, delivering these records unchanged, is proved by their own tests and by ``rtrl run``.
+agent users' reactions and events (``rtrl.worlds.token_users``), reward v1 or the flawed
+configuration computing each interaction's record (``rewards.function.compute_record``, what the
+stream runs), a warehouse batch file, and ``trainer.train.train_round`` (the PPO update, the
+off-policy bound, the candidate evals, the gate). Kafka, the stream and the warehouse are left out:
+their part, delivering these records unchanged, is proved by their own tests and by ``rtrl run``.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from models.sampling import SamplingParams
 from release.gate import GateConfig
 from rewards.config import RewardConfig
 from rewards.function import compute_record
-from rtrl.scenarios import SCENARIOS, Scenario
-from rtrl.token_users import TASKS, AgentUsers, draw_outcome, interaction_events
+from rtrl.worlds.scenarios import SCENARIOS, Scenario
+from rtrl.worlds.token_users import TASKS, AgentUsers, draw_outcome, interaction_events
 from tests.support.checkpoints import write_batch
 from trainer.learner_config import LearnerConfig
 

@@ -13,8 +13,8 @@ import duckdb
 import pytest
 
 from checkpoints.store import CheckpointRegistry
-from rtrl.editor_sim import editor_events
-from rtrl.run_summary import SEED_METRICS, read_summary
+from rtrl.report.summary import SEED_METRICS, read_summary
+from rtrl.worlds.editor_sim import editor_events
 from tests.rtrl.browser import page_facts, rendered_dom
 from tests.support.kafka import free_port_block
 from tests.support.rtrl_run import run_rtrl

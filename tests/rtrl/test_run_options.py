@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from rtrl.cli import build_parser
-from rtrl.code_world import CodeWorldSettings
-from rtrl.run_options import with_world_defaults
+from rtrl.run.options import RUN_OPTIONS, run_settings
+from rtrl.run.settings import RunPlan, RunSettings
+from rtrl.worlds.code_world import CodeWorldSettings
+from tests.support.settings_options import assert_every_field_is_an_option, subcommand
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def resolved(*argv: str):
-    args = build_parser().parse_args(["run", *argv])
-    with_world_defaults(args)
-    return args
+def resolved(*argv: str) -> RunPlan:
+    return run_settings(build_parser().parse_args(["run", *argv])).plan()
 
 
 def make_run_argv() -> list[str]:
@@ -38,7 +38,7 @@ def test_make_run_is_the_code_world_on_smollm2_through_llama_cpp():
         code.round_users,
         code.ab_users,
     )
-    assert args.engine_exact  # the rollouts' log-probs are the learner's own
+    assert args.settings.engine_exact  # the rollouts' log-probs are the learner's own
     # a run that promoted nothing in its rounds plays one more before the closing A/B
     assert args.extra_rounds == code.extra_rounds == 1
 
@@ -64,3 +64,47 @@ def test_what_the_options_name_wins_over_the_world():
     )
     agent = resolved("--world", "agent")
     assert (agent.model, agent.engine, agent.rounds) == ("smollm2-135m", "llama.cpp", 3)
+
+
+def test_every_run_setting_is_an_option():
+    assert_every_field_is_an_option(subcommand("run"), RUN_OPTIONS)
+
+
+def test_no_options_are_the_settings_defaults_and_the_world_fills_the_rest():
+    settings = run_settings(build_parser().parse_args(["run"]))
+    assert settings == RunSettings()
+    assert (settings.world, settings.rounds, settings.extra_rounds) == (None, None, None)
+    plan = settings.plan()
+    assert (plan.world, plan.rounds, plan.extra_rounds) == ("code", 2, 1)
+
+
+@pytest.mark.parametrize(("argv", "extra"), [(["--world", "code", "--extra-rounds", "0"], 0),
+                                             (["--world", "tokens", "--extra-rounds", "2"], 2),
+                                             (["--world", "agent"], 0)])  # fmt: skip
+def test_an_explicit_extra_rounds_wins_over_the_world(argv, extra):
+    assert resolved(*argv).extra_rounds == extra
+
+
+def test_a_negative_extra_rounds_is_refused():
+    with pytest.raises(SystemExit, match="--extra-rounds: 0 or more"):
+        resolved("--extra-rounds", "-1")
+
+
+@pytest.mark.parametrize(("argv", "refusal"), [
+    (["--scenario", "agent", "--users", "indifferent"], "brings its own users: no --users"),
+    (["--world", "code", "--users", "indifferent"], "--world code brings its own users"),
+    (["--world", "tokens", "--ab-compare-servers"], "--ab-compare-servers compares"),
+    (["--model", "tiny"], "serves GGUF-convertible models"),
+    ([], None),
+])  # fmt: skip
+def test_what_cannot_be_played_is_said(argv, refusal):
+    said = resolved(*argv).refusal()
+    assert said == refusal if refusal is None else refusal in said
+
+
+def test_the_gateways_engine_options():
+    assert resolved("--world", "tokens").serve_args() == []
+    assert resolved().serve_args() == ["--engine", "llama.cpp", "--engine-slots", "16",
+                                       "--engine-exact"]  # fmt: skip
+    assert resolved("--world", "agent", "--no-engine-exact").serve_args() == [
+        "--engine", "llama.cpp", "--engine-slots", "4"]  # fmt: skip

@@ -1,4 +1,4 @@
-"""`summary.json` (``rtrl.run_summary``): the A/B report's rows under their stable names, every
+"""`summary.json` (``rtrl.report.summary``): the A/B report's rows under their stable names, every
 gate decision with its reasons, and a document that reads back as it was written."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rtrl.run_report import ab_tests
-from rtrl.run_summary import (
+from rtrl.report.summary import (
     SEED_METRICS,
     RunSummary,
     checkpoint,
@@ -17,6 +16,7 @@ from rtrl.run_summary import (
     read_summary,
     write_summary,
 )
+from rtrl.report.write import ab_tests
 from warehouse.ab_mart import METRICS
 from warehouse.report import ReportRow
 

@@ -12,7 +12,7 @@ from agent.tasks import get_task
 from agent.telemetry import envelope
 from rewards.config import RewardConfig
 from rewards.function import compute_record
-from rtrl.text_users import HiddenTaste, plugin_events, react
+from rtrl.worlds.text_users import HiddenTaste, plugin_events, react
 
 HARNESS = Harness()
 STRICT = HiddenTaste(noise=0.0, revert=0.0, impatience=1.0, max_lines=40)

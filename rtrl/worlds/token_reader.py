@@ -1,9 +1,9 @@
 """How `rtrl run`'s token-level users read a completion: the simulator's own mapping of tokens.
 
 The last ``invalid_tokens`` ids of the vocabulary make an invalid tool call; for the agent users
-the ids just below those make a clarifying question. The users (``rtrl.token_users``) and the
-candidate evals (``--eval-reader rtrl.token_reader:simulated``) read with the very same class, so
-the evals see what the users will see. It lives with the simulator: the release stage only
+the ids just below those make a clarifying question. The users (``rtrl.worlds.token_users``) and the
+candidate evals (``--eval-reader rtrl.worlds.token_reader:simulated``) read with the very same
+class, so the evals see what the users will see. It lives with the simulator: the release stage only
 knows that a reader can be plugged in by name.
 """
 
@@ -64,7 +64,7 @@ AGENT_CLARIFY_TOKENS = 8
 
 
 def simulated(vocab_size: int) -> SimulatedBehaviour:
-    """The reader of the default token-level users (``rtrl.token_reader:simulated``)."""
+    """The reader of the default token-level users (``rtrl.worlds.token_reader:simulated``)."""
     return SimulatedBehaviour(vocab_size)
 
 
@@ -73,5 +73,5 @@ def simulated_agent(vocab_size: int) -> SimulatedBehaviour:
     return SimulatedBehaviour(vocab_size, clarify_tokens=AGENT_CLARIFY_TOKENS)
 
 
-SIMULATED = "rtrl.token_reader:simulated"
-SIMULATED_AGENT = "rtrl.token_reader:simulated_agent"
+SIMULATED = "rtrl.worlds.token_reader:simulated"
+SIMULATED_AGENT = "rtrl.worlds.token_reader:simulated_agent"

@@ -13,10 +13,10 @@ randomisation, with the delta method's 95 % intervals: edits kept, dissatisfied 
 latency and mean reward.
 
 In the code world (``rtrl run --world code``) the users are the rounds' text users instead
-(``rtrl.code_world``): each asks for two easy tasks, the harness reads the answer, the sandbox
-grades it, and they accept, keep or revert by the same stated rule. In the agent world
-(``--world agent``) each user runs the tool-calling agent twice (``rtrl.agent_world``); the split
-hashes the user id, so every request of a run is served by one arm.
+(``rtrl.worlds.code_world``): each asks for two easy tasks, the harness reads the answer, the
+sandbox grades it, and they accept, keep or revert by the same stated rule. In the agent world
+(``--world agent``) each user runs the tool-calling agent twice (``rtrl.worlds.agent_world``); the
+split hashes the user id, so every request of a run is served by one arm.
 """
 
 from __future__ import annotations
@@ -33,15 +33,15 @@ import httpx
 
 from ingest.sdk import Client
 from models.sampling import SamplingParams
-from rtrl.agent_world import AgentWorldSettings, play_agent_ab
-from rtrl.code_world import play_users, round_asks
-from rtrl.gateway_stage import GatewaySetup, gateway
-from rtrl.http_users import ask_all
-from rtrl.rl_sim import Later, react_and_report
-from rtrl.token_users import POPULATIONS, TASKS, Population
+from rtrl.run.gateway import GatewaySetup, gateway
+from rtrl.worlds.agent_world import AgentWorldSettings, play_agent_ab
+from rtrl.worlds.code_world import play_users, round_asks
+from rtrl.worlds.http_users import ask_all
+from rtrl.worlds.token_users import POPULATIONS, TASKS, Population
+from rtrl.worlds.token_world import Later, react_and_report
 
 if TYPE_CHECKING:
-    from rtrl.rounds import TrainingRounds
+    from rtrl.run.rounds import TrainingRounds
 
 log = logging.getLogger("rtrl.run")  # `rtrl run`'s own lines, as the rest of the run logs them
 EXPERIMENT = "final-ab"
@@ -125,7 +125,7 @@ def play_closing_ab(
     seconds by how the arms were served (with ``compare_servers``, the same users again on
     one llama-server for both arms); None when no checkpoint after the first was promoted
     (nothing to compare)."""
-    from rtrl.rounds import SAMPLING  # torch: imported when the loop runs
+    from rtrl.run.rounds import SAMPLING  # torch: imported when the loop runs
 
     first, last = rounds.figures[0].checkpoint_id, rounds.serving
     if first == last:

@@ -1,7 +1,7 @@
 """`.rtrl/run/report.html`: one page that holds what `rtrl run` found and drew.
 
 The page is static: its tables are rendered here from the run's summary (``summary.json``,
-``rtrl.run_summary``: the rounds, the A/B test's changes as percentages with their intervals and
+``rtrl.report.summary``: the rounds, the A/B test's changes as percentages with their intervals and
 p-values, the cycle times, the checkpoint lineage with each decision's reasons), its plots are
 the run's own SVG files beside it. A small script marks each plot once the browser has decoded
 it (``data-loaded``), so that a headless browser can tell a page whose plots all loaded from one
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rtrl.run_summary import AbTest, RunSummary
+from rtrl.report.summary import AbTest, RunSummary
 
 
 @dataclass(frozen=True)

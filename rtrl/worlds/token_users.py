@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from rewards.config import RewardConfig
 from rewards.terms import r_latency
-from rtrl.token_reader import AGENT_CLARIFY_TOKENS, SimulatedBehaviour
+from rtrl.worlds.token_reader import AGENT_CLARIFY_TOKENS, SimulatedBehaviour
 
 TASKS = ("slugify(s)", "reverse(xs)", "count_words(text)", "is_prime(n)", "flatten(items)",
          "dedupe(xs)", "clamp(value, lo, hi)", "mean(xs)")  # fmt: skip

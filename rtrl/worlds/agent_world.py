@@ -8,8 +8,8 @@ tools ``read_file``, ``write_file``, ``run_tests`` and ``finish`` carried out fo
 directory, at most ``max_calls`` requests, every one under the user's ``X-Rtrl-User-Id``, so
 that the gateway joins them into one interaction whose rollouts extend one another token for
 token. After the run the user grades the module with the task's hidden cases in the sandbox and
-reacts by the code world's stated rule (``rtrl.text_users.by_rule``), the run being one turn of
-the harness (its calls and edits in order):
+reacts by the code world's stated rule (``rtrl.worlds.text_users.by_rule``), the run being one turn
+of the harness (its calls and edits in order):
 
 - no edit (nothing written, or only what was already there): a dissatisfied follow-up;
 - edits that leave ``solution.py`` as it was: rejected, dissatisfied;
@@ -17,7 +17,7 @@ the harness (its calls and edits in order):
   1.0) when it passes every hidden case, **reverted** (``edit.reverted``) ``LOOK_AGAIN_S``
   later when it does not, with a dissatisfied follow-up.
 
-The events go through the SDK as the code world's do (``rtrl.text_users.now_events``,
+The events go through the SDK as the code world's do (``rtrl.worlds.text_users.now_events``,
 ``later_events``): ``interaction.started``, one ``agent.tool_call {tool, valid}`` per call the
 model made (invalid ones included: an answer the gateway could not read as calls, a call that
 cannot be carried out), ``agent.edit_proposed`` per write that changed the repository,
@@ -42,12 +42,12 @@ from agent.sandbox import Grade, grade
 from agent.tasks import Task, load_tasks
 from agent.tool_agent import AgentRun, AgentSettings, run_agent
 from agent.workspace import Workspace
-from rtrl.code_world import CodeWorldSettings
-from rtrl.http_users import LOOK_AGAIN_S, Emitter, Later
-from rtrl.text_users import Reaction, by_rule, later_events, now_events
+from rtrl.worlds.code_world import CodeWorldSettings
+from rtrl.worlds.http_users import LOOK_AGAIN_S, Emitter, Later
+from rtrl.worlds.text_users import Reaction, by_rule, later_events, now_events
 
 if TYPE_CHECKING:
-    from rtrl.rl_sim import RoundFigures
+    from rtrl.worlds.token_world import RoundFigures
 
 log = logging.getLogger("rtrl.run")
 
@@ -206,7 +206,7 @@ def broken_share(t: Counter[str]) -> float:
 
 def round_figures(outcomes: Sequence[AgentOutcome]) -> RoundFigures:
     """A round's figures, as `rtrl run` keeps them: the one checkpoint that served it."""
-    from rtrl.rl_sim import RoundFigures  # torch: not for `rtrl --help`
+    from rtrl.worlds.token_world import RoundFigures  # torch: not for `rtrl --help`
 
     served = {s.checkpoint_id for o in outcomes for s in o.run.steps}
     if len(served) != 1:

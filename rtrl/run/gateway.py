@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from rtrl.procs import Stage, http_ready, wait_until
+from rtrl.run.procs import Stage, http_ready, wait_until
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What `rtrl run` leaves for a person and a script to look at: `summary.json` (the rounds,
-every gate decision, the cycle times, the closing A/B's metrics; ``rtrl.run_summary``), the
+every gate decision, the cycle times, the closing A/B's metrics; ``rtrl.report.summary``), the
 rounds' plot and `report.html`, which renders the summary and every plot the run drew
-(``rtrl.report_page``)."""
+(``rtrl.report.page``)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING
 from matplotlib.figure import Figure
 
 from rewards.figures import save_figure
-from rtrl.cycle_clock import STAGES
-from rtrl.report_page import Plot, render, write
-from rtrl.run_summary import (
+from rtrl.report.page import Plot, render, write
+from rtrl.report.summary import (
     AbTest,
     Metric,
     Round,
@@ -24,9 +23,10 @@ from rtrl.run_summary import (
     read_summary,
     write_summary,
 )
+from rtrl.run.clock import STAGES
 
 if TYPE_CHECKING:
-    from rtrl.rounds import TrainingRounds
+    from rtrl.run.rounds import TrainingRounds
     from warehouse.report import ReportRow
 
 

@@ -16,7 +16,7 @@ Three worlds (``--world``). ``code`` (the default, what `make run` shows): users
 served by llama.cpp, for real functions (the easy tasks of agent/tasks.toml) and judge the code in
 the answer's text by a stated rule: accepted when it runs and defines the function asked for,
 kept when it passes the task's hidden tests, reverted a few seconds later when it does not, a
-dissatisfied follow-up after a rejected, reverted or missing edit (``rtrl.code_world``). Each
+dissatisfied follow-up after a rejected, reverted or missing edit (``rtrl.worlds.code_world``). Each
 round then prints the share of code passing the hidden tests, edits kept, dissatisfied
 follow-ups, the served checkpoint's pass rate on held-out tasks no user asks for, and the gate's
 decision; the closing A/B test uses the same users. Its defaults (``CodeWorldSettings``: rounds,
@@ -26,8 +26,8 @@ of the answer, a world in which the tiny model learns in seconds. ``agent``: eac
 tool-calling agent (the official openai client against the gateway, with read_file, write_file,
 run_tests and finish carried out in a repository of its own, up to ``--agent-calls`` requests
 joined by the gateway into one interaction) an easy task; the hidden tests decide keep or revert
-by the code world's rule (``rtrl.agent_world``). Each round prints the tasks solved, edits kept
-and the share of broken tool calls.
+by the code world's rule (``rtrl.worlds.agent_world``). Each round prints the tasks solved, edits
+kept and the share of broken tool calls.
 """
 
 from __future__ import annotations
@@ -47,13 +47,14 @@ from infra.broker_config import ClusterLayout
 from infra.kafka_dist import BrokerSetupError, default_cache_root
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
-from rtrl.procs import Stage, http_ready, run_stage, wait_until
-from rtrl.run_options import add_run_options, serve_args, with_world_defaults
-from rtrl.scenarios import SCENARIOS
+from rtrl.run.options import add_run_options, run_settings
+from rtrl.run.procs import Stage, http_ready, run_stage, wait_until
+from rtrl.run.settings import RunPlan, RunSettings
+from rtrl.worlds.scenarios import SCENARIOS
 
 if TYPE_CHECKING:
-    from rtrl.gateway_stage import GatewaySetup
-    from rtrl.rounds import TrainingRounds
+    from rtrl.run.gateway import GatewaySetup
+    from rtrl.run.rounds import TrainingRounds
 
 log = logging.getLogger("rtrl.run")
 
@@ -66,44 +67,38 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_options(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=_command)
 
 
-def evals_engine(args: argparse.Namespace):  # EngineSettings | None
+def _command(args: argparse.Namespace) -> int:
+    return run(run_settings(args))
+
+
+def evals_engine(plan: RunPlan):  # EngineSettings | None
     """The evals' llama.cpp when the gateway serves with it: the same weights as the users get
     (exact or not) on servers of their own, 2 threads and the gateway's slots; the held-out
     evals run while the gateway waits for the users' reward windows, and `rtrl train` is given
     the same engine for the candidate evals (``TrainingRounds._eval_engine``); None:
     transformers."""
-    if args.engine != "llama.cpp":
+    if plan.engine != "llama.cpp":
         return None
     from llamacpp.cli import engine_settings
 
-    return engine_settings(2, args.engine_slots, exact=args.engine_exact)
+    return engine_settings(2, plan.engine_slots, exact=plan.settings.engine_exact)
 
 
-def run(args: argparse.Namespace) -> int:
-    with_world_defaults(args)
-    if args.scenario != "default" and args.users != "default":
-        log.error("--scenario %s brings its own users: no --users with it", args.scenario)
+def run(settings: RunSettings) -> int:
+    plan = settings.plan()
+    refusal = plan.refusal()
+    if refusal:
+        log.error("%s", refusal)
         return 2
-    if args.world != "tokens" and (args.scenario != "default" or args.users != "default"):
-        log.error("--world %s brings its own users: no --scenario or --users with it", args.world)
-        return 2
-    if args.ab_compare_servers and args.engine != "llama.cpp":
-        log.error("--ab-compare-servers compares llama.cpp's layouts: use --engine llama.cpp")
-        return 2
-    if args.engine == "llama.cpp" and args.model == "tiny":
-        # its tokenizer is a BPE trained here, which llama.cpp's converter does not recognise
-        log.error("--engine llama.cpp serves GGUF-convertible models: use --model smollm2-135m "
-                  "(the tiny model's own tokenizer cannot be converted)")  # fmt: skip
-        return 2
-    root: Path = args.data_dir.resolve()
-    if args.fresh and root.exists():
+    root: Path = settings.data_dir.resolve()
+    if settings.fresh and root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
     logs = root / "logs"
-    layout = ClusterLayout(root / "kafka", port=args.port)
+    layout = ClusterLayout(root / "kafka", port=settings.port)
     started = time.monotonic()
     try:
         bootstrap = broker.start(layout, default_cache_root(os.environ))
@@ -112,34 +107,35 @@ def run(args: argparse.Namespace) -> int:
         return 1
     stages: list[Stage] = []
     try:
-        return _loop(args, root, logs, bootstrap, stages, started)
+        return _loop(plan, root, logs, bootstrap, stages, started)
     finally:
         for stage in reversed(stages):
             stage.stop()
-        if not args.keep:
+        if not settings.keep:
             broker.stop(layout)
             log.info("stopped the broker (use --keep to leave it running)")
 
 
 def _loop(
-    args: argparse.Namespace,
+    plan: RunPlan,
     root: Path,
     logs: Path,
     bootstrap: str,
     stages: list[Stage],
     started: float,
 ) -> int:
+    settings = plan.settings
     run_id = f"run{int(time.time())}"
     prefix = f"{run_id}."
     apply_topics(bootstrap, TopicNames(prefix), replication=1)
 
     config_file = root / "reward.json"
-    late_s, grace_s = max(5, args.window_s // 2), 2
-    scenario = SCENARIOS[args.scenario]
+    late_s, grace_s = max(5, settings.window_s // 2), 2
+    scenario = SCENARIOS[settings.scenario]
     config_file.write_text(
         json.dumps(
             {
-                "window_s": args.window_s,
+                "window_s": settings.window_s,
                 "late_s": late_s,
                 "grace_s": grace_s,
                 "remember_closed_s": 24 * 3600,
@@ -160,11 +156,11 @@ def _loop(
     kafka = ["--bootstrap", bootstrap, "--topic-prefix", prefix]
     collector = Stage(
         "collector",
-        ["collector", "--port", str(args.collector_port), "--db", str(keys_db), *kafka],
+        ["collector", "--port", str(settings.collector_port), "--db", str(keys_db), *kafka],
         logs / "collector.log",
     )
     stages.append(collector.start())
-    wait_until("collector", lambda: http_ready(args.collector_port), 60, collector)
+    wait_until("collector", lambda: http_ready(settings.collector_port), 60, collector)
     worker = Stage(
         "stream worker",
         [
@@ -183,49 +179,49 @@ def _loop(
     stages.append(worker.start())
 
     from ingest.sdk import SdkConfig
-    from rtrl.editor_sim import emit_workload
-    from rtrl.rounds import TrainingRounds  # torch: imported when the loop runs, not for --help
+    from rtrl.run.rounds import TrainingRounds  # torch: imported when the loop runs, not for --help
+    from rtrl.worlds.editor_sim import emit_workload
 
     sdk = SdkConfig(
-        endpoint=f"http://127.0.0.1:{args.collector_port}",
+        endpoint=f"http://127.0.0.1:{settings.collector_port}",
         api_key=api_key,
         org_id=org,
         spool_path=root / "sdk-spool.db",
     )
-    log.info("editor: emitting %d interactions through the SDK", args.interactions)
-    emit_workload(sdk, args.interactions, args.seed, pace_s=10)
-    from rtrl.gateway_stage import GatewaySetup
+    log.info("editor: emitting %d interactions through the SDK", settings.interactions)
+    emit_workload(sdk, settings.interactions, settings.seed, pace_s=10)
+    from rtrl.run.gateway import GatewaySetup
 
     # an answer of the code world is up to --max-tokens long, sampled 16 together on the CPU
-    wait_s = 120.0 if args.world == "tokens" else 900.0
-    gateway = GatewaySetup(str(root / "checkpoints"), str(keys_db), kafka, args.gateway_port,
-                           api_key, args.seed, wait_s, tuple(serve_args(args)))  # fmt: skip
+    wait_s = 120.0 if plan.world == "tokens" else 900.0
+    gateway = GatewaySetup(str(root / "checkpoints"), str(keys_db), kafka, settings.gateway_port,
+                           api_key, settings.seed, wait_s, tuple(plan.serve_args()))  # fmt: skip
     rounds = TrainingRounds(
         root,
         bootstrap,
         prefix,
         replace(sdk, spool_path=root / "rl.db"),
-        args.round_users,
-        args.seed,
-        args.model,
-        scenario.users if scenario.name != "default" else args.users,
-        args.truth_samples,
+        plan.round_users,
+        settings.seed,
+        plan.model,
+        scenario.users if scenario.name != "default" else settings.users,
+        settings.truth_samples,
         scenario.eval_reader,
         # the code world's learner is its own (CodeWorldSettings.learner): a scenario's, made
         # for the tiny model's token world, would override its learning rate
-        tuple(scenario.train_args()) if args.world == "tokens" else (),
+        tuple(scenario.train_args()) if plan.world == "tokens" else (),
         gateway_setup=gateway,
-        world=args.world,
-        code=args.code,
-        agent=args.agent,
-        engine=evals_engine(args),
+        world=plan.world,
+        code=plan.code,
+        agent=plan.agent,
+        engine=evals_engine(plan),
     )
     try:
-        if args.rounds:
+        if plan.rounds:
             rounds.start()
             rounds.play(1)
-        return _land_and_train(args, root, logs, run_id, kafka, rounds, started,
-                               args.window_s + late_s + grace_s + 8, gateway)  # fmt: skip
+        return _land_and_train(plan, root, logs, run_id, kafka, rounds, started,
+                               settings.window_s + late_s + grace_s + 8, gateway)  # fmt: skip
     finally:
         rounds.close()
 
@@ -244,7 +240,7 @@ def rounds_planned(last: int, rounds: int, extra: int, promoted: bool) -> int:
 
 
 def _land_and_train(
-    args: argparse.Namespace,
+    plan: RunPlan,
     root: Path,
     logs: Path,
     run_id: str,
@@ -254,10 +250,10 @@ def _land_and_train(
     settle_s: int,
     closing: GatewaySetup,
 ) -> int:
-    from rtrl.ab_round import EXPERIMENT as FINAL_AB
-    from rtrl.ab_round import play_closing_ab
-    from rtrl.round_tables import print_summary
-    from rtrl.rounds import settle
+    from rtrl.report.tables import print_summary
+    from rtrl.run.ab_round import EXPERIMENT as FINAL_AB
+    from rtrl.run.ab_round import play_closing_ab
+    from rtrl.run.rounds import settle
 
     warehouse = root / "warehouse"
     wh = ["--root", str(warehouse)]
@@ -297,25 +293,25 @@ def _land_and_train(
     _print_monitors(warehouse / "warehouse.duckdb", child="ckpt-0003", parent="ckpt-0001")
     # the code world's last checkpoint meets its users in the closing A/B (its treatment arm):
     # a round of users before that would measure it twice, and cost a SmolLM2 run 4 minutes
-    last_round_in_ab = args.world != "tokens" and bool(args.ab_users)
-    root_id, last, number = rounds.serving, args.rounds, 2
+    last_round_in_ab = plan.world != "tokens" and bool(plan.ab_users)
+    root_id, last, number = rounds.serving, plan.rounds, 2
     while number <= last + 1:
         rounds.train(warehouse)
         if number == last + 1:
             promoted = rounds.serving != root_id
-            last = rounds_planned(last, args.rounds, args.extra_rounds, promoted)
+            last = rounds_planned(last, plan.rounds, plan.extra_rounds, promoted)
             if number <= last:
                 log.info("nothing promoted in %d round(s): round %d (--extra-rounds %d)",
-                         number - 1, number, args.extra_rounds)  # fmt: skip
+                         number - 1, number, plan.extra_rounds)  # fmt: skip
         if number <= last or not last_round_in_ab:
             rounds.play(number)
             land()
         number += 1
     experiment, ab_plot = "exp-context-window", "ab.svg"
     closing_s = None
-    if args.rounds and args.ab_users:
-        closing_s = play_closing_ab(rounds, closing, root, logs, args.ab_users,
-                                    args.ab_compare_servers)  # fmt: skip
+    if plan.rounds and plan.ab_users:
+        closing_s = play_closing_ab(rounds, closing, root, logs, plan.ab_users,
+                                    plan.settings.ab_compare_servers)  # fmt: skip
     if closing_s:
         land()
         experiment, ab_plot = FINAL_AB, "final_ab.svg"
@@ -327,7 +323,7 @@ def _land_and_train(
             ),
             end="",
         )
-    if args.rounds:
+    if plan.rounds:
         rounds.measure_held_out()  # any checkpoint no users' round or A/B came after
         print_summary(rounds, warehouse / "warehouse.duckdb")
         print(
@@ -348,7 +344,7 @@ def _land_and_train(
             end="",
         )
         log.info("reward by checkpoint: %s", root / "checkpoints.svg")
-        from rtrl.run_report import write_report
+        from rtrl.report.write import write_report
 
         page = write_report(root, rounds, warehouse / "warehouse.duckdb", experiment, ab_plot,
                             closing=experiment == FINAL_AB, closing_s=closing_s,

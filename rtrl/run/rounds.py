@@ -3,11 +3,11 @@
 A causal language model (``--model``: the tiny one built here by default, or SmolLM2-135M) is
 registered as the first checkpoint and served by the gateway, `rtrl serve`, in its own process
 (it publishes every completion on ``rollouts`` and follows the ``checkpoints`` topic).
-Simulated users (`rtrl.rl_sim`, ``--users``; in the code world the text users of
-`rtrl.code_world`) ask it over HTTP and react to its edits through the SDK. Once their windows
-closed, the warehouse lands rewards and rollouts and offers a batch per checkpoint; `rtrl train`
-(its own process) updates the served checkpoint on its batch, gates the candidate and announces
-it; the gateway hot-swaps to it when it is promoted, and the next round is served by it.
+Simulated users (`rtrl.worlds.token_world`, ``--users``; in the code world the text users of
+`rtrl.worlds.code_world`) ask it over HTTP and react to its edits through the SDK. Once their
+windows closed, the warehouse lands rewards and rollouts and offers a batch per checkpoint; `rtrl
+train` (its own process) updates the served checkpoint on its batch, gates the candidate and
+announces it; the gateway hot-swaps to it when it is promoted, and the next round is served by it.
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ from checkpoints.record import PROMOTED, CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from ingest.sdk import Client, SdkConfig
 from models.sampling import SamplingParams
-from rtrl.agent_world import AgentWorldSettings
-from rtrl.code_world import CodeWorldSettings, PassRate, rate_text
-from rtrl.cycle_clock import CycleClock
-from rtrl.gateway_stage import GatewaySetup, gateway, held_rollouts
-from rtrl.http_users import serving
-from rtrl.procs import run_stage, wait_until
-from rtrl.rl_sim import RoundFigures, TrueValue, play_round, true_value
-from rtrl.token_reader import SIMULATED
-from rtrl.token_users import POPULATIONS
+from rtrl.run.clock import CycleClock
+from rtrl.run.gateway import GatewaySetup, gateway, held_rollouts
+from rtrl.run.procs import run_stage, wait_until
+from rtrl.worlds.agent_world import AgentWorldSettings
+from rtrl.worlds.code_world import CodeWorldSettings, PassRate, rate_text
+from rtrl.worlds.http_users import serving
+from rtrl.worlds.token_reader import SIMULATED
+from rtrl.worlds.token_users import POPULATIONS
+from rtrl.worlds.token_world import RoundFigures, TrueValue, play_round, true_value
 from trainer.exit_codes import EXIT_REJECTED
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class TrainingRounds:
     interactions: int
     seed: int
     model: str = "tiny"
-    users: str = "default"  # rtrl.token_users.POPULATIONS
+    users: str = "default"  # rtrl.worlds.token_users.POPULATIONS
     truth_samples: int = 512  # completions per checkpoint for its true value (0: none)
     eval_reader: str = SIMULATED  # these users act on tokens, not text: the evals read so
     train_args: tuple[str, ...] = ()  # the scenario's, on top of LEARNER_ARGS
@@ -81,7 +81,7 @@ class TrainingRounds:
     truths: dict[str, TrueValue] = field(default_factory=dict)  # the simulator's, per checkpoint
     clock: CycleClock = field(default_factory=CycleClock)
     gateway_setup: GatewaySetup | None = None  # where the rounds' `rtrl serve` runs
-    world: str = "tokens"  # "code": text users ask for easy tasks (rtrl.code_world)
+    world: str = "tokens"  # "code": text users ask for easy tasks (rtrl.worlds.code_world)
     code: CodeWorldSettings = field(default_factory=CodeWorldSettings)
     agent: AgentWorldSettings = field(default_factory=AgentWorldSettings)  # "agent" world
     held_out: dict[str, PassRate] = field(default_factory=dict)  # the code world's, per checkpoint
@@ -168,7 +168,7 @@ class TrainingRounds:
     def _play_code(self, number: int) -> RoundFigures:
         """The code world's round: text users ask for easy tasks; then the served checkpoint's
         pass rate on the held-out tasks."""
-        from rtrl.code_world import play_users, round_asks, tally
+        from rtrl.worlds.code_world import play_users, round_asks, tally
 
         assert self._http is not None
         with self.clock.stage("serve"), Client(self.sdk) as client:
@@ -197,8 +197,14 @@ class TrainingRounds:
 
     def _play_agent(self, number: int) -> RoundFigures:
         """The agent world's round: each user's run of the tool-calling agent on an easy task
-        in a repository of its own (``rtrl.agent_world``)."""
-        from rtrl.agent_world import figures_text, play_agents, round_asks, round_figures, tally
+        in a repository of its own (``rtrl.worlds.agent_world``)."""
+        from rtrl.worlds.agent_world import (
+            figures_text,
+            play_agents,
+            round_asks,
+            round_figures,
+            tally,
+        )
 
         assert self._http is not None
         with self.clock.stage("serve"), Client(self.sdk) as client:
@@ -238,7 +244,7 @@ class TrainingRounds:
         not in the minute after its gate decision."""
         if self.world != "code" or not self.code.eval_samples:
             return
-        from rtrl.code_world import held_out_pass_rate
+        from rtrl.worlds.code_world import held_out_pass_rate
 
         for info in self.registry.list():
             if info.checkpoint_id in self.held_out:

@@ -5,7 +5,8 @@ Each user asks the gateway over HTTP for one of the *easy* tasks (``agent/tasks.
 obvious line each, where SmolLM2-135M starts near a quarter), with the task's prompt alone: no
 hidden case, expected value or grader is in any prompt, so none is in any rollout the trainer
 reads. The agent harness takes the code out of the answer's text and the sandbox runs the
-task's hidden cases (``agent.sandbox.grade``). The users' stated rule (``rtrl.text_users.by_rule``):
+task's hidden cases (``agent.sandbox.grade``). The users' stated rule
+(``rtrl.worlds.text_users.by_rule``):
 
 - an answer without a code block is no edit: the user follows up dissatisfied at once;
 - an edit is **accepted** when its Python code runs and defines the function asked for (the
@@ -38,14 +39,14 @@ from agent.harness import Harness, Turn
 from agent.sandbox import Grade, grade
 from agent.tasks import Task, load_tasks
 from models.sampling import SamplingParams
-from rtrl.http_users import (
+from rtrl.worlds.http_users import (
     LOOK_AGAIN_S,
     Answer,
     Emitter,
     Later,
     ask_all,
 )
-from rtrl.text_users import Reaction, by_rule, later_events, now_events
+from rtrl.worlds.text_users import Reaction, by_rule, later_events, now_events
 
 if TYPE_CHECKING:
     from models.policy import Sampler

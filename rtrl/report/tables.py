@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from checkpoints.record import PROMOTED, CheckpointInfo
-from rtrl.code_world import rate_text
+from rtrl.worlds.code_world import rate_text
 
 if TYPE_CHECKING:
-    from rtrl.rounds import TrainingRounds
+    from rtrl.run.rounds import TrainingRounds
 
 
 def print_summary(rounds: TrainingRounds, db: Path) -> None:

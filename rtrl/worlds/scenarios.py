@@ -1,6 +1,6 @@
 """The worlds `rtrl run --scenario` trains in: which users, which reward, which reader.
 
-``default`` is the README's run. The other three share the agent users (``rtrl.token_users``:
+``default`` is the README's run. The other three share the agent users (``rtrl.worlds.token_users``:
 hard tasks, questions, dissatisfied follow-ups) and differ only in the reward: ``agent`` scores
 them under reward v1 (the control), ``invalid-tools-discarded`` and ``free-deferral`` under a
 flawed configuration (``RewardConfig.flaw``) that a learning policy can exploit. Under a flaw
@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rtrl.token_reader import SIMULATED, SIMULATED_AGENT
+from rtrl.worlds.token_reader import SIMULATED, SIMULATED_AGENT
 
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    users: str  # rtrl.token_users.POPULATIONS
+    users: str  # rtrl.worlds.token_users.POPULATIONS
     flaw: str  # rewards.config.RewardConfig.flaw
     eval_reader: str  # release.gate.GateConfig.eval_reader
     watched: str | None  # the behaviour rate the flaw pays for (rewards.monitors.METRICS)

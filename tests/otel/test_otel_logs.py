@@ -18,8 +18,8 @@ from infra.topics import JOIN_PARTITIONS, TopicNames
 from otel.exporter import Exporter
 from otel.otlp_logs import plain
 from otel.settings import ExportSettings, parse_headers
-from tests.otel.conftest import REPO, LogsReceiver, reward
 from tests.support.kafka import produce_raw
+from tests.support.otel import REPO, LogsReceiver, reward
 
 
 def publish(bootstrap: str, topic: str, values: list[tuple[str, bytes | None]]) -> None:

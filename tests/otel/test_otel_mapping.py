@@ -6,7 +6,7 @@ from ingest.contract import genai
 from otel.evaluation import evaluate, skip_reason
 from otel.otlp_logs import export_request, plain
 from otel.phoenix import annotation, latest_revisions
-from tests.otel.conftest import reward
+from tests.support.otel import reward
 
 T_CLOSE_NS = 1_796_117_400_250_000_000  # 2026-12-01T09:30:00.25Z
 

@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from infra.topics import TopicNames
 from otel.exporter import Exporter
 from otel.settings import ExportSettings
-from tests.otel.conftest import Phoenix, reward
 from tests.support.kafka import produce_raw
+from tests.support.otel import Phoenix, reward
 
 
 def send_chat_span(phoenix: Phoenix, response_id: str) -> str:

@@ -21,8 +21,8 @@ from infra.topics import TopicNames
 from ingest.contract.response_ids import response_id
 from otel.exporter import Exporter
 from otel.settings import ExportSettings
-from tests.otel.conftest import Phoenix, reward
 from tests.support.kafka import produce_raw
+from tests.support.otel import Phoenix, reward
 
 
 def send_spans(phoenix: Phoenix, *attributes: dict[str, str]) -> list[str]:

@@ -31,6 +31,12 @@ itself (a None default: what None means).
 >>> options.add_to(parser)
 >>> options.read(parser.parse_args(["--cache-size-mb", "8", "--no-cache-persist"]))
 Cache(size_mb=8, persist=False)
+
+The other way, :meth:`SettingsOptions.argv` writes the command line that reads back as given
+settings (a supervisor starting its worker again with the same options):
+
+>>> options.argv(Cache(size_mb=8, persist=False))
+['--cache-size-mb', '8', '--no-cache-persist']
 """
 
 from __future__ import annotations
@@ -76,6 +82,7 @@ class _Argument:
     flags: tuple[str, ...]
     kwargs: dict[str, Any]  # of ArgumentParser.add_argument, dest included
     to_field: Callable[[Any], Any] | None
+    from_field: Callable[[Any], Any] | None
 
 
 class SettingsOptions(Generic[T]):
@@ -83,7 +90,9 @@ class SettingsOptions(Generic[T]):
 
     ``prefix`` starts every option's flag and dest (``engine_``: ``--engine-threads``, read from
     ``args.engine_threads``), so that two settings classes can share one command; ``help_prefix``
-    starts every help text.
+    starts every help text. ``typed_text=False`` gives a text field's option (``str``, a
+    Literal of strings) no type, argparse's own way to keep the text as typed: what the options
+    written before this module show as their type.
     """
 
     def __init__(
@@ -94,6 +103,7 @@ class SettingsOptions(Generic[T]):
         omit: Iterable[str] = (),
         prefix: str = "",
         help_prefix: str = "",
+        typed_text: bool = True,
     ) -> None:
         self.cls = cls
         self.omitted = frozenset(omit)
@@ -109,7 +119,7 @@ class SettingsOptions(Generic[T]):
             raise ValueError(f"{cls.__name__}.{both[0]}: both an option and omitted")
         self._arguments = {
             name: _argument(
-                cls, name, spec, text, declared.get(name, Option()), prefix, help_prefix
+                cls, name, spec, text, declared.get(name, Option()), prefix, help_prefix, typed_text
             )
             for name, spec, text in fields
             if name not in self.omitted
@@ -135,6 +145,20 @@ class SettingsOptions(Generic[T]):
         for name, a in self._arguments.items():
             value = getattr(args, a.kwargs["dest"])
             out[name] = a.to_field(value) if a.to_field is not None else value
+        return out
+
+    def argv(self, settings: T) -> list[str]:
+        """The command line that reads back as ``settings``' option fields: each value but None,
+        by the option's first flag, and a switch where it is not at its default."""
+        out: list[str] = []
+        for name, a in self._arguments.items():
+            value = getattr(settings, name)
+            value = a.from_field(value) if a.from_field is not None else value
+            if "action" in a.kwargs:  # a switch
+                out += [a.flags[0]] if value != a.kwargs["default"] else []
+            elif value is not None:
+                many = a.kwargs["nargs"] in ("+", "*") and not isinstance(value, str)
+                out += [a.flags[0], *map(str, value if many else [value])]
         return out
 
     def read(self, args: argparse.Namespace, **given: Any) -> T:
@@ -201,6 +225,7 @@ def _argument(
     option: Option,
     prefix: str,
     help_prefix: str,
+    typed_text: bool,
 ) -> _Argument:
     where = f"{cls.__name__}.{name}"
     text = option.help if option.help is not None else field_help
@@ -239,6 +264,7 @@ def _argument(
         if kind is None:
             kind, derived = _type_and_choices(where, _annotation(cls, name, spec))
             choices = derived if choices is None else choices
+            kind = None if kind is str and not typed_text else kind  # argparse keeps the text
         flags = option.flags or (dashed,)
         named = flags[-1].lstrip("-").replace("-", "_").upper()
         kwargs.update(type=kind, choices=choices, nargs=option.nargs)
@@ -249,4 +275,4 @@ def _argument(
             text = f"{text} (default {shown})"
     # plain text, not a format
     kwargs["help"] = (help_prefix + text).replace("%", "%%") if text else None
-    return _Argument(flags, kwargs, option.to_field)
+    return _Argument(flags, kwargs, option.to_field, option.from_field)

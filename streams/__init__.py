@@ -8,5 +8,5 @@ content, revisions of an interaction are 0..n without gaps, and the latest revis
 ``intake`` (validation, DLQ), ``join`` (the durable order of effects), ``outbox`` (the one
 producer and its wait), ``tablestore`` (the table's store and changelog), ``fetch`` (Faust's
 consumer, batch at a time), ``app`` (Faust wiring), ``worker`` and ``cli`` (process and command
-line).
+line), ``worker_options`` (the command line's options as one settings class).
 """

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from, explain
+from infra.cli import bootstrap_from, explain
 from infra.settings import admin
+from streams.worker_options import WORKER_OPTIONS
+
+if TYPE_CHECKING:
+    from streams.settings import WorkerSettings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,61 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_worker_args(p: argparse.ArgumentParser) -> None:
-    add_bootstrap_arg(p)
-    add_topic_prefix_arg(p)
-    p.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path(".rtrl/stream"),
-        help="local state (RocksDB tables) of this worker (default .rtrl/stream)",
-    )
-    p.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="reward configuration (.toml/.json/.yaml); default: spec v1's numbers",
-    )
-    p.add_argument(
-        "--group-id",
-        default=None,
-        help="consumer group and changelog prefix (default rtrl-stream-<prefix>)",
-    )
-    p.add_argument(
-        "--store",
-        choices=("rocksdb", "memory"),
-        default="rocksdb",
-        help="where the table lives: rocksdb (bounded memory, default) or memory",
-    )
-    p.add_argument(
-        "--rocksdb-mib",
-        type=int,
-        default=64,
-        help="RocksDB memory per partition's state database, MiB: write buffers "
-        "and block cache (default 64)",
-    )
-    p.add_argument(
-        "--deadlines-in-memory",
-        type=int,
-        default=200_000,
-        help="open interactions' deadlines kept in memory per partition (~180 bytes "
-        "each); beyond, the partition's store is rescanned when needed (default "
-        "200000)",
-    )
-    p.add_argument(
-        "--chunk-size",
-        type=int,
-        default=10_000,
-        help="most events per fetched batch, made durable together (default 10000)",
-    )
-    p.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        help="serve Prometheus metrics on this port (/metrics); default: none",
-    )
-    p.add_argument(
-        "--progress-s", type=float, default=10.0, help="seconds between progress lines (default 10)"
-    )
+    """The worker's options (``WorkerOptions``), then how this process runs it: under a
+    supervisor (the default), alone, or as the supervisor's child (``--child-of``, hidden)."""
+    WORKER_OPTIONS.add_to(p)
     p.add_argument(
         "--no-supervisor",
         action="store_true",
@@ -98,58 +51,22 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
 
 
 def worker_argv(args: argparse.Namespace) -> list[str]:
-    """The worker's own options, to start it again as a child process."""
-    argv = [
-        "--bootstrap",
-        bootstrap_from(args),
-        "--topic-prefix",
-        args.topic_prefix,
-        "--data-dir",
-        str(args.data_dir),
-        "--store",
-        args.store,
-        "--rocksdb-mib",
-        str(args.rocksdb_mib),
-        "--deadlines-in-memory",
-        str(args.deadlines_in_memory),
-        "--chunk-size",
-        str(args.chunk_size),
-        "--progress-s",
-        str(args.progress_s),
-    ]
-    if args.config:
-        argv += ["--config", str(args.config)]
-    if args.group_id:
-        argv += ["--group-id", args.group_id]
-    if args.metrics_port is not None:
-        argv += ["--metrics-port", str(args.metrics_port)]
-    return argv
+    """The worker's own options, to start it again as a child process (its broker resolved)."""
+    return WORKER_OPTIONS.argv(replace(WORKER_OPTIONS.read(args), bootstrap=bootstrap_from(args)))
 
 
-def settings_from(args: argparse.Namespace, *, ask_broker: bool = True):
+def settings_from(args: argparse.Namespace, *, ask_broker: bool = True) -> WorkerSettings:
     """The worker's settings; ``ask_broker=False`` checks the command line's values alone (the
     partition count and replication the broker would give are placeholders then)."""
     from infra.topics import TopicNames
-    from rewards.config import RewardConfig, load_config
-    from streams.settings import WorkerSettings
 
+    options = WORKER_OPTIONS.read(args)
     bootstrap = bootstrap_from(args)
-    group = args.group_id or f"rtrl-stream-{args.topic_prefix}".rstrip("-.")
-    topic = TopicNames(args.topic_prefix).events
-    return WorkerSettings(
-        bootstrap=bootstrap,
-        topic_prefix=args.topic_prefix,
-        data_dir=args.data_dir,
-        reward=load_config(args.config) if args.config else RewardConfig(),
-        group_id=group,
-        store=args.store,
-        rocksdb_partition_mib=args.rocksdb_mib,
-        deadlines_in_memory=args.deadlines_in_memory,
+    topic = TopicNames(options.topic_prefix).events
+    return options.settings(
+        bootstrap,
         partitions=_partitions(bootstrap, topic) if ask_broker else 1,
-        changelog_replication=_replication(bootstrap) if ask_broker else 1,
-        chunk_size=args.chunk_size,
-        metrics_port=args.metrics_port,
-        progress_s=args.progress_s,
+        replication=_replication(bootstrap) if ask_broker else 1,
     )
 
 

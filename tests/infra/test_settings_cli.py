@@ -203,3 +203,38 @@ def test_a_flag_may_take_another_argparse_action() -> None:
     assert _action(parser, "--cache").option_strings == ["--cache", "--no-cache"]
     assert jobs.read(parser.parse_args(["--no-cache"])).cache is False
     assert jobs.read(parser.parse_args([])).cache is True
+
+
+def test_argv_reads_back_as_the_settings_it_was_written_from() -> None:
+    jobs, servers = _job_options(), _server_options()
+    parser = _parser(jobs, servers)
+    job = Job("n", 2, 0.1, Path("r.json"), "exact", dry_run=True, cache=False, wait_s=0.04)
+    server = Server(port=9, tags=("x", "y"), verbose=True)
+    args = parser.parse_args(jobs.argv(job) + servers.argv(server))
+    assert jobs.read(args, state=None) == job
+    assert servers.read(args, secret=None) == server
+    assert jobs.argv(Job(name="n")) == [
+        "--name",
+        "n",
+        "--workers",
+        "4",
+        "--rate",
+        "0.5",
+        "--mode",
+        "fast",
+        "--wait-ms",
+        "250.0",
+    ]  # fmt: skip  (None and switches at their default left out)
+
+
+def test_text_options_may_keep_argparse_own_type() -> None:
+    jobs = SettingsOptions(
+        Job, options={"name": Option(default="n"), "wait_s": "wait"}, omit=("state",),
+        typed_text=False,
+    )  # fmt: skip
+    parser = _parser(jobs)
+    assert _action(parser, "--name").type is None
+    assert _action(parser, "--mode").type is None
+    assert _action(parser, "--mode").choices == ("fast", "exact")
+    assert _action(parser, "--workers").type is int
+    assert jobs.read(parser.parse_args(["--name", "x"])).name == "x"

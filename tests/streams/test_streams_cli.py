@@ -95,3 +95,10 @@ def test_bad_worker_options_are_refused_before_anything_starts(
     args = build_parser().parse_args(["stream", "worker", "--bootstrap", "127.0.0.1:1", *argv])
     assert args.func(args) == 2  # no broker asked, no worker started
     assert said in capsys.readouterr().err
+
+
+def test_every_field_of_the_worker_options_is_an_option_of_the_command() -> None:
+    from streams.worker_options import WORKER_OPTIONS
+    from tests.support.settings_options import assert_every_field_is_an_option, subcommand
+
+    assert_every_field_is_an_option(subcommand("stream", "worker"), WORKER_OPTIONS)

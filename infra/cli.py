@@ -13,6 +13,7 @@ from infra import broker
 from infra.broker_config import ClusterLayout
 from infra.kafka_dist import BrokerSetupError, default_cache_root
 from infra.settings import resolve_bootstrap
+from infra.settings_cli import Option
 from infra.topics import TOPICS, PartitionChangeRefused, TopicNames
 
 DEFAULT_DATA_DIR = Path(".rtrl/kafka")
@@ -85,25 +86,31 @@ def add_watch_args(p: argparse.ArgumentParser, step: str, default_s: float) -> N
     )
 
 
+BOOTSTRAP_HELP = "Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:9092)"
+TOPIC_PREFIX_HELP = "prefix of every topic name (isolates deployments sharing a cluster)"
+
+
+def resolved_bootstrap(cli_value: str | None) -> str:
+    """``--bootstrap``'s value, else the environment's, else the local broker."""
+    return resolve_bootstrap(cli_value, os.environ)
+
+
+# ``--bootstrap`` for a settings class's bootstrap field (``infra.settings_cli``): None on the
+# command line, the broker resolved when the settings are read.
+BOOTSTRAP_OPTION = Option(default=None, help=BOOTSTRAP_HELP, to_field=resolved_bootstrap)
+
+
 def add_bootstrap_arg(p: argparse.ArgumentParser) -> None:
     """The one way every Kafka-facing command takes its broker."""
-    p.add_argument(
-        "--bootstrap",
-        default=None,
-        help="Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:9092)",
-    )
+    p.add_argument("--bootstrap", default=None, help=BOOTSTRAP_HELP)
 
 
 def add_topic_prefix_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--topic-prefix",
-        default="",
-        help="prefix of every topic name (isolates deployments sharing a cluster)",
-    )
+    p.add_argument("--topic-prefix", default="", help=TOPIC_PREFIX_HELP)
 
 
 def bootstrap_from(args: argparse.Namespace) -> str:
-    return resolve_bootstrap(getattr(args, "bootstrap", None), os.environ)
+    return resolved_bootstrap(getattr(args, "bootstrap", None))
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -75,6 +75,9 @@ class Option:
     # argparse's), a missing help allowed, no "(default X)" added
     verbatim: bool = False
     action: ActionClass | None = None  # a bool's, instead of store_true/store_false
+    dest: str | None = None  # default: PREFIX + the field's name; another where code reads it so
+    required: bool = False  # the command refuses to run without it (its default is never used)
+    show_default: bool = True  # False: the help as written, never "(default X)" added
 
 
 @dataclass(frozen=True)
@@ -242,7 +245,9 @@ def _argument(
         if option.from_field is not None:
             default = option.from_field(default)
     dashed = f"--{prefix}{name}".replace("_", "-")
-    kwargs: dict[str, Any] = {"dest": prefix + name, "default": default}
+    kwargs: dict[str, Any] = {"dest": option.dest or prefix + name, "default": default}
+    if option.required:
+        kwargs["required"] = True
     if option.type is None and _annotation(cls, name, spec) is bool:  # a flag: not the default
         if not isinstance(default, bool):
             raise ValueError(f"{where} is a bool: its default must be True or False")
@@ -270,7 +275,11 @@ def _argument(
         kwargs.update(type=kind, choices=choices, nargs=option.nargs)
         # argparse shows choices as {a,b,c}; any other value by the option's (last) name
         kwargs["metavar"] = option.metavar or (None if choices is not None else named)
-        if default not in (None, "") and "default" not in (text or "").lower():
+        if (
+            option.show_default
+            and default not in (None, "")
+            and "default" not in (text or "").lower()
+        ):
             shown = " ".join(map(str, default)) if isinstance(default, list) else default
             text = f"{text} (default {shown})"
     # plain text, not a format

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from infra.cli import bootstrap_from, explain
+from infra.cli import explain
 from infra.settings import admin
 from streams.worker_options import WORKER_OPTIONS
 
@@ -52,7 +51,7 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
 
 def worker_argv(args: argparse.Namespace) -> list[str]:
     """The worker's own options, to start it again as a child process (its broker resolved)."""
-    return WORKER_OPTIONS.argv(replace(WORKER_OPTIONS.read(args), bootstrap=bootstrap_from(args)))
+    return WORKER_OPTIONS.argv(WORKER_OPTIONS.read(args))
 
 
 def settings_from(args: argparse.Namespace, *, ask_broker: bool = True) -> WorkerSettings:
@@ -61,12 +60,10 @@ def settings_from(args: argparse.Namespace, *, ask_broker: bool = True) -> Worke
     from infra.topics import TopicNames
 
     options = WORKER_OPTIONS.read(args)
-    bootstrap = bootstrap_from(args)
     topic = TopicNames(options.topic_prefix).events
     return options.settings(
-        bootstrap,
-        partitions=_partitions(bootstrap, topic) if ask_broker else 1,
-        replication=_replication(bootstrap) if ask_broker else 1,
+        partitions=_partitions(options.bootstrap, topic) if ask_broker else 1,
+        replication=_replication(options.bootstrap) if ask_broker else 1,
     )
 
 

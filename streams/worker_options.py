@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from infra.cli import BOOTSTRAP_OPTION, TOPIC_PREFIX_HELP
+from infra.settings import DEFAULT_BOOTSTRAP
 from infra.settings_cli import SettingsOptions
 from streams.processor import DEADLINES_IN_MEMORY
 from streams.settings import WorkerSettings
@@ -22,16 +24,9 @@ from streams.settings import WorkerSettings
 class WorkerOptions:
     """The options of `rtrl stream worker` (and ``python -m streams``), as typed."""
 
-    bootstrap: str | None = field(
-        default=None,
-        metadata={
-            "help": "Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:9092)"
-        },
-    )
-    topic_prefix: str = field(
-        default="",
-        metadata={"help": "prefix of every topic name (isolates deployments sharing a cluster)"},
-    )
+    bootstrap: str = DEFAULT_BOOTSTRAP  # its option falls back on the environment's
+
+    topic_prefix: str = field(default="", metadata={"help": TOPIC_PREFIX_HELP})
     data_dir: Path = field(
         default=Path(".rtrl/stream"),
         metadata={"help": "local state (RocksDB tables) of this worker"},
@@ -79,13 +74,13 @@ class WorkerOptions:
         """The consumer group: the one given, else one per topic prefix."""
         return self.group_id or f"rtrl-stream-{self.topic_prefix}".rstrip("-.")
 
-    def settings(self, bootstrap: str, partitions: int, replication: int) -> WorkerSettings:
+    def settings(self, partitions: int, replication: int) -> WorkerSettings:
         """The worker's settings, checked; ``partitions`` and ``replication`` are the broker's
         (its events topic's partition count, the changelog's replication)."""
         from rewards.config import RewardConfig, load_config
 
         return WorkerSettings(
-            bootstrap=bootstrap,
+            bootstrap=self.bootstrap,
             topic_prefix=self.topic_prefix,
             data_dir=self.data_dir,
             reward=load_config(self.config) if self.config else RewardConfig(),
@@ -102,4 +97,6 @@ class WorkerOptions:
 
 
 # Every field is an option; text options keep argparse's own (no) type, as they were written.
-WORKER_OPTIONS = SettingsOptions(WorkerOptions, typed_text=False)
+WORKER_OPTIONS = SettingsOptions(
+    WorkerOptions, typed_text=False, options={"bootstrap": BOOTSTRAP_OPTION}
+)

@@ -1,7 +1,9 @@
 """`rtrl collector` and `rtrl keys create|list|revoke`: run the HTTP collector, manage API keys.
 
-Wire in with ``register_collector(sub)`` from ``ingest/cli.py``. Only these handlers read the
-environment (through ``infra.cli.bootstrap_from``); the collector itself gets a CollectorConfig.
+Wire in with ``register_collector(sub)`` from ``ingest/cli.py``. The options are the fields of
+``CollectorConfig`` and ``KeysOptions`` (``infra.settings_cli``). Only reading them reads the
+environment (``--bootstrap``'s fallback, ``infra.cli.BOOTSTRAP_OPTION``); the collector itself
+gets a CollectorConfig.
 """
 
 from __future__ import annotations
@@ -10,14 +12,59 @@ import argparse
 import logging
 import sys
 import time
-from pathlib import Path
 
-from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from
-from ingest.collector.config import DEFAULT_KEY_DB, CollectorConfig
+from infra.cli import BOOTSTRAP_OPTION, TOPIC_PREFIX_HELP
+from infra.settings_cli import Option, SettingsOptions
+from ingest.collector.config import CollectorConfig, KeysOptions
 from ingest.collector.keys import CACHE_TTL_S, KEY_ID_CHARS, KeyStore, hash_key
 
 log = logging.getLogger(__name__)
-_DEFAULTS = CollectorConfig(port=8080)
+
+
+def _as_written(text: str, flag: str | None = None) -> Option:
+    """An option whose help never said its default, under its older flag (and dest) if any."""
+    if flag is None:
+        return Option(help=text, show_default=False)
+    dest = flag.removeprefix("--").replace("-", "_")
+    return Option(help=text, flags=(flag,), dest=dest, show_default=False)
+
+
+# The producer's queue and Retry-After are no options; text options keep their written type.
+COLLECTOR_OPTIONS = SettingsOptions(
+    CollectorConfig,
+    typed_text=False,
+    omit=("producer_queue_max", "retry_after_s"),
+    options={
+        "port": Option(default=8080, help="TCP port"),
+        "host": "bind address",
+        "bootstrap": BOOTSTRAP_OPTION,
+        "topic_prefix": TOPIC_PREFIX_HELP,
+        "key_db": Option(flags=("--db", "--key-db"), help="SQLite file of hashed API keys"),
+        "max_body_bytes": _as_written("largest request body, before and after gunzip (413 beyond)"),
+        "max_events_per_batch": _as_written("most events per request (413 beyond)", "--max-events"),
+        "rate_per_key": _as_written("requests per second per API key (429 beyond)", "--rate"),
+        "burst_per_key": _as_written("requests a key may send at once after being idle", "--burst"),
+        "delivery_timeout_s": _as_written(
+            "seconds Kafka may take to acknowledge a batch before answering 503",
+            "--delivery-timeout",
+        ),
+        "workers": "processes serving the port (default 1); each has its own producer and its "
+        "own per-key rate limit",
+        "metrics_port": "serve Prometheus metrics on this port (/metrics), apart from the public "
+        "one; worker i of --workers uses port+i; default: none",
+    },
+)
+_KEY_DB = Option(flags=("--db", "--key-db"))
+CREATE_OPTIONS = SettingsOptions(
+    KeysOptions,
+    typed_text=False,
+    options={
+        "org": Option(help="the tenant (org_id) the key belongs to", required=True),
+        "key_db": _KEY_DB,
+    },
+)
+LIST_OPTIONS = SettingsOptions(KeysOptions, typed_text=False, options={"key_db": _KEY_DB})
+REVOKE_OPTIONS = SettingsOptions(KeysOptions, omit=("org",), options={"key_db": _KEY_DB})
 
 
 def register_collector(sub: argparse._SubParsersAction) -> None:
@@ -30,57 +77,7 @@ def register_collector(sub: argparse._SubParsersAction) -> None:
         "/openapi.json, probes at /livez (alive) and /readyz (Kafka reachable), Prometheus "
         "metrics on --metrics-port.",
     )
-    c.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
-    c.add_argument(
-        "--host", default=_DEFAULTS.host, help=f"bind address (default {_DEFAULTS.host})"
-    )
-    add_bootstrap_arg(c)
-    add_topic_prefix_arg(c)
-    _add_key_db_arg(c)
-    c.add_argument(
-        "--max-body-bytes",
-        type=int,
-        default=_DEFAULTS.max_body_bytes,
-        help="largest request body, before and after gunzip (413 beyond)",
-    )
-    c.add_argument(
-        "--max-events",
-        type=int,
-        default=_DEFAULTS.max_events_per_batch,
-        help="most events per request (413 beyond)",
-    )
-    c.add_argument(
-        "--rate",
-        type=float,
-        default=_DEFAULTS.rate_per_key,
-        help="requests per second per API key (429 beyond)",
-    )
-    c.add_argument(
-        "--burst",
-        type=int,
-        default=_DEFAULTS.burst_per_key,
-        help="requests a key may send at once after being idle",
-    )
-    c.add_argument(
-        "--delivery-timeout",
-        type=float,
-        default=_DEFAULTS.delivery_timeout_s,
-        help="seconds Kafka may take to acknowledge a batch before answering 503",
-    )
-    c.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="processes serving the port (default 1); each has its own producer "
-        "and its own per-key rate limit",
-    )
-    c.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        help="serve Prometheus metrics on this port (/metrics), apart from the "
-        "public one; worker i of --workers uses port+i; default: none",
-    )
+    COLLECTOR_OPTIONS.add_to(c)
     c.set_defaults(func=_run_collector)
 
     k = sub.add_parser("keys", help="manage the collector's API keys (one tenant per key)")
@@ -91,8 +88,7 @@ def register_collector(sub: argparse._SubParsersAction) -> None:
         description="Prints a new API key for ORG. Only its sha256 is "
         "stored, so save the printed key now.",
     )
-    create.add_argument("--org", required=True, help="the tenant (org_id) the key belongs to")
-    _add_key_db_arg(create)
+    CREATE_OPTIONS.add_to(create)
     create.set_defaults(func=_create_key)
     listing = ksub.add_parser(
         "list",
@@ -101,8 +97,7 @@ def register_collector(sub: argparse._SubParsersAction) -> None:
         "its sha256, as `rtrl keys create` reports it), never the key "
         "itself.",
     )
-    listing.add_argument("--org", default=None, help="only this tenant's keys")
-    _add_key_db_arg(listing)
+    LIST_OPTIONS.add_to(listing)
     listing.set_defaults(func=_list_keys)
     revoke = ksub.add_parser(
         "revoke",
@@ -112,39 +107,15 @@ def register_collector(sub: argparse._SubParsersAction) -> None:
         f"{CACHE_TTL_S:.0f} s.",
     )
     revoke.add_argument("key_id", metavar="KEY_ID", help="at least 8 hex digits of the key id")
-    _add_key_db_arg(revoke)
+    REVOKE_OPTIONS.add_to(revoke)
     revoke.set_defaults(func=_revoke_key)
-
-
-def _add_key_db_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--db",
-        "--key-db",
-        dest="key_db",
-        type=Path,
-        default=DEFAULT_KEY_DB,
-        help=f"SQLite file of hashed API keys (default {DEFAULT_KEY_DB})",
-    )
 
 
 def _run_collector(args: argparse.Namespace) -> int:
     from ingest.collector.server import run_workers
 
     try:
-        config = CollectorConfig(
-            port=args.port,
-            host=args.host,
-            bootstrap=bootstrap_from(args),
-            topic_prefix=args.topic_prefix,
-            key_db=args.key_db,
-            max_body_bytes=args.max_body_bytes,
-            max_events_per_batch=args.max_events,
-            rate_per_key=args.rate,
-            burst_per_key=args.burst,
-            delivery_timeout_s=args.delivery_timeout,
-            workers=args.workers,
-            metrics_port=args.metrics_port,
-        )
+        config = COLLECTOR_OPTIONS.read(args)
     except ValueError as exc:
         print(f"rtrl collector: {exc}", file=sys.stderr)
         return 2
@@ -163,23 +134,25 @@ def _run_collector(args: argparse.Namespace) -> int:
 
 
 def _create_key(args: argparse.Namespace) -> int:
-    store = KeyStore(args.key_db)
+    options = CREATE_OPTIONS.read(args)
+    store = KeyStore(options.key_db)
     try:
-        key = store.create(args.org)
+        key = store.create(options.org or "")  # required: never None
     except ValueError as exc:
         print(f"rtrl keys create: {exc}", file=sys.stderr)
         return 2
     finally:
         store.close()
     print(key)
-    print(f"key id {hash_key(key)[:KEY_ID_CHARS]} for {args.org}", file=sys.stderr)
+    print(f"key id {hash_key(key)[:KEY_ID_CHARS]} for {options.org}", file=sys.stderr)
     return 0
 
 
 def _list_keys(args: argparse.Namespace) -> int:
-    store = KeyStore(args.key_db)
+    options = LIST_OPTIONS.read(args)
+    store = KeyStore(options.key_db)
     try:
-        keys = [k for k in store.list() if args.org is None or k.org_id == args.org]
+        keys = [k for k in store.list() if options.org is None or k.org_id == options.org]
     finally:
         store.close()
     print(f"{'key id':<14}{'org':<24}{'created (UTC)':<22}state")
@@ -190,7 +163,7 @@ def _list_keys(args: argparse.Namespace) -> int:
 
 
 def _revoke_key(args: argparse.Namespace) -> int:
-    store = KeyStore(args.key_db)
+    store = KeyStore(REVOKE_OPTIONS.read(args).key_db)
     try:
         info = store.revoke_id(args.key_id)
     except (ValueError, LookupError) as exc:

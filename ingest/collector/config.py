@@ -1,8 +1,9 @@
-"""The collector's settings: typed, validated, built from CLI arguments in ``main`` only."""
+"""The collector's settings and its key commands': typed, validated, built from CLI arguments
+(``ingest.collector.cli``) only."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_KEY_DB = Path(".rtrl/keys.sqlite")
@@ -69,3 +70,13 @@ class CollectorConfig:
             )
         if not self.bootstrap:
             raise ValueError("bootstrap is required")
+
+
+@dataclass(frozen=True)
+class KeysOptions:
+    """What `rtrl keys create|list|revoke` act on: the key store, and (create, list) a tenant."""
+
+    org: str | None = field(default=None, metadata={"help": "only this tenant's keys"})
+    key_db: Path = field(
+        default=DEFAULT_KEY_DB, metadata={"help": "SQLite file of hashed API keys"}
+    )

@@ -238,3 +238,17 @@ def test_text_options_may_keep_argparse_own_type() -> None:
     assert _action(parser, "--mode").choices == ("fast", "exact")
     assert _action(parser, "--workers").type is int
     assert jobs.read(parser.parse_args(["--name", "x"])).name == "x"
+
+
+def test_an_option_may_keep_its_older_dest_required_and_help_as_written() -> None:
+    jobs = _job_options(
+        workers=Option(help="worker processes", dest="n", show_default=False),
+        mode=Option(required=True),
+    )
+    parser = _parser(jobs)
+    assert _action(parser, "--workers").dest == "n"
+    assert _action(parser, "--workers").help == "worker processes"
+    assert _action(parser, "--mode").required
+    with pytest.raises(SystemExit):
+        parser.parse_args([])
+    assert jobs.read(parser.parse_args(["--workers", "3", "--mode", "exact"])).workers == 3

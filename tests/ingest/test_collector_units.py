@@ -249,3 +249,21 @@ def test_the_collector_needs_at_least_one_worker() -> None:
     assert CollectorConfig(port=0, workers=2).workers == 2
     with pytest.raises(ValueError, match="workers must be >= 1"):
         CollectorConfig(port=0, workers=0)
+
+
+def test_every_settings_field_is_an_option_of_its_command() -> None:
+    from ingest.collector.cli import (
+        COLLECTOR_OPTIONS,
+        CREATE_OPTIONS,
+        LIST_OPTIONS,
+        REVOKE_OPTIONS,
+    )
+    from tests.support.settings_options import assert_every_field_is_an_option, subcommand
+
+    for names, options in (
+        (("collector",), COLLECTOR_OPTIONS),
+        (("keys", "create"), CREATE_OPTIONS),
+        (("keys", "list"), LIST_OPTIONS),
+        (("keys", "revoke"), REVOKE_OPTIONS),
+    ):
+        assert_every_field_is_an_option(subcommand(*names), options)

@@ -1,4 +1,5 @@
-"""`rtrl broker ...` and `rtrl topics ...`: the local Kafka cluster and the platform's topics."""
+"""`rtrl broker ...` and `rtrl topics ...`: the local Kafka cluster and the platform's topics
+(their options: ``infra.cluster_options``), and the command-line helpers every command shares."""
 
 from __future__ import annotations
 
@@ -7,16 +8,13 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 from infra import broker
 from infra.broker_config import ClusterLayout
+from infra.cluster_options import APPLY_OPTIONS, DATA_DIR_OPTIONS, LIST_OPTIONS, START_OPTIONS
 from infra.kafka_dist import BrokerSetupError, default_cache_root
-from infra.settings import resolve_bootstrap
-from infra.settings_cli import Option
+from infra.kafka_options import BOOTSTRAP_HELP, TOPIC_PREFIX_HELP, resolved_bootstrap
 from infra.topics import TOPICS, PartitionChangeRefused, TopicNames
-
-DEFAULT_DATA_DIR = Path(".rtrl/kafka")
 
 
 def explain(exc: BaseException) -> str:
@@ -86,20 +84,6 @@ def add_watch_args(p: argparse.ArgumentParser, step: str, default_s: float) -> N
     )
 
 
-BOOTSTRAP_HELP = "Kafka bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:9092)"
-TOPIC_PREFIX_HELP = "prefix of every topic name (isolates deployments sharing a cluster)"
-
-
-def resolved_bootstrap(cli_value: str | None) -> str:
-    """``--bootstrap``'s value, else the environment's, else the local broker."""
-    return resolve_bootstrap(cli_value, os.environ)
-
-
-# ``--bootstrap`` for a settings class's bootstrap field (``infra.settings_cli``): None on the
-# command line, the broker resolved when the settings are read.
-BOOTSTRAP_OPTION = Option(default=None, help=BOOTSTRAP_HELP, to_field=resolved_bootstrap)
-
-
 def add_bootstrap_arg(p: argparse.ArgumentParser) -> None:
     """The one way every Kafka-facing command takes its broker."""
     p.add_argument("--bootstrap", default=None, help=BOOTSTRAP_HELP)
@@ -128,33 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("status", "say whether the cluster of this data dir is up"),
     ):
         p = bsub.add_parser(action, help=helptext)
-        p.add_argument(
-            "--data-dir",
-            type=Path,
-            default=DEFAULT_DATA_DIR,
-            help=f"where the cluster keeps its logs and state (default {DEFAULT_DATA_DIR})",
-        )
-        if action == "start":
-            p.add_argument(
-                "--port",
-                type=int,
-                default=9092,
-                help="client port of node 0; node i uses port+i, controllers after",
-            )
-            p.add_argument("--nodes", type=int, default=1, help="1 (default) or 3 for replication")
-            p.add_argument(
-                "--foreground", action="store_true", help="stay attached; Ctrl-C stops the cluster"
-            )
-            p.add_argument(
-                "--timeout", type=float, default=90.0, help="seconds to wait for start-up"
-            )
-            p.add_argument(
-                "--secure",
-                action="store_true",
-                help="SASL_SSL only (SCRAM-SHA-512 over mutual TLS) with ACLs: a generated CA, "
-                "a user per service and its settings file under DATA_DIR/secure",
-            )
-            add_topic_prefix_arg(p)
+        (START_OPTIONS if action == "start" else DATA_DIR_OPTIONS).add_to(p)
         p.set_defaults(func=_broker)
 
     t = sub.add_parser("topics", help="declare the platform's topics on a cluster (idempotent)")
@@ -162,24 +120,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     ap = tsub.add_parser(
         "apply", help="create missing topics, align configs, refuse partition changes"
     )
-    add_bootstrap_arg(ap)
-    add_topic_prefix_arg(ap)
-    ap.add_argument(
-        "--replication",
-        type=int,
-        default=None,
-        help="replication factor for new topics (default: min(3, brokers))",
-    )
+    APPLY_OPTIONS.add_to(ap)
     ap.set_defaults(func=_topics_apply)
     lp = tsub.add_parser("list", help="print the declared topics")
-    add_topic_prefix_arg(lp)
+    LIST_OPTIONS.add_to(lp)
     lp.set_defaults(func=_topics_list)
 
 
 def _layout(args: argparse.Namespace) -> ClusterLayout:
-    data_dir = args.data_dir.resolve()
+    """The cluster to start as its options say, or the one its data dir's state file names."""
     if args.broker_command == "start":
-        return ClusterLayout(data_dir, port=args.port, nodes=args.nodes, secure=args.secure)
+        return START_OPTIONS.read(args).layout()
+    data_dir = DATA_DIR_OPTIONS.read(args).data_dir.resolve()
     state = broker.read_state(ClusterLayout(data_dir)) or {}
     return ClusterLayout(
         data_dir,
@@ -211,12 +163,13 @@ def _broker(args: argparse.Namespace) -> int:
             f" ({layout.data_dir})"
         )
         return 0 if up else 1
+    options = START_OPTIONS.read(args)
     try:
         bootstrap = broker.start(
             layout,
             default_cache_root(os.environ),
-            timeout=args.timeout,
-            names=TopicNames(args.topic_prefix),
+            timeout=options.timeout,
+            names=TopicNames(options.topic_prefix),
         )
     except BrokerSetupError as exc:
         print(f"rtrl broker start: {exc}", file=sys.stderr)
@@ -230,7 +183,7 @@ def _broker(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-    if args.foreground:
+    if options.foreground:
         return _stay_attached(layout)
     return 0
 
@@ -250,9 +203,10 @@ def _stay_attached(layout: ClusterLayout) -> int:
 def _topics_apply(args: argparse.Namespace) -> int:
     from infra.topics_apply import apply_topics
 
+    options = APPLY_OPTIONS.read(args)
     try:
         actions = apply_topics(
-            bootstrap_from(args), TopicNames(args.topic_prefix), args.replication
+            options.bootstrap, TopicNames(options.topic_prefix), options.replication
         )
     except PartitionChangeRefused as exc:
         print(f"rtrl topics apply: refused: {exc}", file=sys.stderr)
@@ -263,7 +217,7 @@ def _topics_apply(args: argparse.Namespace) -> int:
 
 
 def _topics_list(args: argparse.Namespace) -> int:
-    names = TopicNames(args.topic_prefix)
+    names = TopicNames(LIST_OPTIONS.read(args).topic_prefix)
     for spec in TOPICS:
         ret = "forever" if spec.retention_ms is None else f"{spec.retention_ms // 3_600_000} h"
         print(

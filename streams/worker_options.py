@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from infra.cli import BOOTSTRAP_OPTION, TOPIC_PREFIX_HELP
+from infra.kafka_options import BOOTSTRAP_OPTION, TOPIC_PREFIX_HELP
 from infra.settings import DEFAULT_BOOTSTRAP
 from infra.settings_cli import SettingsOptions
 from streams.processor import DEADLINES_IN_MEMORY

@@ -2,7 +2,7 @@
 
 Wire in with ``register_collector(sub)`` from ``ingest/cli.py``. The options are the fields of
 ``CollectorConfig`` and ``KeysOptions`` (``infra.settings_cli``). Only reading them reads the
-environment (``--bootstrap``'s fallback, ``infra.cli.BOOTSTRAP_OPTION``); the collector itself
+environment (``--bootstrap``'s fallback, ``infra.kafka_options``); the collector itself
 gets a CollectorConfig.
 """
 
@@ -13,7 +13,7 @@ import logging
 import sys
 import time
 
-from infra.cli import BOOTSTRAP_OPTION, TOPIC_PREFIX_HELP
+from infra.kafka_options import BOOTSTRAP_OPTION, TOPIC_PREFIX_HELP
 from infra.settings_cli import Option, SettingsOptions
 from ingest.collector.config import CollectorConfig, KeysOptions
 from ingest.collector.keys import CACHE_TTL_S, KEY_ID_CHARS, KeyStore, hash_key

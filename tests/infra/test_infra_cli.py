@@ -102,3 +102,22 @@ def test_broker_start_status_stop_end_to_end(tmp_path):
         assert broker.running_nodes(layout) == []
     finally:
         broker.stop(layout)
+
+
+def test_every_settings_field_is_an_option_of_its_command() -> None:
+    from infra.cluster_options import (
+        APPLY_OPTIONS,
+        DATA_DIR_OPTIONS,
+        LIST_OPTIONS,
+        START_OPTIONS,
+    )
+    from tests.support.settings_options import assert_every_field_is_an_option, subcommand
+
+    for names, options in (
+        (("broker", "start"), START_OPTIONS),
+        (("broker", "stop"), DATA_DIR_OPTIONS),
+        (("broker", "status"), DATA_DIR_OPTIONS),
+        (("topics", "apply"), APPLY_OPTIONS),
+        (("topics", "list"), LIST_OPTIONS),
+    ):
+        assert_every_field_is_an_option(subcommand(*names), options)

@@ -14,6 +14,7 @@ from infra.broker_config import ClusterLayout
 from infra.cluster_options import APPLY_OPTIONS, DATA_DIR_OPTIONS, LIST_OPTIONS, START_OPTIONS
 from infra.kafka_dist import BrokerSetupError, default_cache_root
 from infra.kafka_options import BOOTSTRAP_HELP, TOPIC_PREFIX_HELP, resolved_bootstrap
+from infra.settings_cli import Option
 from infra.topics import TOPICS, PartitionChangeRefused, TopicNames
 
 
@@ -68,20 +69,32 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def _watch_help(step: str) -> str:
+    return (
+        f"run as a service: {step} every --interval-s until SIGTERM (it stops "
+        "between two, never in the middle of one)"
+    )
+
+
+def _interval_help(default_s: float) -> str:
+    return f"with --watch: seconds between looks (default {default_s:g})"
+
+
 def add_watch_args(p: argparse.ArgumentParser, step: str, default_s: float) -> None:
     """``--watch`` and ``--interval-s``: the command as a service (``infra.periodic``)."""
+    p.add_argument("--watch", action="store_true", help=_watch_help(step))
     p.add_argument(
-        "--watch",
-        action="store_true",
-        help=f"run as a service: {step} every --interval-s until SIGTERM (it stops "
-        "between two, never in the middle of one)",
+        "--interval-s", type=positive_seconds, default=default_s, help=_interval_help(default_s)
     )
-    p.add_argument(
-        "--interval-s",
-        type=positive_seconds,
-        default=default_s,
-        help=f"with --watch: seconds between looks (default {default_s:g})",
-    )
+
+
+def watch_options(step: str, default_s: float) -> dict[str, Option]:
+    """``--watch`` and ``--interval-s`` for a settings class's fields ``watch`` (a bool) and
+    ``interval_s`` (its default ``default_s``), as ``add_watch_args`` writes them."""
+    return {
+        "watch": Option(help=_watch_help(step)),
+        "interval_s": Option(type=positive_seconds, help=_interval_help(default_s)),
+    }
 
 
 def add_bootstrap_arg(p: argparse.ArgumentParser) -> None:

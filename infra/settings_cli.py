@@ -74,10 +74,13 @@ class Option:
     # as written by hand before the field: the type, help and metavar as given (None: none,
     # argparse's), a missing help allowed, no "(default X)" added
     verbatim: bool = False
-    action: ActionClass | None = None  # a bool's, instead of store_true/store_false
+    # another argparse action: a bool's instead of store_true/store_false (BooleanOptionalAction);
+    # a value's "append" (repeated, its values in a list; list[X]: each parsed as X)
+    action: ActionClass | str | None = None
     dest: str | None = None  # default: PREFIX + the field's name; another where code reads it so
     required: bool = False  # the command refuses to run without it (its default is never used)
     show_default: bool = True  # False: the help as written, never "(default X)" added
+    argparse_format: bool = False  # the help is argparse's format ("%(default)s"), kept as is
 
 
 @dataclass(frozen=True)
@@ -157,8 +160,11 @@ class SettingsOptions(Generic[T]):
         for name, a in self._arguments.items():
             value = getattr(settings, name)
             value = a.from_field(value) if a.from_field is not None else value
-            if "action" in a.kwargs:  # a switch
+            action = a.kwargs.get("action")
+            if action in ("store_true", "store_false"):  # a switch
                 out += [a.flags[0]] if value != a.kwargs["default"] else []
+            elif action == "append":
+                out += [part for one in value or () for part in (a.flags[0], str(one))]
             elif value is not None:
                 many = a.kwargs["nargs"] in ("+", "*") and not isinstance(value, str)
                 out += [a.flags[0], *map(str, value if many else [value])]
@@ -207,8 +213,13 @@ def _annotation(cls: type, name: str, spec: Any) -> Any:
         raise TypeError(f"{cls.__name__}.{name}: {exc}: declare Option(type=...)") from exc
 
 
-def _type_and_choices(where: str, annotation: Any) -> tuple[Any, tuple[Any, ...] | None]:
-    """What the command line parses a field's value with: X of X | None, a Literal's values."""
+def _type_and_choices(
+    where: str, annotation: Any, many: bool = False
+) -> tuple[Any, tuple[Any, ...] | None]:
+    """What the command line parses a field's value with: X of X | None, a Literal's values;
+    ``many`` (an option of several values): X of list[X] too."""
+    if many and typing.get_origin(annotation) is list:
+        annotation = typing.get_args(annotation)[0]
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         rest = [a for a in typing.get_args(annotation) if a is not type(None)]
         annotation = rest[0] if len(rest) == 1 else annotation
@@ -267,21 +278,24 @@ def _argument(
     else:
         kind, choices = option.type, option.choices
         if kind is None:
-            kind, derived = _type_and_choices(where, _annotation(cls, name, spec))
+            many = option.nargs in ("+", "*") or option.action == "append"
+            kind, derived = _type_and_choices(where, _annotation(cls, name, spec), many)
             choices = derived if choices is None else choices
             kind = None if kind is str and not typed_text else kind  # argparse keeps the text
         flags = option.flags or (dashed,)
         named = flags[-1].lstrip("-").replace("-", "_").upper()
         kwargs.update(type=kind, choices=choices, nargs=option.nargs)
+        if option.action is not None:
+            kwargs["action"] = option.action
         # argparse shows choices as {a,b,c}; any other value by the option's (last) name
         kwargs["metavar"] = option.metavar or (None if choices is not None else named)
-        if (
-            option.show_default
-            and default not in (None, "")
-            and "default" not in (text or "").lower()
-        ):
+        says = option.argparse_format or "default" in (text or "").lower()
+        if option.show_default and not says and default not in (None, "", []):  # [] says nothing
             shown = " ".join(map(str, default)) if isinstance(default, list) else default
             text = f"{text} (default {shown})"
-    # plain text, not a format
-    kwargs["help"] = (help_prefix + text).replace("%", "%%") if text else None
+    if text:
+        text = help_prefix + text
+        kwargs["help"] = text if option.argparse_format else text.replace("%", "%%")  # plain text
+    else:
+        kwargs["help"] = None  # verbatim: it was written without one
     return _Argument(flags, kwargs, option.to_field, option.from_field)

@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from checkpoints.cli import add_registry
+from release.cli_options import CANARY_EVALUATE_OPTIONS
 
 log = logging.getLogger("rtrl.canary")
 EXIT_ROLLED_BACK = 3
@@ -32,24 +32,7 @@ def register(csub: argparse._SubParsersAction) -> None:
         "canary-evidence-v1.md has the format. Exit 0 when every file ends rolled out or "
         f"undecided, {EXIT_ROLLED_BACK} when one is rolled back, 2 on a bad file.",
     )
-    e.add_argument("--evidence", type=Path, nargs="+", default=[], metavar="FILE",
-                   help="canary evidence files to re-run with their recorded settings")  # fmt: skip
-    e.add_argument(
-        "--checkpoint",
-        action="append",
-        default=[],
-        metavar="ID",
-        help="re-run this canary from its stored evidence and compare (repeat)",
-    )
-    add_registry(e)
-    e.add_argument("--json", action="store_true", help="one JSON object per line and file")
-    e.add_argument("--margin", type=float, default=None, help="what-if: another margin")
-    e.add_argument("--alpha", type=float, default=None, help="what-if: another alpha")
-    e.add_argument("--min-users", type=int, default=None, help="what-if: users per arm")
-    e.add_argument("--min-exposure", type=float, default=None, metavar="HOURS",
-                   help="what-if: another minimum exposure")  # fmt: skip
-    e.add_argument("--deadline", type=float, default=None, metavar="HOURS",
-                   help="what-if: another deadline")  # fmt: skip
+    CANARY_EVALUATE_OPTIONS.add_to(e)
     e.set_defaults(func=_evaluate)
 
 
@@ -59,29 +42,24 @@ def _evaluate(args: argparse.Namespace) -> int:
     from release.canary_evidence import read_evidence
     from release.canary_replay import config_of, replay
 
-    overrides = {
-        "margin": args.margin,
-        "alpha": args.alpha,
-        "min_users": args.min_users,
-        "min_exposure_hours": args.min_exposure,
-        "deadline_hours": args.deadline,
-    }
-    if not args.evidence and not args.checkpoint:
+    options = CANARY_EVALUATE_OPTIONS.read(args)
+    overrides = options.overrides()
+    if not options.evidence and not options.checkpoint:
         log.error("give --evidence FILE or --checkpoint ID")
         return 2
     outcomes: list[dict[str, Any]] = []
     try:
-        for path in args.evidence:
+        for path in options.evidence:
             header, rows = read_evidence(path)
             course = replay(header, rows, config_of(header, overrides))
             outcomes.append({"file": str(path), **course.to_json()})
-        for checkpoint in args.checkpoint:
-            outcomes.append(_rerun(args.registry, checkpoint))
+        for checkpoint in options.checkpoint:
+            outcomes.append(_rerun(options.registry, checkpoint))
     except (OSError, ValueError) as exc:
         log.error("%s", exc)
         return 2
     for outcome in outcomes:
-        if args.json:
+        if options.json:
             print(orjson.dumps(outcome).decode())
         else:
             print(_render(outcome))

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 
-from checkpoints.cli import add_registry
-from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, add_watch_args, bootstrap_from
 from release import canary_cli, gate_cli
+from release.cli_options import CANARY_DECIDE_OPTIONS, CanaryDecideOptions
 
 log = logging.getLogger("rtrl.canary")
 
@@ -32,26 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     csub = c.add_subparsers(dest="canary_command", metavar="ACTION", required=True)
     d = csub.add_parser("decide", help="one look at every live canary (or --candidate)")
-    add_registry(d)
-    d.add_argument(
-        "--catalog",
-        type=Path,
-        default=Path(".rtrl/warehouse/warehouse.duckdb"),
-        help="the warehouse's DuckDB catalog (its rewards mart)",
-    )
-    d.add_argument("--candidate", default=None, help="only this canary")
-    d.add_argument(
-        "--thresholds", type=Path, default=None, help="monitor thresholds file (default built-in)"
-    )
-    d.add_argument("--json", action="store_true", help="the verdicts as a JSON array")
-    d.add_argument(
-        "--publish",
-        action="store_true",
-        help="announce the outcome on the checkpoints topic (gateways follow it)",
-    )
-    add_bootstrap_arg(d)
-    add_topic_prefix_arg(d)
-    add_watch_args(d, "poll every live canary (a look is taken only when new data landed)", 30.0)
+    CANARY_DECIDE_OPTIONS.add_to(d)
     d.set_defaults(func=_decide)
     canary_cli.register(csub)
     gate_cli.register(sub)
@@ -63,21 +42,22 @@ def _decide(args: argparse.Namespace) -> int:
     from infra.lifetime import stop_signals_call
     from infra.periodic import run_every
 
-    if args.watch:
+    options = CANARY_DECIDE_OPTIONS.read(args)
+    if options.watch:
         import duckdb
 
         def step() -> bool:
-            _look_all(args)
+            _look_all(options)
             return False  # polled again after the interval; no new data, no look
 
         stop = threading.Event()
         with stop_signals_call(lambda _signum, _frame: stop.set()):
-            run_every(step, args.interval_s, stop, (OSError, RuntimeError, duckdb.Error), log)
+            run_every(step, options.interval_s, stop, (OSError, RuntimeError, duckdb.Error), log)
         return 0
-    return 0 if _look_all(args) >= 0 else 2
+    return 0 if _look_all(options) >= 0 else 2
 
 
-def _look_all(args: argparse.Namespace) -> int:
+def _look_all(options: CanaryDecideOptions) -> int:
     """Look at every live canary; the number judged, -1 when the request was wrong."""
     import orjson
 
@@ -85,30 +65,32 @@ def _look_all(args: argparse.Namespace) -> int:
     from release.canary_io import live_canaries, look
     from rewards.monitors import MonitorThresholds, load_thresholds
 
-    registry = CheckpointRegistry(args.registry)
+    registry = CheckpointRegistry(options.registry)
     names = (
-        [args.candidate] if args.candidate else [i.checkpoint_id for i in live_canaries(registry)]
+        [options.candidate]
+        if options.candidate
+        else [i.checkpoint_id for i in live_canaries(registry)]
     )
-    thresholds = load_thresholds(args.thresholds) if args.thresholds else MonitorThresholds()
+    thresholds = load_thresholds(options.thresholds) if options.thresholds else MonitorThresholds()
     verdicts = []
     for name in names:
         try:
-            verdict = look(registry, args.catalog, name, thresholds)
+            verdict = look(registry, options.catalog, name, thresholds)
         except (KeyError, ValueError) as exc:
             log.error("%s", exc.args[0] if exc.args else exc)
             return -1
         verdicts.append({"checkpoint_id": name, **verdict.to_json()})
-        if not args.json and (verdict.new_data or not args.watch):
+        if not options.json and (verdict.new_data or not options.watch):
             print(_render(name, verdict), end="")
-    if args.json:
+    if options.json:
         print(orjson.dumps(verdicts, option=orjson.OPT_INDENT_2).decode())
     elif not names:
-        print(f"no live canary in {args.registry}")
-    if args.publish:
+        print(f"no live canary in {options.registry}")
+    if options.publish:
         from checkpoints.publish import announce_missing
         from infra.topics import TopicNames
 
-        announce_missing(bootstrap_from(args), TopicNames(args.topic_prefix).checkpoints, registry)
+        announce_missing(options.bootstrap, TopicNames(options.topic_prefix).checkpoints, registry)
     return len(verdicts)
 
 

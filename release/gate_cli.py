@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from checkpoints.cli import add_registry
+from release.cli_options import GATE_OPTIONS
 
 log = logging.getLogger("rtrl.gate")
 _COMPARED = ("value", "behaviour_mean", "lower", "level", "ess", "kl", "n", "users")
@@ -37,88 +37,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     gsub = g.add_subparsers(dest="gate_command", metavar="ACTION", required=True)
     e = gsub.add_parser("evaluate", help="one decision per evidence file or checkpoint")
+    # the files judged: recorded without a help, which a settings field always has
     e.add_argument("--evidence", type=Path, nargs="+", default=[], metavar="FILE")
-    e.add_argument(
-        "--checkpoint",
-        action="append",
-        default=[],
-        metavar="ID",
-        help="re-run this registered decision from its stored evidence and settings (repeat)",
-    )
-    add_registry(e)
-    e.add_argument("--json", action="store_true", help="one JSON object per line and decision")
-    defaults = _gate_defaults()
-    e.add_argument(
-        "--level",
-        type=float,
-        default=defaults["level"],
-        help="confidence level over all attempts on one parent (default %(default)s)",
-    )
-    e.add_argument(
-        "--attempt",
-        type=int,
-        default=None,
-        help="which attempt on its parent the decision is; an evidence file does not say, so "
-        "without it attempt 1 is assumed and the output says so (--checkpoint reads the attempt "
-        "the round reserved from the record)",
-    )
-    e.add_argument(
-        "--seed", type=int, default=0, help="bootstrap seed of the percentile bound (default 0)"
-    )
-    e.add_argument(
-        "--reward-config",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="the reward configuration (JSON/TOML/YAML) the evidence's rewards were computed "
-        "under: the bound shifts rewards by its range (default: reward v1's defaults, "
-        f"{defaults['reward_min']}..{defaults['reward_max']})",
-    )
-    for name in ("reward_min", "reward_max"):
-        e.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float, default=None,
-                       help="override one end of the reward range (rewards that are not reward "
-                       "v1's; a reward outside the range is an error)")  # fmt: skip
-    for name in ("resamples", "weight_cap", "min_gain", "max_kl",
-                 "min_ess_fraction", "min_examples", "min_users"):  # fmt: skip
-        kind = int if isinstance(defaults[name], int) else float
-        e.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind,
-                       default=defaults[name], help="(default %(default)s)")  # fmt: skip
+    GATE_OPTIONS.add_to(e)
     e.set_defaults(func=_evaluate)
-
-
-def _gate_defaults() -> dict[str, Any]:
-    from release.gate import GateConfig
-
-    return dataclasses.asdict(GateConfig())
 
 
 def _evaluate(args: argparse.Namespace) -> int:
     import orjson
 
-    from release.gate import GateConfig
-
-    if not args.evidence and not args.checkpoint:
+    options = GATE_OPTIONS.read(args)
+    if not args.evidence and not options.checkpoint:
         log.error("name --evidence FILE... or --checkpoint ID")
         return 2
     outcomes = []
     try:
-        settings = {k: getattr(args, k) for k in _gate_defaults() if hasattr(args, k)}
-        low, high = _reward_range(args.reward_config)
-        settings["reward_min"] = low if args.reward_min is None else args.reward_min
-        settings["reward_max"] = high if args.reward_max is None else args.reward_max
-        config = GateConfig(**settings)
+        config = options.config(*_reward_range(options.reward_config))
         for path in args.evidence:
-            outcome = _judge(path, config, args.attempt or 1, args.seed, [])
-            if args.attempt is None:
+            outcome = _judge(path, config, options.attempt or 1, options.seed, [])
+            if options.attempt is None:
                 outcome["attempt_assumed"] = True
             outcomes.append(outcome)
-        for checkpoint in args.checkpoint:
-            outcomes.append(_rejudge(args.registry, checkpoint))
+        for checkpoint in options.checkpoint:
+            outcomes.append(_rejudge(options.registry, checkpoint))
     except (KeyError, ValueError, OSError) as exc:
         log.error("%s", exc.args[0] if exc.args else exc)
         return 2
     for outcome in outcomes:
-        if args.json:
+        if options.json:
             print(orjson.dumps(outcome).decode())
         else:
             print(_render(outcome), end="")

@@ -252,3 +252,27 @@ def test_an_option_may_keep_its_older_dest_required_and_help_as_written() -> Non
     with pytest.raises(SystemExit):
         parser.parse_args([])
     assert jobs.read(parser.parse_args(["--workers", "3", "--mode", "exact"])).workers == 3
+
+
+@dataclass(frozen=True)
+class Batch:
+    ids: list[str] = field(default_factory=list, metadata={"help": "ids to take (repeat)"})
+    files: list[Path] = field(default_factory=list, metadata={"help": "inputs"})
+    level: float = field(default=0.9, metadata={"help": "level (default %(default)s)"})
+
+
+def test_repeated_and_many_valued_options_parse_their_items() -> None:
+    batches = SettingsOptions(
+        Batch,
+        options={
+            "ids": Option(action="append"),
+            "files": Option(nargs="+"),
+            "level": Option(argparse_format=True),
+        },
+    )
+    parser = _parser(batches)
+    assert _action(parser, "--ids").help == "ids to take (repeat)"  # an empty list says nothing
+    assert "level (default 0.9)" in " ".join(parser.format_help().split())
+    batch = Batch(ids=["a", "b"], files=[Path("x"), Path("y")], level=0.5)
+    assert batches.read(parser.parse_args(batches.argv(batch))) == batch
+    assert batches.read(parser.parse_args([])) == Batch()

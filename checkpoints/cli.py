@@ -1,5 +1,6 @@
-"""`rtrl checkpoints init|list|announce|rollback`: the checkpoint registry from the command line,
-and the registry and publishing options every trainer command shares.
+"""`rtrl checkpoints init|list|announce|rollback`: the checkpoint registry from the command line
+(its options: ``checkpoints.cli_options``), and the registry and publishing options `rtrl train`
+shares.
 
 Handlers import torch when they run, so ``rtrl --help`` stays fast.
 """
@@ -11,10 +12,16 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from
+from checkpoints.cli_options import (
+    ANNOUNCE_OPTIONS,
+    DEFAULT_REGISTRY,
+    INIT_OPTIONS,
+    LIST_OPTIONS,
+    ROLLBACK_OPTIONS,
+)
+from infra.cli import add_bootstrap_arg, add_topic_prefix_arg
 
 log = logging.getLogger("rtrl.train")
-DEFAULT_REGISTRY = ".rtrl/checkpoints"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,15 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                            description="The first checkpoint of a lineage is its base model: "
                            "nothing is copied, the checkpoint names the base by path and "
                            "content hash.")  # fmt: skip
-    add_registry(init)
-    init.add_argument("--id", required=True, help="its checkpoint id, e.g. smol-0000")
-    init.add_argument(
-        "--model",
-        required=True,
-        help="a known model (smollm2-135m, tiny; fetched into the cache if "
-        "needed) or a local path: a Hugging Face model directory or a .gguf file",
-    )
-    add_publish(init)
+    INIT_OPTIONS.add_to(init)
     init.set_defaults(func=_init)
     back = csub.add_parser(
         "rollback",
@@ -47,41 +46,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "newer than the one it serves, and an id names one set of weights "
         "forever: a rollback is a new checkpoint with old weights.",
     )
-    add_registry(back)
-    back.add_argument("--to", required=True, help="the checkpoint whose weights to serve again")
-    back.add_argument("--id", default=None, help="the new id (default: the next number)")
-    add_bootstrap_arg(back)
-    add_topic_prefix_arg(back)
+    ROLLBACK_OPTIONS.add_to(back)
     back.set_defaults(func=_rollback)
     announce = csub.add_parser(
         "announce",
         help="announce every registered checkpoint the "
         "checkpoints topic does not hold yet (after a crash)",
     )
-    add_registry(announce)
-    add_bootstrap_arg(announce)
-    add_topic_prefix_arg(announce)
+    ANNOUNCE_OPTIONS.add_to(announce)
     announce.set_defaults(func=_announce_all)
     ls = csub.add_parser("list", help="every checkpoint: parent, status, eval figures")
-    add_registry(ls)
-    ls.add_argument(
-        "--json",
-        action="store_true",
-        help="one JSON object per checkpoint, as the registry stores it, in a JSON array",
-    )
-    ls.add_argument(
-        "--plot",
-        type=Path,
-        default=None,
-        help="also draw each checkpoint's measured reward beside the gate's "
-        "estimate (.svg, .png or .pdf); needs --catalog",
-    )
-    ls.add_argument(
-        "--catalog",
-        type=Path,
-        default=None,
-        help="the warehouse's DuckDB catalog (its rewards mart) for --plot",
-    )
+    LIST_OPTIONS.add_to(ls)
     ls.set_defaults(func=_list)
 
 
@@ -105,11 +80,11 @@ def add_publish(p: argparse.ArgumentParser) -> None:
     add_topic_prefix_arg(p)
 
 
-def announce(args: argparse.Namespace, registry: Any) -> None:
+def announce(bootstrap: str, topic_prefix: str, registry: Any) -> None:
     from checkpoints.publish import announce_missing
     from infra.topics import TopicNames
 
-    announce_missing(bootstrap_from(args), TopicNames(args.topic_prefix).checkpoints, registry)
+    announce_missing(bootstrap, TopicNames(topic_prefix).checkpoints, registry)
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -117,10 +92,11 @@ def _init(args: argparse.Namespace) -> int:
     from checkpoints.weights import register_base
     from models.catalog import ModelFetchError, models_dir, resolve
 
+    options = INIT_OPTIONS.read(args)
     try:
-        path = resolve(args.model, models_dir())
+        path = resolve(options.model, models_dir())
         info = register_base(
-            CheckpointRegistry(args.registry), args.id, path, evals={"model": args.model}
+            CheckpointRegistry(options.registry), options.id, path, evals={"model": options.model}
         )
     except (ValueError, ModelFetchError) as exc:  # a taken id, an unknown or bad model
         log.error("%s", exc)
@@ -129,8 +105,8 @@ def _init(args: argparse.Namespace) -> int:
         f"{info.checkpoint_id}: promoted, the {info.model.family} base {info.model.base_path}"
         f" (sha256 {info.model.base_sha256[:12]})"
     )
-    if args.publish:
-        announce(args, CheckpointRegistry(args.registry))
+    if options.publish:
+        announce(options.bootstrap, options.topic_prefix, CheckpointRegistry(options.registry))
     return 0
 
 
@@ -138,39 +114,42 @@ def _rollback(args: argparse.Namespace) -> int:
     from checkpoints.store import CheckpointRegistry, next_id
     from checkpoints.weights import copy_as
 
-    registry = CheckpointRegistry(args.registry)
+    options = ROLLBACK_OPTIONS.read(args)
+    registry = CheckpointRegistry(options.registry)
     try:
-        old = registry.get(args.to)
+        old = registry.get(options.to)
         current = registry.current()
         info = copy_as(
             registry,
             old,
-            args.id or next_id(registry, current or old),
+            options.id or next_id(registry, current or old),
             evals={"rollback_of": old.checkpoint_id},
         )
     except (KeyError, ValueError) as exc:
         log.error("%s", exc.args[0] if exc.args else exc)
         return 2
     print(f"{info.checkpoint_id}: the weights of {old.checkpoint_id}, promoted")
-    announce(args, registry)
+    announce(options.bootstrap, options.topic_prefix, registry)
     return 0
 
 
 def _announce_all(args: argparse.Namespace) -> int:
     from checkpoints.store import CheckpointRegistry
 
-    announce(args, CheckpointRegistry(args.registry))
+    options = ANNOUNCE_OPTIONS.read(args)
+    announce(options.bootstrap, options.topic_prefix, CheckpointRegistry(options.registry))
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
     from checkpoints.store import CheckpointRegistry
 
-    if args.plot and not args.catalog:
+    options = LIST_OPTIONS.read(args)
+    if options.plot and not options.catalog:
         log.error("--plot needs --catalog: the measured rewards come from its rewards mart")
         return 2
-    infos = CheckpointRegistry(args.registry).list()
-    if args.json:
+    infos = CheckpointRegistry(options.registry).list()
+    if options.json:
         import orjson
 
         print(
@@ -181,16 +160,16 @@ def _list(args: argparse.Namespace) -> int:
         )
         return 0
     if not infos:
-        print(f"no checkpoints in {args.registry}")
+        print(f"no checkpoints in {options.registry}")
         return 0
-    if args.plot:
+    if options.plot:
         import duckdb
 
         from checkpoints.lineage_plot import measured_rewards, plot_lineage
 
-        with duckdb.connect(str(args.catalog), read_only=True) as con:
+        with duckdb.connect(str(options.catalog), read_only=True) as con:
             records = con.sql("SELECT checkpoint_id, status, reward FROM rewards").pl()
-        log.info("drew %s", plot_lineage(infos, measured_rewards(records), args.plot))
+        log.info("drew %s", plot_lineage(infos, measured_rewards(records), options.plot))
     print(
         f"{'checkpoint':<16} {'parent':<16} {'status':<9} {'weights':<7} {'step':>5} "
         f"{'est. gain':>9} {'lower':>7} {'ESS':>6} {'KL':>6} {'canary':<12} batches"

@@ -251,7 +251,9 @@ def _argument(
     default = option.default
     if default is _UNSET:
         default = _default(spec)
-        if default is _UNSET:
+        if default is _UNSET and option.required:
+            default = None  # never used: argparse refuses the command without the option
+        elif default is _UNSET:
             raise ValueError(f"{where} has no default: its Option must give the option one")
         if option.from_field is not None:
             default = option.from_field(default)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checkpoints.cli import DEFAULT_REGISTRY
+from checkpoints.cli_options import DEFAULT_REGISTRY
 from infra.cli import watch_options
 from infra.kafka_options import BOOTSTRAP_OPTION, TOPIC_PREFIX_HELP
 from infra.settings import DEFAULT_BOOTSTRAP

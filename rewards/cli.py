@@ -1,4 +1,5 @@
-"""Subcommands of the rewards stage: replay, backfill, monitors and workload."""
+"""Subcommands of the rewards stage: replay, backfill, monitors and workload (their options:
+``rewards.cli_options``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from infra.cli import positive_int
 from rewards.backfill import backfill_files, format_table
+from rewards.cli_options import BACKFILL_OPTIONS, MONITORS_OPTIONS, REPLAY_OPTIONS, WORKLOAD_OPTIONS
 from rewards.config import RewardConfig, load_config
 from rewards.eventio import read_events, write_jsonl, write_parquet
 from rewards.monitors import (
@@ -32,12 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="recompute reward records from event files",
         description="One reward record per interaction, every window closed at end of input.",
     )
-    p.add_argument("--events", required=True, nargs="+", type=Path, help=".jsonl or .parquet")
-    p.add_argument("--out", required=True, type=Path, help="output Parquet file")
-    p.add_argument("--config", type=Path, help="reward config (JSON/TOML/YAML); spec defaults")
-    p.add_argument(
-        "--workers", type=positive_int, default=1, help="processes computing records (1)"
-    )
+    REPLAY_OPTIONS.add_to(p)
     p.set_defaults(func=_replay)
 
     p = sub.add_parser(
@@ -45,15 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="compare two reward versions per checkpoint",
         description="Recompute records under two configs; show how each checkpoint's reward moves.",
     )
-    p.add_argument("--events", required=True, nargs="+", type=Path, help=".jsonl or .parquet")
-    p.add_argument("--old-config", required=True, type=Path, help="the current reward config")
-    p.add_argument("--new-config", required=True, type=Path, help="the candidate reward config")
-    p.add_argument(
-        "--out",
-        type=Path,
-        help="directory for backfill.csv, backfill.json and backfill.svg (each "
-        "checkpoint's reward distribution, old and new)",
-    )
+    BACKFILL_OPTIONS.add_to(p)
     p.set_defaults(func=_backfill)
 
     p = sub.add_parser(
@@ -61,10 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="reward-hacking monitors of a checkpoint against its parent",
         description="Print behaviour rates of CHECKPOINT and PARENT; exit 1 when an alarm fires.",
     )
-    p.add_argument("--records", required=True, type=Path, help="records (.parquet or .jsonl)")
-    p.add_argument("--checkpoint", required=True, help="the candidate checkpoint id")
-    p.add_argument("--parent", required=True, help="the checkpoint it was trained from")
-    p.add_argument("--thresholds", type=Path, help="thresholds (JSON/TOML/YAML); defaults")
+    MONITORS_OPTIONS.add_to(p)
     p.set_defaults(func=_monitors)
 
     p = sub.add_parser(
@@ -72,9 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write a seeded synthetic event workload",
         description="Realistic events (late, duplicate, orphan, privacy...) in arrival order.",
     )
-    p.add_argument("--interactions", type=positive_int, default=1000, help="how many interactions")
-    p.add_argument("--seed", type=int, default=0, help="same seed, same events")
-    p.add_argument("--out", required=True, type=Path, help=".jsonl or .parquet")
+    WORKLOAD_OPTIONS.add_to(p)
     p.set_defaults(func=_workload)
 
 
@@ -95,43 +78,46 @@ def _stderr_progress() -> Progress:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    config = _config(args.config)
+    options = REPLAY_OPTIONS.read(args)
+    config = _config(options.config)
     started = time.perf_counter()
-    events = read_events(args.events)
+    events = read_events(options.events)
     print(f"read {events.height:,} events in {time.perf_counter() - started:.1f} s",
           file=sys.stderr)  # fmt: skip
-    records = replay(events, config, _stderr_progress(), workers=args.workers)
-    records.write_parquet(args.out)
+    records = replay(events, config, _stderr_progress(), workers=options.workers)
+    records.write_parquet(options.out)
     elapsed = time.perf_counter() - started
-    print(f"{records.height:,} records ({config.reward_version}) -> {args.out} in {elapsed:.1f} s, "
-          f"{events.height / elapsed:,.0f} events/s", file=sys.stderr)  # fmt: skip
+    print(f"{records.height:,} records ({config.reward_version}) -> {options.out} in "
+          f"{elapsed:.1f} s, {events.height / elapsed:,.0f} events/s", file=sys.stderr)  # fmt: skip
     return 0
 
 
 def _backfill(args: argparse.Namespace) -> int:
-    old, new = load_config(args.old_config), load_config(args.new_config)
-    result = backfill_files(args.events, old, new, _stderr_progress())
+    options = BACKFILL_OPTIONS.read(args)
+    old, new = load_config(options.old_config), load_config(options.new_config)
+    result = backfill_files(options.events, old, new, _stderr_progress())
     print(format_table(result))
-    if args.out:
+    if options.out:
         from rewards.backfill_report import write_report  # matplotlib only for a report
 
-        for path in write_report(result, args.out):
+        for path in write_report(result, options.out):
             print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
 def _monitors(args: argparse.Namespace) -> int:
-    thresholds = load_thresholds(args.thresholds) if args.thresholds else MonitorThresholds()
-    records = read_records(args.records)
-    child = checkpoint_rates(records, args.checkpoint)
-    parent = checkpoint_rates(records, args.parent)
+    options = MONITORS_OPTIONS.read(args)
+    thresholds = load_thresholds(options.thresholds) if options.thresholds else MonitorThresholds()
+    records = read_records(options.records)
+    child = checkpoint_rates(records, options.checkpoint)
+    parent = checkpoint_rates(records, options.parent)
     for rates in (child, parent):
         if rates.n_interactions == 0:
             print(f"no records of checkpoint {rates.checkpoint_id!r}", file=sys.stderr)
             return 2
     alarms = {alarm.metric: alarm for alarm in compare(child, parent, thresholds)}
-    print(f"{args.checkpoint} ({child.n_interactions:,} interactions) against "
-          f"{args.parent} ({parent.n_interactions:,})")  # fmt: skip
+    print(f"{options.checkpoint} ({child.n_interactions:,} interactions) against "
+          f"{options.parent} ({parent.n_interactions:,})")  # fmt: skip
     print(f"{'metric':<24}{'parent':>10}{'child':>10}{'change':>10}  status")
     for metric in METRICS:
         value, parent_value = child.value(metric), parent.value(metric)
@@ -157,10 +143,11 @@ def _rate(value: float | None) -> str:
 
 
 def _workload(args: argparse.Namespace) -> int:
-    events = generate_workload(args.interactions, seed=args.seed)
-    if args.out.suffix.lower() == ".parquet":
-        write_parquet(events, args.out)
+    options = WORKLOAD_OPTIONS.read(args)
+    events = generate_workload(options.interactions, seed=options.seed)
+    if options.out.suffix.lower() == ".parquet":
+        write_parquet(events, options.out)
     else:
-        write_jsonl(events, args.out)
-    print(f"{len(events):,} events -> {args.out}", file=sys.stderr)
+        write_jsonl(events, options.out)
+    print(f"{len(events):,} events -> {options.out}", file=sys.stderr)
     return 0

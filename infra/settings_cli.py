@@ -13,7 +13,9 @@ alike. Two declarations cover what is not derived:
 * an :class:`Option` with ``verbatim`` for an option written by hand before its field, kept
   exactly as users read it: no type where it had none, no help where it had none, no
   "(default X)" added; ``action`` for one parsed by another argparse action
-  (``argparse.BooleanOptionalAction``: ``--x`` and ``--no-x``);
+  (``argparse.BooleanOptionalAction``: ``--x`` and ``--no-x``; ``"append"``: repeated);
+  ``dest``, ``required``, ``show_default`` and ``argparse_format`` (a help with
+  ``%(default)s``) for the other ways older options were written;
 * ``omit`` for a field the command gives itself (from another option, the environment, a
   nested settings object) or leaves at its default.
 
@@ -163,6 +165,8 @@ class SettingsOptions(Generic[T]):
             action = a.kwargs.get("action")
             if action in ("store_true", "store_false"):  # a switch
                 out += [a.flags[0]] if value != a.kwargs["default"] else []
+            elif action is argparse.BooleanOptionalAction:  # --x or --no-x
+                out += [a.flags[0] if value else f"--no-{a.flags[0][2:]}"]
             elif action == "append":
                 out += [part for one in value or () for part in (a.flags[0], str(one))]
             elif value is not None:

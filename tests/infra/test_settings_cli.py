@@ -203,6 +203,9 @@ def test_a_flag_may_take_another_argparse_action() -> None:
     assert _action(parser, "--cache").option_strings == ["--cache", "--no-cache"]
     assert jobs.read(parser.parse_args(["--no-cache"])).cache is False
     assert jobs.read(parser.parse_args([])).cache is True
+    for cache in (True, False):
+        job = Job(name="n", cache=cache)
+        assert jobs.read(parser.parse_args(jobs.argv(job)), state=None) == job
 
 
 def test_argv_reads_back_as_the_settings_it_was_written_from() -> None:

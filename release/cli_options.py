@@ -28,8 +28,9 @@ _RANGE_END = (
 
 @dataclass(frozen=True)
 class GateEvaluateOptions:
-    """How `rtrl gate evaluate` judges (its evidence files are the command's own input)."""
+    """What `rtrl gate evaluate` judges, and how."""
 
+    evidence: list[Path] = field(default_factory=list)  # recorded without a help: verbatim
     checkpoint: list[str] = field(
         default_factory=list,
         metadata={
@@ -152,6 +153,7 @@ GATE_OPTIONS = SettingsOptions(
     GateEvaluateOptions,
     typed_text=False,
     options={
+        "evidence": Option(verbatim=True, type=Path, nargs="+", metavar="FILE"),
         "checkpoint": _REPEATED_ID,
         "level": Option(argparse_format=True),
         "reward_config": Option(metavar="FILE"),

@@ -37,8 +37,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     gsub = g.add_subparsers(dest="gate_command", metavar="ACTION", required=True)
     e = gsub.add_parser("evaluate", help="one decision per evidence file or checkpoint")
-    # the files judged: recorded without a help, which a settings field always has
-    e.add_argument("--evidence", type=Path, nargs="+", default=[], metavar="FILE")
     GATE_OPTIONS.add_to(e)
     e.set_defaults(func=_evaluate)
 
@@ -47,13 +45,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     import orjson
 
     options = GATE_OPTIONS.read(args)
-    if not args.evidence and not options.checkpoint:
+    if not options.evidence and not options.checkpoint:
         log.error("name --evidence FILE... or --checkpoint ID")
         return 2
     outcomes = []
     try:
         config = options.config(*_reward_range(options.reward_config))
-        for path in args.evidence:
+        for path in options.evidence:
             outcome = _judge(path, config, options.attempt or 1, options.seed, [])
             if options.attempt is None:
                 outcome["attempt_assumed"] = True

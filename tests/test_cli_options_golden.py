@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from rtrl.cli import build_parser
 from tests.support.cli_options import checkout_free, command_options
 
@@ -29,3 +31,14 @@ def test_the_golden_file_covers_the_commands_users_run() -> None:
     for command in ("rtrl run", "rtrl serve", "rtrl stream worker", "rtrl collector"):
         assert command in recorded, command
     assert sum(len(v) for v in recorded.values()) > 250
+
+
+def test_every_command_prints_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """A help with a stray ``%`` (argparse formats every help) breaks ``--help`` only when it
+    is asked for: every command is asked here."""
+    commands = json.loads(GOLDEN.read_text())
+    for command in commands:
+        with pytest.raises(SystemExit) as done:
+            build_parser().parse_args([*command.split()[1:], "--help"])
+        assert done.value.code == 0, command
+        assert "usage: " + command in capsys.readouterr().out, command

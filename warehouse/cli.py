@@ -108,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rsub = r.add_subparsers(dest="report_command", metavar="REPORT", required=True)
     ab = rsub.add_parser(
         "ab",
-        help="A/B experiment: per-arm metrics, relative change, 95% CI, p-value, SRM check",
+        help="A/B experiment: per-arm metrics, relative change, 95%% CI, p-value, SRM check",
         description="Kept edits, dissatisfied follow-ups, latency (mean, p50) "
         "and mean reward per arm; each treatment against the control arm, with its 95% CI, "
         "two-sided p-value and that p-value adjusted by Holm across every arm and metric of the "

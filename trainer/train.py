@@ -1,9 +1,9 @@
 """One training round: a checkpoint's batches in, a gated candidate checkpoint out.
 
 1. Read the examples of the batches offered for the served checkpoint (its own rollouts and the
-   rewards they earned: on-policy data). A batch whose behaviour log-probabilities do not match
-   the served weights is quarantined (``mismatch``): named in the candidate's record, not
-   trained on, never offered again.
+   rewards they earned: on-policy data; ``round_examples``). A batch whose behaviour
+   log-probabilities do not match the served weights is quarantined (``mismatch``): named in
+   the candidate's record, not trained on, never offered again.
 2. Hold out a fixed share of users (chosen by a hash of the user id, so a rerun holds out the
    same ones; an interaction without a user goes by its session, else by itself:
    ``release.offpolicy_bound.user_key``): all of a user's interactions are held out or all
@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -43,7 +42,6 @@ from checkpoints.attempts import reserve_attempt
 from checkpoints.record import CANARY, PROMOTED, REJECTED, CheckpointInfo, TrainingRef
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import STATE_FILE, load_policy, load_trainer_state, weight_writers
-from models.examples import Example, read_examples
 from models.loading import LoraSettings
 from models.policy import CausalLMPolicy
 from models.scoring import score_examples
@@ -57,7 +55,7 @@ from rewards.monitors import Alarm
 from trainer.learner import LearnerConfig, Progress, UpdateStats, update
 from trainer.mismatch import BatchMismatch, check_batches
 from trainer.round_evals import RoundEvals
-from trainer.round_examples import split, within_context
+from trainer.round_examples import read_round
 from trainer.round_state import RoundStateFile, round_key
 
 if TYPE_CHECKING:
@@ -129,35 +127,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         raise ValueError("held_out_fraction must be between 0 and 1")
     accelerator = accelerator or Accelerator(cpu=True)
     parent_info = registry.get(parent_id)
-    examples: list[Example] = []
-    skipped: Counter[str] = Counter()
-    batch_of: dict[str, str] = {}  # interaction id -> the batch it came in
-    for batch, paths in batches:
-        for path in paths:
-            read = read_examples(path)
-            if read.checkpoint_id != parent_id:
-                raise ValueError(
-                    f"batch {batch} holds {read.checkpoint_id}'s interactions, not "
-                    f"{parent_id}'s: on-policy training reads its own checkpoint's"
-                )
-            for example in (*read.examples, *read.censored):
-                if example.rollout.model.tokenizer_sha256 != parent_info.model.tokenizer_sha256:
-                    skipped["other_tokenizer"] += 1
-                else:
-                    examples.append(example)
-                    batch_of[example.rollout.interaction_id] = batch
-            skipped.update(read.skipped)
-    if not any(e.reward is not None for e in examples):
-        raise ValueError(
-            f"no examples with a rollout of {parent_id} in {len(batches)} batch(es)"
-            f" (rows left out, by reason: {dict(skipped) or 'none'})"
-        )
-    # censored calls (no reward) are held out with their users, never trained on: the gate's
-    # estimand keeps them (release.offpolicy_bound)
-    train, held = split(examples, held_out_fraction)
-    train = [e for e in train if e.reward is not None]
-    if not train or not any(e.reward is not None for e in held):
-        raise ValueError(f"{len(examples)} examples: too few to both train and hold out")
+    data = read_round(parent_info, batches, held_out_fraction)
     adapter = parent_info.weights.lora or lora
     seconds: dict[str, float] = {}
     with _timed(seconds, "load"):
@@ -165,32 +135,20 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
             registry, parent_info, new_lora=lora if parent_info.weights.kind != "lora" else None
         )
         policy.to(accelerator.device)
-    limit = getattr(policy.model.config, "max_position_embeddings", None)
-    (train, over_train), (held, over_held) = (
-        within_context(train, limit),
-        within_context(held, limit),
-    )
-    if over_train or over_held:
-        skipped["over_context"] += over_train + over_held
-        log.warning("%d calls longer than the model's %s positions left out with their runs",
-                    over_train + over_held, limit)  # fmt: skip
-        if not train or not held:
-            raise ValueError(f"too few examples within the model's context ({limit} positions)")
+    data.fit_context(getattr(policy.model.config, "max_position_embeddings", None))
     with _timed(seconds, "mismatch"):
         checks = (
-            check_batches(policy, _by_batch(examples, batch_of), learner.mismatch_sample,
+            check_batches(policy, data.by_batch(), learner.mismatch_sample,
                           learner.max_mismatch_kl) if learner.mismatch_sample else {}
         )  # fmt: skip
     quarantined = {b: c.reason for b, c in checks.items() if c.reason is not None}
     for batch, reason in quarantined.items():
         log.warning("batch %s quarantined: %s", batch, reason)
-    if quarantined:
-        train = [e for e in train if batch_of[e.rollout.interaction_id] not in quarantined]
-        held = [e for e in held if batch_of[e.rollout.interaction_id] not in quarantined]
-        if not train or not held:  # the main process records it; every one stops
-            raise ValueError(_register_quarantined(
-                registry, parent_info, candidate_id, batches, policy, adapter, quarantined,
-                checks) if accelerator.is_main_process else "batches quarantined")  # fmt: skip
+    if quarantined and not data.drop_batches(quarantined):
+        # the main process records it; every one stops
+        raise ValueError(_register_quarantined(
+            registry, parent_info, candidate_id, batches, policy, adapter, quarantined,
+            checks) if accelerator.is_main_process else "batches quarantined")  # fmt: skip
     same_params = (parent_info.weights.kind == "lora") == (adapter is not None)
     parent_state = load_trainer_state(registry, parent_info) if same_params else None
     reference = reference_info = None
@@ -198,7 +156,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         with _timed(seconds, "reference"):
             reference_info = registry.get(registry.root_of(parent_id))
             reference_policy = load_policy(registry, reference_info)
-            reference = score_examples(reference_policy.to(accelerator.device), train)
+            reference = score_examples(reference_policy.to(accelerator.device), data.train)
             del reference_policy
     key = round_key(
         parent=parent_id,
@@ -231,7 +189,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     with _timed(seconds, "update"):
         result = update(
             policy,
-            train,
+            data.train,
             learner,
             accelerator,
             baseline=parent_info.training.state,
@@ -246,13 +204,15 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     attempt = reserve_attempt(registry.root, parent_id, candidate_id,
                               attempt_of(registry, parent_id))  # fmt: skip
     with _timed(seconds, "gate_scoring"):
-        rows = evidence_rows(policy, held)
+        rows = evidence_rows(policy, data.held)
         figures = estimate_rows(rows, level=attempt_level(gate.level, attempt),
                                 resamples=gate.resamples, seed=learner.seed,
                                 weight_cap=gate.weight_cap, reward_min=gate.reward_min,
                                 reward_max=gate.reward_max)  # fmt: skip
     with _timed(seconds, "candidate_evals"):
-        tests = round_evals.run(registry, parent_info, candidate_id, policy, held, learner.seed)
+        tests = round_evals.run(
+            registry, parent_info, candidate_id, policy, data.held, learner.seed
+        )
     log.info("round %s took %s", candidate_id,
              ", ".join(f"{name} {s:.0f}s" for name, s in seconds.items()))  # fmt: skip
     decision = decide(figures, alarms, gate, [t.message for t in tests if t.alarm])
@@ -268,10 +228,10 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         },
         "update": asdict(result.stats),
         "learner": asdict(learner),
-        "n_train": len(train),
-        "n_held_out": len(held),
-        "n_held_out_censored": sum(e.reward is None for e in held),
-        "skipped": dict(skipped),
+        "n_train": len(data.train),
+        "n_held_out": len(data.held),
+        "n_held_out_censored": sum(e.reward is None for e in data.held),
+        "skipped": dict(data.skipped),
         "mismatch": {b: asdict(c) for b, c in checks.items()},
         "quarantined": quarantined,
         "alarms": [a.message for a in alarms],
@@ -305,7 +265,9 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         reasons=decision.reasons,
     )
     state_file.remove()
-    return TrainResult(info, decision, result.stats, figures, len(train), len(held), dict(skipped))
+    return TrainResult(
+        info, decision, result.stats, figures, len(data.train), len(data.held), dict(data.skipped)
+    )
 
 
 @contextmanager
@@ -321,13 +283,6 @@ def _timed(seconds: dict[str, float], stage: str) -> Iterator[None]:
 
 def _write(path: Path, data: bytes) -> None:
     path.write_bytes(data)
-
-
-def _by_batch(examples: Sequence[Example], batch_of: dict[str, str]) -> dict[str, list[Example]]:
-    out: dict[str, list[Example]] = {}
-    for example in examples:
-        out.setdefault(batch_of[example.rollout.interaction_id], []).append(example)
-    return out
 
 
 def _reference_ref(info: CheckpointInfo | None) -> dict[str, str | None]:

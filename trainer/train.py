@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from accelerate import Accelerator
 
@@ -45,21 +45,19 @@ from checkpoints.weights import STATE_FILE, load_policy, load_trainer_state, wei
 from models.loading import LoraSettings
 from models.policy import CausalLMPolicy
 from models.scoring import score_examples
-from release.canary_config import CanaryConfig, canary_stage
+from release.canary_config import canary_stage
 from release.evidence import FILE as EVIDENCE_FILE
 from release.evidence import estimate_rows, evidence_bytes
-from release.gate import GateConfig, GateDecision, attempt_level, decide
+from release.gate import GateDecision, attempt_level, decide
 from release.offpolicy import evidence_rows
 from release.offpolicy_bound import Estimate
 from rewards.monitors import Alarm
-from trainer.learner import LearnerConfig, Progress, UpdateStats, update
+from trainer.learner import Progress, UpdateStats, update
 from trainer.mismatch import BatchMismatch, check_batches
 from trainer.round_evals import RoundEvals
 from trainer.round_examples import read_round
+from trainer.round_options import RoundOptions
 from trainer.round_state import RoundStateFile, round_key
-
-if TYPE_CHECKING:
-    from llamacpp.fleet import EngineSettings
 
 log = logging.getLogger(__name__)
 
@@ -105,29 +103,29 @@ def attempt_of(registry: CheckpointRegistry, parent_id: str) -> int:
 
 
 def train_round(registry: CheckpointRegistry, parent_id: str,
-                batches: Sequence[tuple[str, Sequence[str | Path]]], candidate_id: str, *,
-                learner: LearnerConfig, gate: GateConfig, alarms: Sequence[Alarm],
-                held_out_fraction: float = 0.3, lora: LoraSettings | None = None,
-                accelerator: Accelerator | None = None,
-                canary: CanaryConfig | None = None,
-                eval_engine: EngineSettings | None = None) -> TrainResult | None:  # fmt: skip
-    """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, data files)``).
+                batches: Sequence[tuple[str, Sequence[str | Path]]], candidate_id: str,
+                options: RoundOptions, alarms: Sequence[Alarm],
+                accelerator: Accelerator | None = None) -> TrainResult | None:  # fmt: skip
+    """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, data files)``)
+    with ``options``' learner, gate, held-out share and adapter; ``alarms`` are the monitors'
+    of the served checkpoint against its parent.
 
-    A candidate that passes the gate is promoted, or with ``canary`` registered as a canary
-    (``release.canary``: it serves a share of users first, and its live A/B decides).
+    A candidate that passes the gate is promoted, or with ``options.canary`` registered as a
+    canary (``release.canary``: it serves a share of users first, and its live A/B decides).
 
-    ``eval_engine``: the candidate evals sample a LoRA candidate and its parent through
+    ``options.eval_engine``: the candidate evals sample a LoRA candidate and its parent through
     llama.cpp (``trainer.round_evals``), not transformers.
 
     Under several processes every rank trains its shard; only the main one evaluates and
     registers (the others return None). A saved state of this very round (killed before it
     registered) is resumed from.
     """
-    if not 0 < held_out_fraction < 1:
-        raise ValueError("held_out_fraction must be between 0 and 1")
+    learner, gate, lora = options.learner, options.gate, options.lora
+    if not 0 < options.held_out < 1:
+        raise ValueError("options.held_out must be between 0 and 1")
     accelerator = accelerator or Accelerator(cpu=True)
     parent_info = registry.get(parent_id)
-    data = read_round(parent_info, batches, held_out_fraction)
+    data = read_round(parent_info, batches, options.held_out)
     adapter = parent_info.weights.lora or lora
     seconds: dict[str, float] = {}
     with _timed(seconds, "load"):
@@ -185,7 +183,9 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     if exact:
         log.info("pi_old is the recorded behaviour log-probs: every batch's mismatch is within "
                  "%g nats a token", learner.exact_behaviour_kl)  # fmt: skip
-    round_evals = RoundEvals(policy, gate, eval_engine, adapter, accelerator.is_main_process)
+    round_evals = RoundEvals(
+        policy, gate, options.eval_engine, adapter, accelerator.is_main_process
+    )
     with _timed(seconds, "update"):
         result = update(
             policy,
@@ -241,8 +241,8 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         "processes": accelerator.num_processes,
         "seconds": {name: round(s, 1) for name, s in seconds.items()},
     }
-    if canary is not None and decision.passed:
-        evals["canary"] = canary_stage(candidate_id, canary)
+    if options.canary is not None and decision.passed:
+        evals["canary"] = canary_stage(candidate_id, options.canary)
     weights, files = weight_writers(policy, adapter, result.optimizer_state)
     files[EVIDENCE_FILE] = lambda path: _write(path, evidence)
     training = TrainingRef(
@@ -261,7 +261,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         files=files,
         evals=evals,
         batches=tuple(b for b, _ in batches),
-        status=(CANARY if canary else PROMOTED) if decision.passed else REJECTED,
+        status=(CANARY if options.canary else PROMOTED) if decision.passed else REJECTED,
         reasons=decision.reasons,
     )
     state_file.remove()

@@ -11,12 +11,12 @@
    checkpoint on the rest (``learner``): all its weights, or a LoRA adapter. The round's
    state is saved every few steps (``round_state``), so a round killed midway resumes where
    it stood.
-3. Score the held-out interactions under the candidate (``offpolicy``: no new traffic needed)
-   and estimate its gain with a user-level lower bound at this parent's attempt's level
-   (``gate.attempt_level``: the n-th candidate trained from one parent spends its share of
-   alpha, so retries on the same held-out users cannot wear the gate down), and read the
-   monitors' alarms of the served checkpoint against its parent (reward hacking shows there
-   before it shows in the reward).
+3. The gate's steps (``round_gate``): score the held-out interactions under the candidate
+   (``offpolicy``: no new traffic needed) and estimate its gain with a user-level lower bound
+   at this parent's attempt's level (``gate.attempt_level``: the n-th candidate trained from
+   one parent spends its share of alpha, so retries on the same held-out users cannot wear the
+   gate down), run the candidate evals, and weigh the monitors' alarms of the served
+   checkpoint against its parent (reward hacking shows there before it shows in the reward).
 4. The gate decides; the candidate is registered either way (promoted or rejected, with the
    reasons and figures, the gate's settings and its evidence file, ``release.evidence``), so
    every decision can be traced to its weights and data and recomputed by
@@ -38,7 +38,6 @@ from typing import Any
 
 from accelerate import Accelerator
 
-from checkpoints.attempts import reserve_attempt
 from checkpoints.record import CANARY, PROMOTED, REJECTED, CheckpointInfo, TrainingRef
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import STATE_FILE, load_policy, load_trainer_state, weight_writers
@@ -47,15 +46,14 @@ from models.policy import CausalLMPolicy
 from models.scoring import score_examples
 from release.canary_config import canary_stage
 from release.evidence import FILE as EVIDENCE_FILE
-from release.evidence import estimate_rows, evidence_bytes
-from release.gate import GateDecision, attempt_level, decide
-from release.offpolicy import evidence_rows
+from release.gate import GateDecision
 from release.offpolicy_bound import Estimate
 from rewards.monitors import Alarm
 from trainer.learner import Progress, UpdateStats, update
 from trainer.mismatch import BatchMismatch, check_batches
 from trainer.round_evals import RoundEvals
 from trainer.round_examples import read_round
+from trainer.round_gate import judge
 from trainer.round_options import RoundOptions
 from trainer.round_state import RoundStateFile, round_key
 
@@ -93,13 +91,6 @@ def behaviour_is_exact(checks: dict[str, BatchMismatch], limit: float) -> bool:
         and bool(checks)
         and all(c.reason is None and c.tokens > 0 and c.k3 <= limit for c in checks.values())
     )
-
-
-def attempt_of(registry: CheckpointRegistry, parent_id: str) -> int:
-    """1 + the gate decisions ``parent_id``'s earlier candidates recorded (promoted, rejected or
-    canary alike: each spent its alpha): where a new reservation starts
-    (``checkpoints.attempts.reserve_attempt`` takes the lowest free number from there)."""
-    return 1 + sum(info.parent == parent_id and "gate" in info.evals for info in registry.list())
 
 
 def train_round(registry: CheckpointRegistry, parent_id: str,
@@ -201,30 +192,24 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         )
     if not accelerator.is_main_process:
         return None
-    attempt = reserve_attempt(registry.root, parent_id, candidate_id,
-                              attempt_of(registry, parent_id))  # fmt: skip
-    with _timed(seconds, "gate_scoring"):
-        rows = evidence_rows(policy, data.held)
-        figures = estimate_rows(rows, level=attempt_level(gate.level, attempt),
-                                resamples=gate.resamples, seed=learner.seed,
-                                weight_cap=gate.weight_cap, reward_min=gate.reward_min,
-                                reward_max=gate.reward_max)  # fmt: skip
-    with _timed(seconds, "candidate_evals"):
-        tests = round_evals.run(
-            registry, parent_info, candidate_id, policy, data.held, learner.seed
-        )
+    outcome = judge(registry, parent_info, candidate_id, policy, data.held, alarms, options,
+                    round_evals)  # fmt: skip
+    seconds.update(outcome.seconds)
     log.info("round %s took %s", candidate_id,
              ", ".join(f"{name} {s:.0f}s" for name, s in seconds.items()))  # fmt: skip
-    decision = decide(figures, alarms, gate, [t.message for t in tests if t.alarm])
-    evidence = evidence_bytes(rows)
+    decision = outcome.decision
     evals = {
-        "offpolicy": asdict(figures),
-        "gate": {**decision.figures, "attempt": float(attempt), "seed": float(learner.seed)},
+        "offpolicy": asdict(outcome.estimate),
+        "gate": {
+            **decision.figures,
+            "attempt": float(outcome.attempt),
+            "seed": float(learner.seed),
+        },  # fmt: skip
         "gate_config": asdict(gate),
         "evidence": {
             "file": EVIDENCE_FILE,
-            "sha256": hashlib.sha256(evidence).hexdigest(),
-            "rows": len(rows),
+            "sha256": hashlib.sha256(outcome.evidence).hexdigest(),
+            "rows": outcome.evidence_rows,
         },
         "update": asdict(result.stats),
         "learner": asdict(learner),
@@ -234,9 +219,9 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         "skipped": dict(data.skipped),
         "mismatch": {b: asdict(c) for b, c in checks.items()},
         "quarantined": quarantined,
-        "alarms": [a.message for a in alarms],
-        "candidate_evals": [asdict(t) for t in tests],
-        "candidate_evals_by": round_evals.by,
+        "alarms": outcome.alarms,
+        "candidate_evals": [asdict(t) for t in outcome.tests],
+        "candidate_evals_by": outcome.evals_by,
         "device": str(accelerator.device),
         "processes": accelerator.num_processes,
         "seconds": {name: round(s, 1) for name, s in seconds.items()},
@@ -244,7 +229,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     if options.canary is not None and decision.passed:
         evals["canary"] = canary_stage(candidate_id, options.canary)
     weights, files = weight_writers(policy, adapter, result.optimizer_state)
-    files[EVIDENCE_FILE] = lambda path: _write(path, evidence)
+    files[EVIDENCE_FILE] = lambda path: _write(path, outcome.evidence)
     training = TrainingRef(
         step=parent_info.training.step + result.stats.grad_steps,
         state=result.baseline,
@@ -265,9 +250,8 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         reasons=decision.reasons,
     )
     state_file.remove()
-    return TrainResult(
-        info, decision, result.stats, figures, len(data.train), len(data.held), dict(data.skipped)
-    )
+    return TrainResult(info, decision, result.stats, outcome.estimate, len(data.train),
+                       len(data.held), dict(data.skipped))  # fmt: skip
 
 
 @contextmanager

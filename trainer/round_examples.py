@@ -8,13 +8,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from checkpoints.record import CheckpointInfo
 from models.examples import Example, read_examples, trajectories
 from release.offpolicy_bound import user_key
+from trainer.mismatch import BatchMismatch
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,8 @@ class RoundExamples:
     ``examples`` is every row read (the mismatch check samples each batch's from all of them),
     ``train`` the rewarded examples the learner trains on and ``held`` the held-out users'
     interactions (censored ones included: the gate's estimand keeps them); ``skipped`` counts
-    the rows left out, by reason, and ``batch_of`` names each interaction's batch.
+    the rows left out, by reason, ``batch_of`` names each interaction's batch, and ``mismatch``
+    and ``quarantined`` are the batches' mismatch checks and the batches they left out.
     """
 
     examples: list[Example]
@@ -109,6 +111,8 @@ class RoundExamples:
     held: list[Example]
     skipped: Counter[str]
     batch_of: dict[str, str]
+    mismatch: dict[str, BatchMismatch] = field(default_factory=dict)  # by batch, when checked
+    quarantined: dict[str, str] = field(default_factory=dict)  # batch -> why
 
     def by_batch(self) -> dict[str, list[Example]]:
         """Every example read, by the batch it came in."""
@@ -131,15 +135,21 @@ class RoundExamples:
             if not self.train or not self.held:
                 raise ValueError(f"too few examples within the model's context ({limit} positions)")
 
-    def drop_batches(self, batches: Collection[str]) -> bool:
-        """Leave out the examples of ``batches`` on both sides; whether both still have some."""
+    def quarantine(self, checks: dict[str, BatchMismatch]) -> bool:
+        """Keep the batches' mismatch checks and leave out the examples of every batch whose
+        check failed (``quarantined``, with the reason); whether both sides still have some."""
+        self.mismatch = dict(checks)
+        self.quarantined = {b: c.reason for b, c in checks.items() if c.reason is not None}
+        for batch, reason in self.quarantined.items():
+            log.warning("batch %s quarantined: %s", batch, reason)
+        if not self.quarantined:
+            return True
 
         def kept(e: Example) -> bool:
-            return self.batch_of[e.rollout.interaction_id] not in batches
+            return self.batch_of[e.rollout.interaction_id] not in self.quarantined
 
-        if batches:
-            self.train = [e for e in self.train if kept(e)]
-            self.held = [e for e in self.held if kept(e)]
+        self.train = [e for e in self.train if kept(e)]
+        self.held = [e for e in self.held if kept(e)]
         return bool(self.train) and bool(self.held)
 
 

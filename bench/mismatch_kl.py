@@ -20,7 +20,8 @@ from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy, register_base
 from models.sampling import SamplingParams
 from models.tiny_model import ensure_tiny_model
-from trainer.learner import LearnerConfig, advantages, next_baseline
+from trainer.advantages import advantages, next_baseline
+from trainer.learner import LearnerConfig
 from trainer.mismatch import mismatch_of
 
 TEMPERATURE, ROLLOUTS, TOKENS = 0.7, 64, 6

@@ -1,14 +1,23 @@
-"""Which of a round's examples the learner trains on, and which the gate judges the candidate
-on: whole users to one side (a fixed hash of the user id, so a rerun holds out the same users),
-and whole trajectories within the learner's context or left out and counted."""
+"""A round's examples: read from its batches' data files (:func:`read_round`), and which of
+them the learner trains on and which the gate judges the candidate on: whole users to one side
+(a fixed hash of the user id, so a rerun holds out the same users), and whole trajectories
+within the learner's context or left out and counted."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from models.examples import Example, trajectories
+from checkpoints.record import CheckpointInfo
+from models.examples import Example, read_examples, trajectories
 from release.offpolicy_bound import user_key
+from trainer.mismatch import BatchMismatch
+
+log = logging.getLogger(__name__)
 
 
 def held_out(unit: str, fraction: float) -> bool:
@@ -84,3 +93,99 @@ def within_context(examples: Sequence[Example], limit: int | None) -> tuple[list
             for i in run}  # fmt: skip
     kept = [e for i, e in enumerate(examples) if i in keep]
     return kept, len(examples) - len(kept)
+
+
+@dataclass
+class RoundExamples:
+    """A round's examples as read from its batches, and the two sides they fall on.
+
+    ``examples`` is every row read (the mismatch check samples each batch's from all of them),
+    ``train`` the rewarded examples the learner trains on and ``held`` the held-out users'
+    interactions (censored ones included: the gate's estimand keeps them); ``skipped`` counts
+    the rows left out, by reason, ``batch_of`` names each interaction's batch, and ``mismatch``
+    and ``quarantined`` are the batches' mismatch checks and the batches they left out.
+    """
+
+    examples: list[Example]
+    train: list[Example]
+    held: list[Example]
+    skipped: Counter[str]
+    batch_of: dict[str, str]
+    mismatch: dict[str, BatchMismatch] = field(default_factory=dict)  # by batch, when checked
+    quarantined: dict[str, str] = field(default_factory=dict)  # batch -> why
+
+    def by_batch(self) -> dict[str, list[Example]]:
+        """Every example read, by the batch it came in."""
+        out: dict[str, list[Example]] = {}
+        for example in self.examples:
+            out.setdefault(self.batch_of[example.rollout.interaction_id], []).append(example)
+        return out
+
+    def fit_context(self, limit: int | None) -> None:
+        """Leave out, and count, every trajectory longer than the learner's ``limit`` positions
+        (:func:`within_context`); ValueError when too few examples are left."""
+        (self.train, over_train), (self.held, over_held) = (
+            within_context(self.train, limit),
+            within_context(self.held, limit),
+        )
+        if over_train or over_held:
+            self.skipped["over_context"] += over_train + over_held
+            log.warning("%d calls longer than the model's %s positions left out with their runs",
+                        over_train + over_held, limit)  # fmt: skip
+            if not self.train or not self.held:
+                raise ValueError(f"too few examples within the model's context ({limit} positions)")
+
+    def quarantine(self, checks: dict[str, BatchMismatch]) -> bool:
+        """Keep the batches' mismatch checks and leave out the examples of every batch whose
+        check failed (``quarantined``, with the reason); whether both sides still have some."""
+        self.mismatch = dict(checks)
+        self.quarantined = {b: c.reason for b, c in checks.items() if c.reason is not None}
+        for batch, reason in self.quarantined.items():
+            log.warning("batch %s quarantined: %s", batch, reason)
+        if not self.quarantined:
+            return True
+
+        def kept(e: Example) -> bool:
+            return self.batch_of[e.rollout.interaction_id] not in self.quarantined
+
+        self.train = [e for e in self.train if kept(e)]
+        self.held = [e for e in self.held if kept(e)]
+        return bool(self.train) and bool(self.held)
+
+
+def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str | Path]]],
+               held_out_fraction: float) -> RoundExamples:  # fmt: skip
+    """The examples of ``batches`` (``(batch_id, data files)``), all of them ``parent``'s
+    rollouts with its tokenizer (others are counted in ``skipped``), split into training and
+    held-out ones (:func:`split`). ValueError: a batch of another checkpoint, no rewarded
+    example, or too few to both train and hold out."""
+    examples: list[Example] = []
+    skipped: Counter[str] = Counter()
+    batch_of: dict[str, str] = {}  # interaction id -> the batch it came in
+    for batch, paths in batches:
+        for path in paths:
+            read = read_examples(path)
+            if read.checkpoint_id != parent.checkpoint_id:
+                raise ValueError(
+                    f"batch {batch} holds {read.checkpoint_id}'s interactions, not "
+                    f"{parent.checkpoint_id}'s: on-policy training reads its own checkpoint's"
+                )
+            for example in (*read.examples, *read.censored):
+                if example.rollout.model.tokenizer_sha256 != parent.model.tokenizer_sha256:
+                    skipped["other_tokenizer"] += 1
+                else:
+                    examples.append(example)
+                    batch_of[example.rollout.interaction_id] = batch
+            skipped.update(read.skipped)
+    if not any(e.reward is not None for e in examples):
+        raise ValueError(
+            f"no examples with a rollout of {parent.checkpoint_id} in {len(batches)} batch(es)"
+            f" (rows left out, by reason: {dict(skipped) or 'none'})"
+        )
+    # censored calls (no reward) are held out with their users, never trained on: the gate's
+    # estimand keeps them (release.offpolicy_bound)
+    train, held = split(examples, held_out_fraction)
+    train = [e for e in train if e.reward is not None]
+    if not train or not any(e.reward is not None for e in held):
+        raise ValueError(f"{len(examples)} examples: too few to both train and hold out")
+    return RoundExamples(examples, train, held, skipped, batch_of)

@@ -84,14 +84,9 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
         parent.checkpoint_id,
         batches,
         options.candidate_id or next_id(registry, parent),
-        learner=options.learner,
-        gate=options.gate,
-        alarms=alarms,
-        held_out_fraction=options.held_out,
-        lora=options.lora,
-        accelerator=accelerator,
-        canary=options.canary,
-        eval_engine=options.eval_engine,
+        options,
+        alarms,
+        accelerator,
     )
     if result is None:  # not the main process: the main one registers and announces
         return 0

@@ -1,9 +1,9 @@
 """One training round: a checkpoint's batches in, a gated candidate checkpoint out.
 
 1. Read the examples of the batches offered for the served checkpoint (its own rollouts and the
-   rewards they earned: on-policy data). A batch whose behaviour log-probabilities do not match
-   the served weights is quarantined (``mismatch``): named in the candidate's record, not
-   trained on, never offered again.
+   rewards they earned: on-policy data; ``round_examples``). A batch whose behaviour
+   log-probabilities do not match the served weights is quarantined (``mismatch``): named in
+   the candidate's record, not trained on, never offered again.
 2. Hold out a fixed share of users (chosen by a hash of the user id, so a rerun holds out the
    same ones; an interaction without a user goes by its session, else by itself:
    ``release.offpolicy_bound.user_key``): all of a user's interactions are held out or all
@@ -11,57 +11,56 @@
    checkpoint on the rest (``learner``): all its weights, or a LoRA adapter. The round's
    state is saved every few steps (``round_state``), so a round killed midway resumes where
    it stood.
-3. Score the held-out interactions under the candidate (``offpolicy``: no new traffic needed)
-   and estimate its gain with a user-level lower bound at this parent's attempt's level
-   (``gate.attempt_level``: the n-th candidate trained from one parent spends its share of
-   alpha, so retries on the same held-out users cannot wear the gate down), and read the
-   monitors' alarms of the served checkpoint against its parent (reward hacking shows there
-   before it shows in the reward).
-4. The gate decides; the candidate is registered either way (promoted or rejected, with the
-   reasons and figures, the gate's settings and its evidence file, ``release.evidence``), so
-   every decision can be traced to its weights and data and recomputed by
-   ``rtrl gate evaluate --checkpoint ID``.
+3. The gate's steps (``round_gate``): score the held-out interactions under the candidate
+   (``offpolicy``: no new traffic needed) and estimate its gain with a user-level lower bound
+   at this parent's attempt's level (``gate.attempt_level``: the n-th candidate trained from
+   one parent spends its share of alpha, so retries on the same held-out users cannot wear the
+   gate down), run the candidate evals, and weigh the monitors' alarms of the served
+   checkpoint against its parent (reward hacking shows there before it shows in the reward).
+4. The gate decides; the candidate is registered either way (``round_record``: promoted,
+   a canary or rejected, with the reasons and figures, the gate's settings and its evidence
+   file, ``release.evidence``), so every decision can be traced to its weights and data and
+   recomputed by ``rtrl gate evaluate --checkpoint ID``.
 
 Publishing the decision on the ``checkpoints`` topic is the caller's step, after this returns.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
-from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import torch
 from accelerate import Accelerator
 
-from checkpoints.attempts import reserve_attempt
-from checkpoints.record import CANARY, PROMOTED, REJECTED, CheckpointInfo, TrainingRef
+from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
-from checkpoints.weights import STATE_FILE, load_policy, load_trainer_state, weight_writers
-from models.examples import Example, read_examples
+from checkpoints.weights import load_policy, load_trainer_state
+from models.examples import Example
 from models.loading import LoraSettings
 from models.policy import CausalLMPolicy
 from models.scoring import score_examples
-from release.canary_config import CanaryConfig, canary_stage
-from release.evidence import FILE as EVIDENCE_FILE
-from release.evidence import estimate_rows, evidence_bytes
-from release.gate import GateConfig, GateDecision, attempt_level, decide
-from release.offpolicy import evidence_rows
+from release.gate import GateDecision
 from release.offpolicy_bound import Estimate
 from rewards.monitors import Alarm
 from trainer.learner import LearnerConfig, Progress, UpdateStats, update
 from trainer.mismatch import BatchMismatch, check_batches
 from trainer.round_evals import RoundEvals
-from trainer.round_examples import split, within_context
+from trainer.round_examples import RoundExamples, read_round
+from trainer.round_gate import judge
+from trainer.round_options import RoundOptions
+from trainer.round_record import (
+    TrainedCandidate,
+    register_candidate,
+    register_quarantined,
+    round_record,
+)
 from trainer.round_state import RoundStateFile, round_key
-
-if TYPE_CHECKING:
-    from llamacpp.fleet import EngineSettings
 
 log = logging.getLogger(__name__)
 
@@ -99,115 +98,113 @@ def behaviour_is_exact(checks: dict[str, BatchMismatch], limit: float) -> bool:
     )
 
 
-def attempt_of(registry: CheckpointRegistry, parent_id: str) -> int:
-    """1 + the gate decisions ``parent_id``'s earlier candidates recorded (promoted, rejected or
-    canary alike: each spent its alpha): where a new reservation starts
-    (``checkpoints.attempts.reserve_attempt`` takes the lowest free number from there)."""
-    return 1 + sum(info.parent == parent_id and "gate" in info.evals for info in registry.list())
-
-
 def train_round(registry: CheckpointRegistry, parent_id: str,
-                batches: Sequence[tuple[str, Sequence[str | Path]]], candidate_id: str, *,
-                learner: LearnerConfig, gate: GateConfig, alarms: Sequence[Alarm],
-                held_out_fraction: float = 0.3, lora: LoraSettings | None = None,
-                accelerator: Accelerator | None = None,
-                canary: CanaryConfig | None = None,
-                eval_engine: EngineSettings | None = None) -> TrainResult | None:  # fmt: skip
-    """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, data files)``).
-
-    A candidate that passes the gate is promoted, or with ``canary`` registered as a canary
-    (``release.canary``: it serves a share of users first, and its live A/B decides).
-
-    ``eval_engine``: the candidate evals sample a LoRA candidate and its parent through
-    llama.cpp (``trainer.round_evals``), not transformers.
+                batches: Sequence[tuple[str, Sequence[str | Path]]], candidate_id: str,
+                options: RoundOptions, alarms: Sequence[Alarm],
+                accelerator: Accelerator | None = None) -> TrainResult | None:  # fmt: skip
+    """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, data files)``)
+    with ``options``' settings, judge it (``alarms``: the monitors' of the served checkpoint
+    against its parent) and register it: the module docstring's steps, in order.
 
     Under several processes every rank trains its shard; only the main one evaluates and
     registers (the others return None). A saved state of this very round (killed before it
     registered) is resumed from.
     """
-    if not 0 < held_out_fraction < 1:
-        raise ValueError("held_out_fraction must be between 0 and 1")
+    if not 0 < options.held_out < 1:
+        raise ValueError("options.held_out must be between 0 and 1")
     accelerator = accelerator or Accelerator(cpu=True)
-    parent_info = registry.get(parent_id)
-    examples: list[Example] = []
-    skipped: Counter[str] = Counter()
-    batch_of: dict[str, str] = {}  # interaction id -> the batch it came in
-    for batch, paths in batches:
-        for path in paths:
-            read = read_examples(path)
-            if read.checkpoint_id != parent_id:
-                raise ValueError(
-                    f"batch {batch} holds {read.checkpoint_id}'s interactions, not "
-                    f"{parent_id}'s: on-policy training reads its own checkpoint's"
-                )
-            for example in (*read.examples, *read.censored):
-                if example.rollout.model.tokenizer_sha256 != parent_info.model.tokenizer_sha256:
-                    skipped["other_tokenizer"] += 1
-                else:
-                    examples.append(example)
-                    batch_of[example.rollout.interaction_id] = batch
-            skipped.update(read.skipped)
-    if not any(e.reward is not None for e in examples):
-        raise ValueError(
-            f"no examples with a rollout of {parent_id} in {len(batches)} batch(es)"
-            f" (rows left out, by reason: {dict(skipped) or 'none'})"
-        )
-    # censored calls (no reward) are held out with their users, never trained on: the gate's
-    # estimand keeps them (release.offpolicy_bound)
-    train, held = split(examples, held_out_fraction)
-    train = [e for e in train if e.reward is not None]
-    if not train or not any(e.reward is not None for e in held):
-        raise ValueError(f"{len(examples)} examples: too few to both train and hold out")
-    adapter = parent_info.weights.lora or lora
+    learner, main = options.learner, accelerator.is_main_process
+    parent, batch_ids = registry.get(parent_id), tuple(b for b, _ in batches)
+    data = read_round(parent, batches, options.held_out)
+    adapter = parent.weights.lora or options.lora
     seconds: dict[str, float] = {}
     with _timed(seconds, "load"):
-        policy = load_policy(
-            registry, parent_info, new_lora=lora if parent_info.weights.kind != "lora" else None
-        )
-        policy.to(accelerator.device)
-    limit = getattr(policy.model.config, "max_position_embeddings", None)
-    (train, over_train), (held, over_held) = (
-        within_context(train, limit),
-        within_context(held, limit),
-    )
-    if over_train or over_held:
-        skipped["over_context"] += over_train + over_held
-        log.warning("%d calls longer than the model's %s positions left out with their runs",
-                    over_train + over_held, limit)  # fmt: skip
-        if not train or not held:
-            raise ValueError(f"too few examples within the model's context ({limit} positions)")
+        policy = _load(registry, parent, options.lora, accelerator)
+    data.fit_context(getattr(policy.model.config, "max_position_embeddings", None))
     with _timed(seconds, "mismatch"):
-        checks = (
-            check_batches(policy, _by_batch(examples, batch_of), learner.mismatch_sample,
-                          learner.max_mismatch_kl) if learner.mismatch_sample else {}
-        )  # fmt: skip
-    quarantined = {b: c.reason for b, c in checks.items() if c.reason is not None}
-    for batch, reason in quarantined.items():
-        log.warning("batch %s quarantined: %s", batch, reason)
-    if quarantined:
-        train = [e for e in train if batch_of[e.rollout.interaction_id] not in quarantined]
-        held = [e for e in held if batch_of[e.rollout.interaction_id] not in quarantined]
-        if not train or not held:  # the main process records it; every one stops
-            raise ValueError(_register_quarantined(
-                registry, parent_info, candidate_id, batches, policy, adapter, quarantined,
-                checks) if accelerator.is_main_process else "batches quarantined")  # fmt: skip
-    same_params = (parent_info.weights.kind == "lora") == (adapter is not None)
-    parent_state = load_trainer_state(registry, parent_info) if same_params else None
-    reference = reference_info = None
-    if learner.kl_coef > 0:
-        with _timed(seconds, "reference"):
-            reference_info = registry.get(registry.root_of(parent_id))
-            reference_policy = load_policy(registry, reference_info)
-            reference = score_examples(reference_policy.to(accelerator.device), train)
-            del reference_policy
-    key = round_key(
-        parent=parent_id,
-        batches=[b for b, _ in batches],
-        candidate=candidate_id,
-        learner=asdict(learner),
-        lora=adapter.model_dump() if adapter else None,
-    )
+        checks = _mismatch_checks(policy, data, learner)
+    if not data.quarantine(checks):  # the main process records it; every one stops
+        raise ValueError(register_quarantined(registry, parent, candidate_id, batch_ids, policy,
+                         adapter, data) if main else "batches quarantined")  # fmt: skip
+    same_params = (parent.weights.kind == "lora") == (adapter is not None)
+    parent_state = load_trainer_state(registry, parent) if same_params else None
+    reference_info, reference = _reference(registry, parent_id, data.train, learner,
+                                           accelerator, seconds)  # fmt: skip
+    key = round_key(parent=parent_id, batches=list(batch_ids), candidate=candidate_id,
+                    learner=asdict(learner),
+                    lora=adapter.model_dump() if adapter else None)  # fmt: skip
     state_file = RoundStateFile(registry.root, candidate_id, key)
+    resume, save_state = _resumable(state_file, candidate_id, policy, learner, main)
+    exact = _old_is_behaviour(checks, learner)
+    round_evals = RoundEvals(policy, options.gate, options.eval_engine, adapter, main)
+    with _timed(seconds, "update"):
+        result = update(policy, data.train, learner, accelerator,
+                        baseline=parent.training.state, reference=reference,
+                        optimizer_state=parent_state["optimizer"] if parent_state else None,
+                        old_is_behaviour=exact, resume=resume, on_step=save_state)  # fmt: skip
+    if not main:
+        return None
+    outcome = judge(registry, parent, candidate_id, policy, data.held, alarms, options,
+                    round_evals)  # fmt: skip
+    seconds.update(outcome.seconds)
+    log.info("round %s took %s", candidate_id,
+             ", ".join(f"{name} {s:.0f}s" for name, s in seconds.items()))  # fmt: skip
+    evals = round_record(outcome, result.stats, data, options, accelerator, seconds)
+    trained = TrainedCandidate(policy, adapter, result, reference_info)
+    info = register_candidate(registry, parent, candidate_id, batch_ids, trained, outcome, evals,
+                              options.canary)  # fmt: skip
+    state_file.remove()
+    return TrainResult(info, outcome.decision, result.stats, outcome.estimate, len(data.train),
+                       len(data.held), dict(data.skipped))  # fmt: skip
+
+
+def _old_is_behaviour(checks: dict[str, BatchMismatch], learner: LearnerConfig) -> bool:
+    """Whether the update takes ``pi_old`` as the recorded log-probs (:func:`behaviour_is_exact`),
+    said in the log when it does."""
+    exact = behaviour_is_exact(checks, learner.exact_behaviour_kl)
+    if exact:
+        log.info("pi_old is the recorded behaviour log-probs: every batch's mismatch is within "
+                 "%g nats a token", learner.exact_behaviour_kl)  # fmt: skip
+    return exact
+
+
+def _load(registry: CheckpointRegistry, parent: CheckpointInfo, lora: LoraSettings | None,
+          accelerator: Accelerator) -> CausalLMPolicy:  # fmt: skip
+    """The parent's policy on the accelerator's device: a new ``lora`` adapter over its weights,
+    unless the parent is an adapter already (then that one trains on)."""
+    policy = load_policy(registry, parent, new_lora=lora if parent.weights.kind != "lora" else None)
+    policy.to(accelerator.device)
+    return policy
+
+
+def _mismatch_checks(policy: CausalLMPolicy, data: RoundExamples,
+                     learner: LearnerConfig) -> dict[str, BatchMismatch]:  # fmt: skip
+    """Each batch's mismatch between its recorded log-probs and the parent's (none when
+    ``learner.mismatch_sample`` is 0)."""
+    if not learner.mismatch_sample:
+        return {}
+    return check_batches(policy, data.by_batch(), learner.mismatch_sample, learner.max_mismatch_kl)
+
+
+def _reference(registry: CheckpointRegistry, parent_id: str, train: Sequence[Example],
+               learner: LearnerConfig, accelerator: Accelerator, seconds: dict[str, float]
+               ) -> tuple[CheckpointInfo | None, list[torch.Tensor] | None]:  # fmt: skip
+    """The KL penalty's reference, the lineage's first checkpoint, and its log-probabilities of
+    the ``train`` examples' tokens; neither without a penalty (``learner.kl_coef`` 0)."""
+    if learner.kl_coef <= 0:
+        return None, None
+    with _timed(seconds, "reference"):
+        reference = registry.get(registry.root_of(parent_id))
+        reference_policy = load_policy(registry, reference)
+        return reference, score_examples(reference_policy.to(accelerator.device), train)
+
+
+def _resumable(state_file: RoundStateFile, candidate_id: str, policy: CausalLMPolicy,
+               learner: LearnerConfig, main_process: bool) -> tuple[
+                   Callable[[], tuple[Progress, dict[str, Any]] | None],
+                   Callable[[Progress, dict[str, Any]], None]]:  # fmt: skip
+    """The update's ``resume`` (a saved state of this very round, applied to ``policy``) and
+    ``on_step`` (the main process saves the state every ``learner.save_every`` steps)."""
 
     def resume() -> tuple[Progress, dict[str, Any]] | None:
         saved = state_file.load_into(policy)
@@ -219,93 +216,10 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
         return saved.progress, saved.optimizer_state
 
     def save_state(progress: Progress, optimizer_state: dict[str, Any]) -> None:
-        if accelerator.is_main_process and learner.save_every and (
-                progress.step % learner.save_every == 0):  # fmt: skip
+        if main_process and learner.save_every and progress.step % learner.save_every == 0:
             state_file.save(policy, progress, optimizer_state)
 
-    exact = behaviour_is_exact(checks, learner.exact_behaviour_kl)
-    if exact:
-        log.info("pi_old is the recorded behaviour log-probs: every batch's mismatch is within "
-                 "%g nats a token", learner.exact_behaviour_kl)  # fmt: skip
-    round_evals = RoundEvals(policy, gate, eval_engine, adapter, accelerator.is_main_process)
-    with _timed(seconds, "update"):
-        result = update(
-            policy,
-            train,
-            learner,
-            accelerator,
-            baseline=parent_info.training.state,
-            reference=reference,
-            optimizer_state=parent_state["optimizer"] if parent_state else None,
-            old_is_behaviour=exact,
-            resume=resume,
-            on_step=save_state,
-        )
-    if not accelerator.is_main_process:
-        return None
-    attempt = reserve_attempt(registry.root, parent_id, candidate_id,
-                              attempt_of(registry, parent_id))  # fmt: skip
-    with _timed(seconds, "gate_scoring"):
-        rows = evidence_rows(policy, held)
-        figures = estimate_rows(rows, level=attempt_level(gate.level, attempt),
-                                resamples=gate.resamples, seed=learner.seed,
-                                weight_cap=gate.weight_cap, reward_min=gate.reward_min,
-                                reward_max=gate.reward_max)  # fmt: skip
-    with _timed(seconds, "candidate_evals"):
-        tests = round_evals.run(registry, parent_info, candidate_id, policy, held, learner.seed)
-    log.info("round %s took %s", candidate_id,
-             ", ".join(f"{name} {s:.0f}s" for name, s in seconds.items()))  # fmt: skip
-    decision = decide(figures, alarms, gate, [t.message for t in tests if t.alarm])
-    evidence = evidence_bytes(rows)
-    evals = {
-        "offpolicy": asdict(figures),
-        "gate": {**decision.figures, "attempt": float(attempt), "seed": float(learner.seed)},
-        "gate_config": asdict(gate),
-        "evidence": {
-            "file": EVIDENCE_FILE,
-            "sha256": hashlib.sha256(evidence).hexdigest(),
-            "rows": len(rows),
-        },
-        "update": asdict(result.stats),
-        "learner": asdict(learner),
-        "n_train": len(train),
-        "n_held_out": len(held),
-        "n_held_out_censored": sum(e.reward is None for e in held),
-        "skipped": dict(skipped),
-        "mismatch": {b: asdict(c) for b, c in checks.items()},
-        "quarantined": quarantined,
-        "alarms": [a.message for a in alarms],
-        "candidate_evals": [asdict(t) for t in tests],
-        "candidate_evals_by": round_evals.by,
-        "device": str(accelerator.device),
-        "processes": accelerator.num_processes,
-        "seconds": {name: round(s, 1) for name, s in seconds.items()},
-    }
-    if canary is not None and decision.passed:
-        evals["canary"] = canary_stage(candidate_id, canary)
-    weights, files = weight_writers(policy, adapter, result.optimizer_state)
-    files[EVIDENCE_FILE] = lambda path: _write(path, evidence)
-    training = TrainingRef(
-        step=parent_info.training.step + result.stats.grad_steps,
-        state=result.baseline,
-        file=STATE_FILE,
-        sha256="0" * 64,
-        **_reference_ref(reference_info),
-    )
-    info = registry.register(
-        checkpoint_id=candidate_id,
-        parent=parent_id,
-        model=parent_info.model,
-        weights=weights,
-        training=training,
-        files=files,
-        evals=evals,
-        batches=tuple(b for b, _ in batches),
-        status=(CANARY if canary else PROMOTED) if decision.passed else REJECTED,
-        reasons=decision.reasons,
-    )
-    state_file.remove()
-    return TrainResult(info, decision, result.stats, figures, len(train), len(held), dict(skipped))
+    return resume, save_state
 
 
 @contextmanager
@@ -317,55 +231,3 @@ def _timed(seconds: dict[str, float], stage: str) -> Iterator[None]:
         yield
     finally:
         seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - started
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.write_bytes(data)
-
-
-def _by_batch(examples: Sequence[Example], batch_of: dict[str, str]) -> dict[str, list[Example]]:
-    out: dict[str, list[Example]] = {}
-    for example in examples:
-        out.setdefault(batch_of[example.rollout.interaction_id], []).append(example)
-    return out
-
-
-def _reference_ref(info: CheckpointInfo | None) -> dict[str, str | None]:
-    """The KL penalty's reference as the record names it: its id, and the sha256 of its weights
-    (of the base model for a checkpoint that is the base itself); nothing without a penalty."""
-    if info is None:
-        return {}
-    return {
-        "reference_id": info.checkpoint_id,
-        "reference_sha256": info.weights.sha256 or info.model.base_sha256,
-    }
-
-
-def _register_quarantined(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: str,
-                          batches: Sequence[tuple[str, Sequence[str | Path]]],
-                          policy: CausalLMPolicy, adapter: LoraSettings | None,
-                          quarantined: dict[str, str],
-                          checks: dict[str, BatchMismatch]) -> str:  # fmt: skip
-    """Nothing is left to train on once the quarantined batches are out: the candidate is
-    registered rejected with the parent's weights and the reasons, so that its batches are
-    never offered again. Returns what the round's error says."""
-    weights, files = weight_writers(policy, adapter, None)
-    reasons = tuple(f"batch {b} quarantined: {r}" for b, r in quarantined.items())
-    registry.register(
-        checkpoint_id=candidate_id,
-        parent=parent.checkpoint_id,
-        model=parent.model,
-        weights=weights,
-        training=TrainingRef(step=parent.training.step, state=parent.training.state),
-        files=files,
-        evals={
-            "mismatch": {b: asdict(c) for b, c in checks.items()},
-            "quarantined": quarantined,
-            "n_train": 0,
-            "n_held_out": 0,
-        },  # fmt: skip
-        batches=tuple(b for b, _ in batches),
-        status=REJECTED,
-        reasons=(*reasons, "too few examples left to train and hold out"),
-    )
-    return f"{candidate_id} rejected untrained: " + "; ".join(reasons)

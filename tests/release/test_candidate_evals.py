@@ -11,6 +11,7 @@ from models.examples import Example
 from release.gate import GateConfig
 from rtrl.worlds.token_reader import SIMULATED, SimulatedBehaviour
 from tests.support.checkpoints import PARAMS, write_batch
+from tests.support.rounds import round_options
 from trainer.learner import LearnerConfig
 from trainer.train import train_round
 
@@ -37,14 +38,17 @@ def _round(registry, tmp_path, reward_invalid: float):
         "t-0000",
         [("b", [batch])],
         "t-0001",
-        learner=LearnerConfig(lr=1e-2, epochs=4, minibatch=32, micro_batch=32),
-        gate=GateConfig(
-            min_gain=-100,
-            max_kl=100,
-            min_ess_fraction=0,
-            eval_prompts=64,
-            eval_samples=6,
-            eval_reader=SIMULATED,  # the users of these rollouts act on tokens
+        round_options(
+            registry,
+            LearnerConfig(lr=1e-2, epochs=4, minibatch=32, micro_batch=32),
+            GateConfig(
+                min_gain=-100,
+                max_kl=100,
+                min_ess_fraction=0,
+                eval_prompts=64,
+                eval_samples=6,
+                eval_reader=SIMULATED,  # the users of these rollouts act on tokens
+            ),
         ),
         alarms=[],
     )

@@ -157,6 +157,7 @@ def test_evaluate_imports_no_torch(tmp_path, collapse_rows):
 def test_a_rounds_decision_is_reproduced_from_its_evidence(registry, tmp_path, capsys) -> None:
     from checkpoints.weights import load_policy
     from tests.support.checkpoints import serve, write_batch
+    from tests.support.rounds import round_options
     from trainer.learner import LearnerConfig
     from trainer.train import train_round
 
@@ -171,7 +172,12 @@ def test_a_rounds_decision_is_reproduced_from_its_evidence(registry, tmp_path, c
     gate = GateConfig(min_gain=-100, max_kl=100, min_users=2, eval_prompts=0)
     first, second = (
         train_round(
-            registry, "t-0000", [("b", [batch])], candidate, learner=learner, gate=gate, alarms=[]
+            registry,
+            "t-0000",
+            [("b", [batch])],
+            candidate,
+            round_options(registry, learner, gate),
+            alarms=[],
         )  # fmt: skip
         for candidate in ("t-0001", "t-0002")
     )

@@ -90,6 +90,7 @@ def train_rounds(registry: CheckpointRegistry, tmp: Path, scenario: Scenario,
                  rounds: int) -> list[dict]:  # fmt: skip
     """Up to ``rounds`` rounds from the root; stops once the watched rate alarmed. Per round:
     the decision and the candidate evals of the watched rates."""
+    from tests.support.rounds import round_options
     from trainer.train import train_round
 
     config = RewardConfig(flaw=scenario.flaw)  # type: ignore[arg-type]
@@ -107,7 +108,7 @@ def train_rounds(registry: CheckpointRegistry, tmp: Path, scenario: Scenario,
         examples = serve_round(registry, parent, config, seed=number)
         batch = write_batch(tmp / f"b{number}.parquet", examples, batch_id=f"b{number}")
         result = train_round(registry, parent, [(f"b{number}", [batch])], f"t-{number:04d}",
-                             learner=learner, gate=gate, alarms=[])  # fmt: skip
+                             round_options(registry, learner, gate), alarms=[])  # fmt: skip
         assert result is not None
         evals = {t["metric"]: t for t in result.candidate.evals["candidate_evals"]}
         out.append({"status": result.candidate.status, "reasons": result.candidate.reasons,

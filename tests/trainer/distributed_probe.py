@@ -15,6 +15,7 @@ from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy
 from models.examples import read_examples
 from release.gate import GateConfig
+from tests.support.rounds import round_options
 from trainer.learner import LearnerConfig, update
 from trainer.train import train_round
 
@@ -37,8 +38,7 @@ def main(argv: list[str]) -> None:
         "t-0000",
         [("b", [batch])],
         "t-0001",
-        learner=LEARNER,
-        gate=GateConfig(min_gain=-100, max_kl=100),
+        round_options(registry, LEARNER, GateConfig(min_gain=-100, max_kl=100)),
         alarms=[],
         accelerator=accelerator,
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from checkpoints.store import CheckpointRegistry
 from release.gate import GateConfig
+from tests.support.rounds import round_options
 from trainer.learner import LearnerConfig
 from trainer.train import train_round
 
@@ -21,8 +22,7 @@ def main(argv: list[str]) -> None:
         "t-0000",
         [("b", [batch])],
         candidate,
-        learner=LEARNER,
-        gate=GateConfig(min_gain=-100, max_kl=100),
+        round_options(registry, LEARNER, GateConfig(min_gain=-100, max_kl=100)),
         alarms=[],
     )
 

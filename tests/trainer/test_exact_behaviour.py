@@ -13,6 +13,7 @@ from checkpoints.weights import load_policy
 from models.examples import Example
 from release.gate import GateConfig
 from tests.support.checkpoints import serve, write_batch
+from tests.support.rounds import round_options
 from trainer.learner import LearnerConfig
 from trainer.train import train_round
 
@@ -45,8 +46,8 @@ def test_exact_behaviour_log_probs_stand_for_pi_old_and_train_the_same_weights(r
         "t-0002": dataclasses.replace(LEARNER, exact_behaviour_kl=0.0),  # always score
     }
     for candidate, learner in rounds.items():
-        assert train_round(registry, "t-0000", batch, candidate, learner=learner, gate=GATE,
-                           alarms=[], held_out_fraction=0.3) is not None  # fmt: skip
+        options = round_options(registry, learner, GATE, held_out=0.3)
+        assert train_round(registry, "t-0000", batch, candidate, options, alarms=[]) is not None
     taken = registry.get("t-0001").evals["update"]
     scored = registry.get("t-0002").evals["update"]
     assert taken["old_logprobs"] == "behaviour" and scored["old_logprobs"] == "scored"
@@ -62,8 +63,8 @@ def test_log_probs_a_little_off_are_scored_as_before(registry, tmp_path):
     root = registry.get("t-0000")
     examples = _off(serve(load_policy(registry, root), root, 48, seed=6), 0.03)
     batch = [("b-2", [write_batch(tmp_path / "b2.parquet", examples, "b-2")])]
-    result = train_round(registry, "t-0000", batch, "t-0001", learner=LEARNER, gate=GATE,
-                         alarms=[], held_out_fraction=0.3)  # fmt: skip
+    options = round_options(registry, LEARNER, GATE, held_out=0.3)
+    result = train_round(registry, "t-0000", batch, "t-0001", options, alarms=[])
     assert result is not None
     record = result.candidate.evals
     assert record["quarantined"] == {}  # inside the quarantine limit (0.02)

@@ -12,7 +12,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.learner import LearnerConfig, advantages, next_baseline
+from trainer.advantages import advantages, next_baseline
+from trainer.learner import LearnerConfig
 from trainer.losses import k3_kl, kl_penalty
 
 FLOOR = LearnerConfig().adv_std_floor

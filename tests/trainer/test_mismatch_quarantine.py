@@ -30,6 +30,7 @@ from serving.generation import rollout_of
 from serving.upstream import UpstreamBackend
 from serving.upstream_protocol import UpstreamError
 from tests.support.checkpoints import TASKS, TS, low_token_share, write_batch
+from tests.support.rounds import round_options
 from trainer.inputs import OfferedBatch, untrained
 from trainer.learner import LearnerConfig
 from trainer.mismatch import mismatch_of
@@ -169,7 +170,7 @@ def test_raw_logprobs_at_temperature_07_are_quarantined_and_processed_ones_train
     # the raw batch alone: nothing left to train on; a rejected candidate records why
     with pytest.raises(ValueError, match="quarantined"):
         train_round(registry, "s-0000", [("b-raw", [files["b-raw"]])], "s-0001",
-                    learner=LEARNER, gate=GATE, alarms=[])  # fmt: skip
+                    round_options(registry, LEARNER, GATE), alarms=[])  # fmt: skip
     rejected = registry.get("s-0001")
     assert rejected.status == "rejected" and "b-raw" in rejected.evals["quarantined"]
     assert any("processed_logprobs" in r for r in rejected.reasons)
@@ -177,8 +178,8 @@ def test_raw_logprobs_at_temperature_07_are_quarantined_and_processed_ones_train
     assert figures["k1"] < -0.05 and figures["k3"] > 0.05 and figures["rollouts"] == 40
     # with the processed batch: trained on it alone
     result = train_round(registry, "s-0000", [("b-raw", [files["b-raw"]]),
-                         ("b-ok", [files["b-ok"]])], "s-0002", learner=LEARNER, gate=GATE,
-                         alarms=[])  # fmt: skip
+                         ("b-ok", [files["b-ok"]])], "s-0002",
+                         round_options(registry, LEARNER, GATE), alarms=[])  # fmt: skip
     assert result is not None
     candidate = result.candidate
     assert result.n_train + result.n_held_out == 40

@@ -14,7 +14,8 @@ from models.sampling import SamplingParams
 from models.scoring import score_examples
 from release.offpolicy import estimate
 from tests.support.checkpoints import PARAMS, low_token_share, serve
-from trainer.learner import LearnerConfig, advantages, update
+from trainer.advantages import advantages
+from trainer.learner import LearnerConfig, update
 
 FAST = LearnerConfig(lr=2e-3, epochs=2, minibatch=16, micro_batch=8)
 

@@ -15,6 +15,7 @@ from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy
 from release.gate import GateConfig
 from tests.support.checkpoints import serve, write_batch
+from tests.support.rounds import round_options
 from tests.trainer.round_probe import LEARNER
 from trainer.train import train_round
 
@@ -31,7 +32,8 @@ def test_a_round_killed_mid_update_resumes_to_the_same_weights(registry, tmp_pat
     batch = write_batch(tmp_path / "b.parquet", serve(load_policy(registry, root), root, 120, 0))
     shutil.copytree(registry.root, tmp_path / "killed")
     killed = CheckpointRegistry(tmp_path / "killed")
-    options = dict(learner=LEARNER, gate=GateConfig(min_gain=-100, max_kl=100), alarms=[])
+    gate = GateConfig(min_gain=-100, max_kl=100)
+    options = dict(options=round_options(registry, LEARNER, gate), alarms=[])
 
     whole = train_round(registry, "t-0000", [("b", [batch])], "t-0001", **options)
     assert whole is not None
@@ -74,8 +76,7 @@ def test_a_saved_state_of_other_inputs_is_discarded(registry, tmp_path, caplog):
             "t-0000",
             [("a", [first])],
             "t-0001",
-            learner=LEARNER,
-            gate=GateConfig(),
+            round_options(registry, LEARNER, GateConfig()),
             alarms=[],
         )
     assert done is not None and not any("resuming" in r.getMessage() for r in caplog.records)

@@ -22,6 +22,7 @@ from checkpoints.weights import load_policy
 from release.gate import GateConfig
 from rtrl.cli import main
 from tests.support.checkpoints import register_variant, serve, write_batch
+from tests.support.rounds import round_options
 from trainer.learner import LearnerConfig
 from trainer.train import train_round
 from warehouse.batches import publish
@@ -485,7 +486,7 @@ def test_a_round_refuses_another_checkpoints_batch_and_a_batch_without_rollouts(
     ]
     other = tmp_path / "other.parquet"
     pl.DataFrame(rows, schema=BATCH_DATA_SCHEMA).write_parquet(other)
-    options = dict(learner=LearnerConfig(), gate=GateConfig(), alarms=[])
+    options = dict(options=round_options(registry, LearnerConfig(), GateConfig()), alarms=[])
     with pytest.raises(ValueError, match="on-policy"):
         train_round(registry, "t-0000", [("b", [other])], "t-0001", **options)
     mine = tmp_path / "mine.parquet"

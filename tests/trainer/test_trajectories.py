@@ -13,7 +13,8 @@ from models.examples import Example, read_examples
 from models.rollout import Rollout, TurnRef
 from release.offpolicy import evidence_rows
 from tests.support.checkpoints import PARAMS, TS, register_variant
-from trainer.learner import LearnerConfig, trajectory_advantages, update
+from trainer.advantages import trajectory_advantages
+from trainer.learner import LearnerConfig, update
 from warehouse.manifest import BATCH_DATA_SCHEMA
 
 TOOL_RESULT = "<|im_start|>tool\n3 of 4 tests passed<|im_end|>\n<|im_start|>assistant\n"

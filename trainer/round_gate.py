@@ -1,0 +1,77 @@
+"""A round's gate: whether the trained candidate may serve, decided on evidence its parent's
+traffic already gave (``release.gate``).
+
+1. The attempt: the n-th candidate trained from one parent reserves number n
+   (``checkpoints.attempts``) and its bound is taken at that attempt's level
+   (``release.gate.attempt_level``: each spends its share of alpha, so retries on the same
+   held-out users cannot wear the gate down).
+2. The off-policy estimate: the held-out interactions scored under the candidate
+   (``release.offpolicy``, no new traffic needed) and its gain's user-level lower bound
+   (``release.evidence``); those rows are the evidence file the record keeps.
+3. The candidate evals: the candidate's behaviour against its parent's (``round_evals``).
+4. The decision, from the estimate, the monitors' alarms of the served checkpoint against its
+   parent (reward hacking shows there before it shows in the reward) and the evals' alarms.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from checkpoints.attempts import reserve_attempt
+from checkpoints.record import CheckpointInfo
+from checkpoints.store import CheckpointRegistry
+from models.examples import Example
+from models.policy import CausalLMPolicy
+from release.candidate_evals import RateTest
+from release.evidence import estimate_rows, evidence_bytes
+from release.gate import GateDecision, attempt_level, decide
+from release.offpolicy import evidence_rows
+from release.offpolicy_bound import Estimate
+from rewards.monitors import Alarm
+from trainer.round_evals import RoundEvals
+from trainer.round_options import RoundOptions
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the gate found and decided, as the candidate's record keeps it."""
+
+    attempt: int
+    estimate: Estimate
+    evidence: bytes  # the evidence file: one JSON line per held-out interaction
+    evidence_rows: int
+    tests: list[RateTest]  # the candidate evals
+    evals_by: str  # the engine that sampled them
+    alarms: list[str]  # the monitors'
+    decision: GateDecision
+    seconds: dict[str, float]  # wall time by stage: gate_scoring, candidate_evals
+
+
+def attempt_of(registry: CheckpointRegistry, parent_id: str) -> int:
+    """1 + the gate decisions ``parent_id``'s earlier candidates recorded (promoted, rejected or
+    canary alike: each spent its alpha): where a new reservation starts
+    (``checkpoints.attempts.reserve_attempt`` takes the lowest free number from there)."""
+    return 1 + sum(info.parent == parent_id and "gate" in info.evals for info in registry.list())
+
+
+def judge(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: str,
+          candidate: CausalLMPolicy, held: Sequence[Example], alarms: Sequence[Alarm],
+          options: RoundOptions, evals: RoundEvals) -> GateOutcome:  # fmt: skip
+    """The gate's steps for ``candidate`` (trained from ``parent``, to be registered as
+    ``candidate_id``) on the ``held``-out examples, under ``options.gate``."""
+    gate, seed = options.gate, options.learner.seed
+    attempt = reserve_attempt(registry.root, parent.checkpoint_id, candidate_id,
+                              attempt_of(registry, parent.checkpoint_id))  # fmt: skip
+    started = time.perf_counter()
+    rows = evidence_rows(candidate, held)
+    estimate = estimate_rows(rows, level=attempt_level(gate.level, attempt),
+                             resamples=gate.resamples, seed=seed, weight_cap=gate.weight_cap,
+                             reward_min=gate.reward_min, reward_max=gate.reward_max)  # fmt: skip
+    scored = time.perf_counter()
+    tests = evals.run(registry, parent, candidate_id, candidate, held, seed)
+    seconds = {"gate_scoring": scored - started, "candidate_evals": time.perf_counter() - scored}
+    decision = decide(estimate, alarms, gate, [t.message for t in tests if t.alarm])
+    return GateOutcome(attempt, estimate, evidence_bytes(rows), len(rows), tests, evals.by,
+                       [a.message for a in alarms], decision, seconds)  # fmt: skip

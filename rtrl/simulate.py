@@ -14,12 +14,14 @@ import logging
 import os
 import random
 from collections import Counter
+from dataclasses import dataclass, field
 
 import httpx
 
 from agent.harness import Harness, Turn
 from agent.sandbox import Grade
 from agent.tasks import load_tasks
+from infra.settings_cli import Option, SettingsOptions
 from ingest.sdk import Client, SdkConfig
 from models.sampling import SamplingParams
 from rtrl.worlds.code_world import Outcome, React, answer_and_react, tally
@@ -28,6 +30,34 @@ from rtrl.worlds.text_users import HiddenTaste, Reaction, react
 
 log = logging.getLogger("rtrl.simulate")
 KEY_ENV = "RTRL_API_KEY"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulateSettings:
+    """Where the simulated users go (the gateway, the collector, the key's org) and how many."""
+
+    gateway: str = field(metadata={"help": "the gateway's base URL (without /v1)"})
+    collector: str = field(metadata={"help": "the collector's base URL"})
+    org: str = field(metadata={"help": "the org the API key belongs to"})
+    users: int = field(default=20, metadata={"help": "simulated users"})
+    per_user: int = field(default=1, metadata={"help": "tasks per user"})
+    max_tokens: int = 256  # the most tokens of each answer; its option has no help
+    seed: int = 0  # the users' tastes and tasks; its option has no help
+
+
+_REQUIRED = Option(required=True)
+_NO_HELP = Option(verbatim=True, type=int)  # written by hand without one
+SIMULATE_OPTIONS = SettingsOptions(
+    SimulateSettings,
+    typed_text=False,
+    options={
+        "gateway": _REQUIRED,
+        "collector": _REQUIRED,
+        "org": _REQUIRED,
+        "max_tokens": _NO_HELP,
+        "seed": _NO_HELP,
+    },
+)
 
 
 def simulate(http: httpx.Client, sdk: Client, users: int, per_user: int, seed: int,
@@ -58,28 +88,25 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "collector: tasks with hidden tests, reactions through the SDK",
                        description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    s.add_argument("--gateway", required=True, help="the gateway's base URL (without /v1)")
-    s.add_argument("--collector", required=True, help="the collector's base URL")
-    s.add_argument("--org", required=True, help="the org the API key belongs to")
-    s.add_argument("--users", type=int, default=20, help="simulated users (default 20)")
-    s.add_argument("--per-user", type=int, default=1, help="tasks per user (default 1)")
-    s.add_argument("--max-tokens", type=int, default=256)
-    s.add_argument("--seed", type=int, default=0)
+    SIMULATE_OPTIONS.add_to(s)
     s.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    settings = SIMULATE_OPTIONS.read(args)
     key = os.environ.get(KEY_ENV)
     if not key:
         log.error("the API key (for the gateway and the collector) comes from $%s", KEY_ENV)
         return 2
-    config = SdkConfig(endpoint=args.collector, api_key=key, org_id=args.org)
+    config = SdkConfig(endpoint=settings.collector, api_key=key, org_id=settings.org)
     headers = {"Authorization": f"Bearer {key}"}
     with (
-        httpx.Client(base_url=args.gateway, headers=headers, timeout=600) as http,
+        httpx.Client(base_url=settings.gateway, headers=headers, timeout=600) as http,
         Client(config) as sdk,
     ):
-        tally = simulate(http, sdk, args.users, args.per_user, args.seed, args.max_tokens)
+        tally = simulate(
+            http, sdk, settings.users, settings.per_user, settings.seed, settings.max_tokens
+        )
         left = sdk.flush(timeout=60)
     print(" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
     if left:

@@ -1,8 +1,9 @@
 """Subcommands of the warehouse stage: `rtrl warehouse ...`, `rtrl batches ...`, `rtrl report ab`,
 `rtrl forget`.
 
-The sink's and the batch builder's options are their settings' fields (``warehouse.settings``,
-``infra.settings_cli``). Handlers import their modules when they run, so ``rtrl --help`` stays
+Every command's options are the fields of a settings class (``infra.settings_cli``): the sink's
+and the batch builder's their services' settings (``warehouse.settings``), the others'
+``warehouse.cli_options``. Handlers import their modules when they run, so ``rtrl --help`` stays
 fast (the quality gate loads Great Expectations, which takes seconds).
 """
 
@@ -17,10 +18,20 @@ from pathlib import Path
 
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, add_watch_args, bootstrap_from
 from infra.settings_cli import SettingsOptions
-from warehouse.settings import DEFAULT_GROUP, BuildConfig, SinkConfig
+from warehouse.cli_options import (
+    AB_REPORT_OPTIONS,
+    BATCH_LIST_OPTIONS,
+    CATALOG_OPTIONS,
+    COMPACT_OPTIONS,
+    DB_HELP,
+    DEFAULT_ROOT,
+    FORGET_OPTIONS,
+    ROOT_ENV,
+    ROOT_HELP,
+    CompactOptions,
+)
+from warehouse.settings import BuildConfig, SinkConfig
 
-ROOT_ENV = "RTRL_WAREHOUSE"
-DEFAULT_ROOT = ".rtrl/warehouse"
 # Given by the command: Kafka's options and the root (--bootstrap, --topic-prefix, --root); the
 # sink's pacing and timeouts are no options.
 SINK_OPTIONS = SettingsOptions(
@@ -31,13 +42,10 @@ BUILD_OPTIONS = SettingsOptions(BuildConfig, omit=("quality",))
 
 
 def _add_root(p: argparse.ArgumentParser, db: bool = True) -> None:
-    p.add_argument("--root", default=None,
-                   help=f"warehouse folder or fsspec URL such as s3://bucket/wh "
-                   f"(default: ${ROOT_ENV} or {DEFAULT_ROOT})")  # fmt: skip
+    """The sink's and the batch builder's --root (and --db): their settings take none."""
+    p.add_argument("--root", default=None, help=ROOT_HELP)
     if db:
-        p.add_argument("--db", default=None,
-                       help="DuckDB catalog file (default: warehouse.duckdb in a local root, "
-                       "else in the working folder)")  # fmt: skip
+        p.add_argument("--db", default=None, help=DB_HELP)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="(re)build the DuckDB views and marts, check invariants",
         description="Prints the read-only SQLAlchemy URL for dashboards.",
     )
-    _add_root(c)
+    CATALOG_OPTIONS.add_to(c)
     c.set_defaults(func=_catalog)
 
     k = wsub.add_parser(
@@ -76,11 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Merges only files whose offsets the sink's group committed "
         "(asks Kafka), unless --all says no sink is running.",
     )
-    add_bootstrap_arg(k)
-    add_topic_prefix_arg(k)
-    _add_root(k, db=False)
-    k.add_argument("--group-id", default=DEFAULT_GROUP, help="the sink's consumer group")
-    k.add_argument("--all", action="store_true", help="no sink runs: merge every small file")
+    COMPACT_OPTIONS.add_to(k)
     k.set_defaults(func=_compact)
 
     b = sub.add_parser("batches", help="build and list training batches (quality-gated)")
@@ -100,8 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_watch_args(bb, "rebuild the catalog, then build and announce what is due", 60.0)
     bb.set_defaults(func=_batches_build)
     bl = bsub.add_parser("list", help="show the manifest")
-    _add_root(bl, db=False)
-    bl.add_argument("--offered", action="store_true", help="only batches ready for training")
+    BATCH_LIST_OPTIONS.add_to(bl)
     bl.set_defaults(func=_batches_list)
 
     r = sub.add_parser("report", help="reports on the warehouse")
@@ -117,33 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "With --sequential, anytime-valid intervals and p-values instead, for a mart refreshed "
         "and read repeatedly. The numbers are those of the ab_report and ab_srm marts.",
     )
-    _add_root(ab)
-    ab.add_argument("--experiment", required=True, help="experiment name")
-    ab.add_argument("--control", default="control", help="the control arm's name")
-    ab.add_argument(
-        "--weights",
-        default=None,
-        help="the configured split, e.g. parent=90,canary=10, for the SRM check (default: equal "
-        "shares, as the ab_srm mart assumes: the data records no weights)",
-    )
-    ab.add_argument(
-        "--sequential",
-        action="store_true",
-        help="show the anytime-valid 95%% intervals and p-values (a confidence sequence over "
-        "users, N* 5,000): they hold however often the report is refreshed and read",
-    )
-    ab.add_argument(
-        "--format",
-        choices=("table", "csv", "json"),
-        default="table",
-        help="table and json include the SRM check; csv holds the metric rows only",
-    )
-    ab.add_argument(
-        "--plot",
-        type=Path,
-        default=None,
-        help="also write a forest plot of the changes and their 95 %% CIs (.svg, .png or .pdf)",
-    )
+    AB_REPORT_OPTIONS.add_to(ab)
     ab.set_defaults(func=_report_ab)
 
     f = sub.add_parser(
@@ -154,24 +131,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "records them so the sink and batch builder drop their future rows, and "
         "rebuilds the catalog. If Kafka fails nothing is rewritten: run it again.",
     )
-    _add_root(f)
-    f.add_argument("--user-id", required=True, help="the pseudonymous user id to forget")
-    add_bootstrap_arg(f)
-    add_topic_prefix_arg(f)
-    f.add_argument(
-        "--skip-kafka",
-        action="store_true",
-        help="leave the rewards topic alone (its records of the user stay until "
-        "tombstoned by other means)",
-    )
+    FORGET_OPTIONS.add_to(f)
     f.set_defaults(func=_forget)
 
 
-def _store(args: argparse.Namespace, *, must_exist: bool = True):  # noqa: ANN202
-    """The warehouse root; every command but the sink (which makes it) needs one already."""
+def _store(root: str | None, *, must_exist: bool = True):  # noqa: ANN202
+    """The warehouse at ``root`` (--root), else the environment's, else the default folder;
+    every command but the sink (which makes it) needs one already."""
     from warehouse.store import Store
 
-    store = Store(args.root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    store = Store(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
     if must_exist and store.local and not Path(store.root).is_dir():
         raise FileNotFoundError(
             f"no warehouse at {store.root} (the sink makes one: `rtrl "
@@ -184,7 +153,7 @@ def _sink(args: argparse.Namespace) -> int:
     from infra.topics import TopicNames
     from warehouse.sink import Sink
 
-    store = _store(args, must_exist=False)
+    store = _store(args.root, must_exist=False)
     try:
         config = SINK_OPTIONS.read(
             args,
@@ -211,8 +180,9 @@ def _sink(args: argparse.Namespace) -> int:
 def _catalog(args: argparse.Namespace) -> int:
     from warehouse.catalog import build_catalog, check_models, connect, sqlalchemy_url
 
-    store = _store(args)
-    db = build_catalog(store, args.db)
+    options = CATALOG_OPTIONS.read(args)
+    store = _store(options.root)
+    db = build_catalog(store, options.db)
     con = connect(store, db, read_only=True)
     try:
         problems = list(check_models(con))
@@ -227,23 +197,24 @@ def _catalog(args: argparse.Namespace) -> int:
 def _compact(args: argparse.Namespace) -> int:
     from warehouse.compact import compact
 
-    store = _store(args)
-    safe = None if args.all else _committed_offsets(args)
+    options = COMPACT_OPTIONS.read(args)
+    store = _store(options.root)
+    safe = None if options.all else _committed_offsets(options)
     print(f"removed {compact(store, safe)} files")
     return 0
 
 
-def _committed_offsets(args: argparse.Namespace) -> dict[tuple[str, int], int]:
+def _committed_offsets(options: CompactOptions) -> dict[tuple[str, int], int]:
     from confluent_kafka import Consumer, TopicPartition
 
     from infra.settings import manual_commit_consumer
     from infra.topics import TopicNames
 
     config = SinkConfig(
-        bootstrap=bootstrap_from(args),
+        bootstrap=options.bootstrap,
         root=".",
-        topics=TopicNames(args.topic_prefix),
-        group_id=args.group_id,
+        topics=TopicNames(options.topic_prefix),
+        group_id=options.group_id,
     )
     consumer = Consumer(manual_commit_consumer(config.bootstrap, config.group_id))
     try:
@@ -269,7 +240,7 @@ def _batches_build(args: argparse.Namespace) -> int:
     from infra.topics import TopicNames
     from warehouse.batches import announce_missing, build_batches
 
-    store = _store(args, must_exist=not args.watch)
+    store = _store(args.root, must_exist=not args.watch)
     config = BUILD_OPTIONS.read(args)
     log = logging.getLogger("rtrl.batches")
 
@@ -299,7 +270,8 @@ def _batches_build(args: argparse.Namespace) -> int:
 def _batches_list(args: argparse.Namespace) -> int:
     from warehouse.batches import list_batches
 
-    rows = list_batches(_store(args), offered_only=args.offered)
+    options = BATCH_LIST_OPTIONS.read(args)
+    rows = list_batches(_store(options.root), offered_only=options.offered)
     print(
         f"{'batch_id':50} {'checkpoint':14} {'reward_version':14} {'rows':>7} {'quality':7} "
         f"{'offered':7} created_at"
@@ -315,19 +287,20 @@ def _batches_list(args: argparse.Namespace) -> int:
 def _report_ab(args: argparse.Namespace) -> int:
     from warehouse.report import ab_report, ab_srm, parse_weights, render
 
-    store = _store(args)
+    options = AB_REPORT_OPTIONS.read(args)
+    store = _store(options.root)
     try:
-        weights = None if args.weights is None else parse_weights(args.weights)
-        report = ab_report(store, args.experiment, control=args.control, db=args.db)
-        srm = ab_srm(store, args.experiment, weights, db=args.db)
+        weights = None if options.weights is None else parse_weights(options.weights)
+        report = ab_report(store, options.experiment, control=options.control, db=options.db)
+        srm = ab_srm(store, options.experiment, weights, db=options.db)
     except (LookupError, ValueError) as exc:
         print(f"rtrl report ab: {exc}", file=sys.stderr)
         return 1
-    print(render(report, args.format, srm, sequential=args.sequential), end="")
-    if args.plot is not None and report:
+    print(render(report, options.format, srm, sequential=options.sequential), end="")
+    if options.plot is not None and report:
         from warehouse.report_plot import plot_ab
 
-        print(f"plot: {plot_ab(report, args.plot)}", file=sys.stderr)
+        print(f"plot: {plot_ab(report, options.plot)}", file=sys.stderr)
     return 0
 
 
@@ -336,20 +309,21 @@ def _forget(args: argparse.Namespace) -> int:
     from warehouse.forget import forget
     from warehouse.tombstones import TombstoneError, tombstone_rewards
 
+    options = FORGET_OPTIONS.read(args)
     erase = (
         None
-        if args.skip_kafka
+        if options.skip_kafka
         else functools.partial(
-            tombstone_rewards, bootstrap_from(args), TopicNames(args.topic_prefix).rewards
+            tombstone_rewards, options.bootstrap, TopicNames(options.topic_prefix).rewards
         )
     )
     try:
-        result = forget(_store(args), args.user_id, db=args.db, erase=erase)
+        result = forget(_store(options.root), options.user_id, db=options.db, erase=erase)
     except TombstoneError as exc:
         print(f"rtrl forget: {exc}; no file was changed, run it again", file=sys.stderr)
         return 1
     print(
-        f"forgot {args.user_id}: {result.rows_removed} rows in {result.files_rewritten} files, "
+        f"forgot {options.user_id}: {result.rows_removed} rows in {result.files_rewritten} files, "
         f"{result.interactions} interactions, {result.erased} tombstones on the rewards topic"
     )
     return 0

@@ -14,8 +14,9 @@ alike. Two declarations cover what is not derived:
   exactly as users read it: no type where it had none, no help where it had none, no
   "(default X)" added; ``action`` for one parsed by another argparse action
   (``argparse.BooleanOptionalAction``: ``--x`` and ``--no-x``; ``"append"``: repeated);
-  ``dest``, ``required``, ``show_default`` and ``argparse_format`` (a help with
-  ``%(default)s``) for the other ways older options were written;
+  ``dest``, ``required``, ``show_default``, ``argparse_format`` (a help with
+  ``%(default)s``) and ``positional`` (an argument given by its place, named as its field) for
+  the other ways older options were written;
 * ``omit`` for a field the command gives itself (from another option, the environment, a
   nested settings object) or leaves at its default.
 
@@ -83,6 +84,9 @@ class Option:
     required: bool = False  # the command refuses to run without it (its default is never used)
     show_default: bool = True  # False: the help as written, never "(default X)" added
     argparse_format: bool = False  # the help is argparse's format ("%(default)s"), kept as is
+    # given by its place, not a flag: named PREFIX + the field's name (its dest, the name its
+    # help shows), and required, as argparse's positionals are
+    positional: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,10 @@ class SettingsOptions(Generic[T]):
         for name, a in self._arguments.items():
             if a.kwargs["dest"] in taken:
                 raise ValueError(f"{self.cls.__name__}.{name}: {a.kwargs['dest']} is taken")
-            parser.add_argument(*a.flags, **a.kwargs)
+            kwargs = a.kwargs
+            if _positional(a.flags):  # argparse takes a positional's dest from its name
+                kwargs = {k: v for k, v in kwargs.items() if k != "dest"}
+            parser.add_argument(*a.flags, **kwargs)
 
     def values(self, args: argparse.Namespace) -> dict[str, Any]:
         """The fields the options give, by name, as the settings class takes them."""
@@ -171,7 +178,8 @@ class SettingsOptions(Generic[T]):
                 out += [part for one in value or () for part in (a.flags[0], str(one))]
             elif value is not None:
                 many = a.kwargs["nargs"] in ("+", "*") and not isinstance(value, str)
-                out += [a.flags[0], *map(str, value if many else [value])]
+                flag = [] if _positional(a.flags) else [a.flags[0]]  # a positional: by place
+                out += [*flag, *map(str, value if many else [value])]
         return out
 
     def read(self, args: argparse.Namespace, **given: Any) -> T:
@@ -181,6 +189,10 @@ class SettingsOptions(Generic[T]):
         if stray:
             raise TypeError(f"{self.cls.__name__}.{stray[0]} is an option, not given")
         return self.cls(**self.values(args), **given)
+
+
+def _positional(flags: tuple[str, ...]) -> bool:
+    return not flags[0].startswith("-")
 
 
 def _fields(cls: type) -> list[tuple[str, Any, str | None]]:
@@ -255,13 +267,16 @@ def _argument(
     default = option.default
     if default is _UNSET:
         default = _default(spec)
-        if default is _UNSET and option.required:
+        if default is _UNSET and (option.required or option.positional):
             default = None  # never used: argparse refuses the command without the option
         elif default is _UNSET:
             raise ValueError(f"{where} has no default: its Option must give the option one")
         if option.from_field is not None:
             default = option.from_field(default)
     dashed = f"--{prefix}{name}".replace("_", "-")
+    if option.positional and (option.dest or option.required or option.flags):
+        raise ValueError(f"{where}: a positional is named as its field and always required")
+    by_name = (prefix + name,) if option.positional else (dashed,)
     kwargs: dict[str, Any] = {"dest": option.dest or prefix + name, "default": default}
     if option.required:
         kwargs["required"] = True
@@ -278,7 +293,7 @@ def _argument(
         choices = option.choices
         if choices is None and option.type is None:
             choices = _type_and_choices(where, _annotation(cls, name, spec))[1]
-        flags = option.flags or (dashed,)
+        flags = option.flags or by_name
         kwargs.update(type=option.type, choices=choices, nargs=option.nargs)
         kwargs["metavar"] = option.metavar
     else:
@@ -288,8 +303,8 @@ def _argument(
             kind, derived = _type_and_choices(where, _annotation(cls, name, spec), many)
             choices = derived if choices is None else choices
             kind = None if kind is str and not typed_text else kind  # argparse keeps the text
-        flags = option.flags or (dashed,)
-        named = flags[-1].lstrip("-").replace("-", "_").upper()
+        flags = option.flags or by_name
+        named = None if option.positional else flags[-1].lstrip("-").replace("-", "_").upper()
         kwargs.update(type=kind, choices=choices, nargs=option.nargs)
         if option.action is not None:
             kwargs["action"] = option.action

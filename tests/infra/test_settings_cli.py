@@ -279,3 +279,27 @@ def test_repeated_and_many_valued_options_parse_their_items() -> None:
     batch = Batch(ids=["a", "b"], files=[Path("x"), Path("y")], level=0.5)
     assert batches.read(parser.parse_args(batches.argv(batch))) == batch
     assert batches.read(parser.parse_args([])) == Batch()
+
+
+@dataclass(frozen=True)
+class Check:
+    file: str = field(metadata={"help": "file to check, or -"})
+    paths: list[Path] = field(default_factory=list, metadata={"help": "more files"})
+
+
+def test_an_argument_may_be_given_by_its_place() -> None:
+    checks = SettingsOptions(
+        Check,
+        options={"file": Option(positional=True), "paths": Option(positional=True, nargs="*")},
+    )
+    parser = _parser(checks)
+    file = next(a for a in parser._actions if a.dest == "file")
+    assert (file.option_strings, file.required, file.metavar) == ([], True, None)
+    assert "usage: cmd [-h] file [paths ...]" in " ".join(parser.format_usage().split())
+    with pytest.raises(SystemExit):
+        parser.parse_args([])
+    check = Check(file="-", paths=[Path("a"), Path("b")])
+    assert checks.argv(check) == ["-", "a", "b"]
+    assert checks.read(parser.parse_args(checks.argv(check))) == check
+    with pytest.raises(ValueError, match="positional"):
+        SettingsOptions(Check, options={"file": Option(positional=True, required=True)})

@@ -6,11 +6,50 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from infra.settings_cli import Option, SettingsOptions
 from ingest.contract import ContractError, Origin, parse_event
 from ingest.contract.schema import SCHEMA_PATH, is_stale, write_schema
+
+
+@dataclass(frozen=True)
+class SchemaExportOptions:
+    """Where `rtrl schema export` writes the event's JSON Schema, or checks that it is current."""
+
+    out: Path = field(
+        default=SCHEMA_PATH, metadata={"help": f"where to write (default: {SCHEMA_PATH})"}
+    )
+    check: bool = field(
+        default=False, metadata={"help": "write nothing; exit 1 if the file is stale"}
+    )
+
+
+@dataclass(frozen=True)
+class SchemaValidateOptions:
+    """The events `rtrl schema validate` checks, and as which origin's."""
+
+    file: str = field(metadata={"help": "JSON-lines file, or - for standard input"})
+    origin: str = field(
+        default=Origin.client.value,
+        metadata={
+            "help": "client: as sent to the collector (default); collected: as on telemetry.events"
+        },
+    )
+
+
+SCHEMA_EXPORT_OPTIONS = SettingsOptions(SchemaExportOptions)
+# Written by hand before their fields: the file by its place, the text kept as typed.
+SCHEMA_VALIDATE_OPTIONS = SettingsOptions(
+    SchemaValidateOptions,
+    typed_text=False,
+    options={
+        "file": Option(positional=True),
+        "origin": Option(choices=[origin.value for origin in Origin]),
+    },
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,12 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write the JSON Schema of an event",
         description="Render the JSON Schema from the code and write it, or check it is current.",
     )
-    export.add_argument(
-        "--out", type=Path, default=SCHEMA_PATH, help=f"where to write (default: {SCHEMA_PATH})"
-    )
-    export.add_argument(
-        "--check", action="store_true", help="write nothing; exit 1 if the file is stale"
-    )
+    SCHEMA_EXPORT_OPTIONS.add_to(export)
     export.set_defaults(func=_export)
 
     validate = actions.add_parser(
@@ -46,33 +80,29 @@ def register(sub: argparse._SubParsersAction) -> None:
             "'LINE<TAB>REASON<TAB>FIELD<TAB>DETAIL'; the exit code is 1 if any line is invalid."
         ),
     )
-    validate.add_argument("file", help="JSON-lines file, or - for standard input")
-    validate.add_argument(
-        "--origin",
-        choices=[origin.value for origin in Origin],
-        default=Origin.client.value,
-        help="client: as sent to the collector (default); collected: as on telemetry.events",
-    )
+    SCHEMA_VALIDATE_OPTIONS.add_to(validate)
     validate.set_defaults(func=_validate)
 
 
 def _export(args: argparse.Namespace) -> int:
-    if args.check:
-        if is_stale(args.out):
-            print(f"{args.out} is stale: run `rtrl schema export`", file=sys.stderr)
+    options = SCHEMA_EXPORT_OPTIONS.read(args)
+    if options.check:
+        if is_stale(options.out):
+            print(f"{options.out} is stale: run `rtrl schema export`", file=sys.stderr)
             return 1
-        print(f"{args.out} is current")
+        print(f"{options.out} is current")
         return 0
-    write_schema(args.out)
-    print(f"wrote {args.out}")
+    write_schema(options.out)
+    print(f"wrote {options.out}")
     return 0
 
 
 def _validate(args: argparse.Namespace) -> int:
-    origin = Origin(args.origin)
-    if args.file == "-":
+    options = SCHEMA_VALIDATE_OPTIONS.read(args)
+    origin = Origin(options.origin)
+    if options.file == "-":
         return report_lines(sys.stdin.buffer, origin, sys.stdout)
-    with open(args.file, "rb") as lines:
+    with open(options.file, "rb") as lines:
         return report_lines(lines, origin, sys.stdout)
 
 

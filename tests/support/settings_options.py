@@ -35,7 +35,8 @@ def assert_every_field_is_an_option(
         else set(cls.model_fields)
     )
     assert set(options.flags) | options.omitted == fields, cls.__name__
-    on_parser = {flag for action in parser._actions for flag in action.option_strings}
+    # a positional by its name (its dest), as SettingsOptions.flags names it
+    on_parser = {f for action in parser._actions for f in action.option_strings or [action.dest]}
     missing = {name: f for name, f in options.flags.items() if not set(f) <= on_parser}
     assert not missing, f"{cls.__name__}: not options of `{parser.prog}`: {missing}"
 

@@ -7,8 +7,32 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass, field
+
+from infra.settings_cli import Option, SettingsOptions
 
 log = logging.getLogger("rtrl.models")
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    """The known model `rtrl models fetch` puts in the cache."""
+
+    name: str = field(metadata={"help": "smollm2-135m or tiny"})
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    """How `rtrl models list` shows the known models."""
+
+    json: bool = field(default=False, metadata={"help": "a JSON array instead of a table"})
+
+
+# The name was written by hand before its field: by its place, the text kept as typed.
+FETCH_OPTIONS = SettingsOptions(
+    FetchOptions, typed_text=False, options={"name": Option(positional=True)}
+)
+LIST_OPTIONS = SettingsOptions(ListOptions)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,18 +43,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "is built here, for tests and quick runs.")  # fmt: skip
     msub = m.add_subparsers(dest="models_command", metavar="ACTION", required=True)
     fetch = msub.add_parser("fetch", help="put a known model in the cache (once)")
-    fetch.add_argument("name", help="smollm2-135m or tiny")
+    FETCH_OPTIONS.add_to(fetch)
     fetch.set_defaults(func=_models_fetch)
     mls = msub.add_parser("list", help="the known models and whether each is in the cache")
-    mls.add_argument("--json", action="store_true", help="a JSON array instead of a table")
+    LIST_OPTIONS.add_to(mls)
     mls.set_defaults(func=_models_list)
 
 
 def _models_fetch(args: argparse.Namespace) -> int:
     from models.catalog import ModelFetchError, fetch, models_dir
 
+    options = FETCH_OPTIONS.read(args)
     try:
-        path = fetch(args.name, models_dir(), log=lambda line: log.info("%s", line))
+        path = fetch(options.name, models_dir(), log=lambda line: log.info("%s", line))
     except ModelFetchError as exc:
         log.error("%s", exc)
         return 2
@@ -41,6 +66,7 @@ def _models_fetch(args: argparse.Namespace) -> int:
 def _models_list(args: argparse.Namespace) -> int:
     from models.catalog import KNOWN, TINY, model_path, models_dir
 
+    options = LIST_OPTIONS.read(args)
     rows = []
     for name in [*KNOWN, TINY]:
         path = model_path(name, models_dir())
@@ -54,7 +80,7 @@ def _models_list(args: argparse.Namespace) -> int:
                 "sha256": known.sha256 if known else None,
             }
         )
-    if args.json:
+    if options.json:
         import orjson
 
         print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())

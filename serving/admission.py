@@ -23,7 +23,7 @@ from models.rollout import Experiment
 from models.sampling import SamplingParams
 from serving.answers import ApiError
 from serving.assignment import Assignment
-from serving.backend import Backend
+from serving.backends.base import Backend
 from serving.protocol import ChatCompletionRequest, CompletionRequest, NamedToolChoice
 from serving.tool_calls import Reading
 

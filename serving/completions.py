@@ -9,7 +9,7 @@ reason when the answer lacks ids or log-probabilities) → the answer, whole or 
 events, with the interaction id, checkpoint and experiment in ``X-Rtrl-*`` headers for the
 editor plugin to stamp on its telemetry. Recording never fails a completion, nor delays it: a
 whole answer's rollout is put aside with the recorder once the answer is sent, and built on the
-recorder's thread (``recorder``: the one layer that batches rollouts).
+recorder's thread (``rollouts.recorder``: the one layer that batches rollouts).
 
 A request may name as its ``model`` any name of ``/v1/models`` (the checkpoints served, and the
 names the gateway serves the followed checkpoint under, ``GatewayConfig.model_names``), or none;
@@ -42,16 +42,13 @@ from models.tool_format import Parsed
 from serving.admission import INTERACTION, USER, Admission, Request
 from serving.answers import After, ApiError, JsonAnswer
 from serving.assignment import Assignment, assignment_unit
-from serving.backend import Backend, OnStep
-from serving.generation import (
-    Shown,
-    chat_response,
-    completion_response,
-    rollout_of,
-)
+from serving.backends.base import Backend, OnStep
+from serving.backends.upstream_protocol import UpstreamError
+from serving.generation import Shown, chat_response, completion_response
 from serving.metrics import GatewayMetrics
 from serving.protocol import ChatCompletionRequest
-from serving.recorder import RolloutRecorder
+from serving.rollouts.build import rollout_of
+from serving.rollouts.recorder import RolloutRecorder
 from serving.splice import Splice, SpliceError
 from serving.stream import (
     DONE,
@@ -81,7 +78,6 @@ from serving.tool_calls import (
 from serving.tool_calls import with_calls as answer_with_calls
 from serving.trajectory import AnswerMemory
 from serving.turns import Turn, Turns
-from serving.upstream_protocol import UpstreamError
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "X-Rtrl-Checkpoint-Id"

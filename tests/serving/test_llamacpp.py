@@ -38,8 +38,8 @@ from models.mismatch import mismatch
 from models.policy import CausalLMPolicy
 from models.rollout import Rollout
 from models.sampling import SamplingParams
-from serving.generation import rollout_of
-from serving.llamacpp import LLAMA_CPP, OPENAI, LlamaCppBackend, detect_kind
+from serving.backends.llamacpp import LLAMA_CPP, OPENAI, LlamaCppBackend, detect_kind
+from serving.rollouts.build import rollout_of
 from tests.support.gateway import Serve, api_key, rollouts
 
 BINARY = server_binary(default_cache_root(os.environ))
@@ -115,7 +115,8 @@ def test_rollouts_are_exact_and_the_learner_scores_them_as_sampled(
     for gen in gens:
         if gen.logprobs is None:
             # llama.cpp leaves out the log-prob of a token that ends inside a multi-byte
-            # character (serving.llamacpp): a completion cut there by max_tokens has no rollout
+            # character (serving.backends.llamacpp): a completion cut there by max_tokens has no
+            # rollout
             assert gen.finish_reason == "length" and not gen.text.isascii(), gen
             assert rollout_of(gen, "i", params, None, "2026-12-02T00:00:00Z") == "missing_logprobs"
             continue

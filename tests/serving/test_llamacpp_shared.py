@@ -30,8 +30,8 @@ from models.mismatch import mismatch
 from models.policy import CausalLMPolicy
 from models.rollout import Rollout
 from models.sampling import SamplingParams
-from serving.generation import rollout_of
-from serving.llamacpp_switch import EngineBackend
+from serving.backends.llamacpp_engine import EngineBackend
+from serving.rollouts.build import rollout_of
 from serving.routing import CURRENT
 from tests.support.engine import BINARY, CACHE, needs_engine, scored
 

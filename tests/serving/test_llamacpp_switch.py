@@ -39,8 +39,8 @@ from models.mismatch import mismatch
 from models.policy import CausalLMPolicy, Completion
 from models.rollout import Rollout
 from models.sampling import SamplingParams
-from serving.generation import rollout_of
-from serving.llamacpp_switch import EngineBackend
+from serving.backends.llamacpp_engine import EngineBackend
+from serving.rollouts.build import rollout_of
 from serving.routing import CURRENT
 from tests.support.engine import BINARY, CACHE, needs_engine, scored
 from tests.support.gateway import Serve, api_key, rollouts
@@ -129,7 +129,7 @@ def _records(gens: list[Generation]) -> list[Rollout]:
     out = [rollout_of(g, "i", PARAMS, None, TS) for g in gens]
     records = [r for r in out if isinstance(r, Rollout)]
     # a completion cut by max_tokens inside a multi-byte character has no rollout
-    # (serving.llamacpp); the noisy full weights write such characters often: up to half
+    # (serving.backends.llamacpp); the noisy full weights write such characters often: up to half
     assert len(records) >= len(gens) // 2, out
     return records
 
@@ -438,7 +438,7 @@ def test_a_split_divides_the_threads_among_its_arms_servers(
 ) -> None:
     """The closing A/B's gateway serves two checkpoints at once: each server gets half the
     threads, since two servers that each take every core fight over them (bench/RESULTS.md)."""
-    from serving.llamacpp_switch import EngineRoute
+    from serving.backends.llamacpp_engine import EngineRoute
     from serving.routing import parse_arms
     from serving.server import ServeConfig, build_backend
 

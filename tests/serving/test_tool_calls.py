@@ -386,7 +386,7 @@ def test_each_rollout_records_how_many_of_its_calls_were_broken(
     (each ``<tool_call>`` of it, counted call by call), so that the learner charges the
     penalty to that turn; an answer read as calls records none. Through the real recorder to
     Kafka. Without the count (the gateway passing 0, as before) the first check fails."""
-    from serving.recorder import RolloutRecorder
+    from serving.rollouts.recorder import RolloutRecorder
     from tests.support.gateway import rollouts
 
     key = api_key(tmp_path / "keys.sqlite")

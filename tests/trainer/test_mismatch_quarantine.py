@@ -26,9 +26,9 @@ from checkpoints.weights import load_policy, register_base
 from models.examples import Example
 from models.sampling import SamplingParams
 from release.gate import GateConfig
-from serving.generation import rollout_of
-from serving.upstream import UpstreamBackend
-from serving.upstream_protocol import UpstreamError
+from serving.backends.upstream import UpstreamBackend
+from serving.backends.upstream_protocol import UpstreamError
+from serving.rollouts.build import rollout_of
 from tests.support.checkpoints import TASKS, TS, low_token_share, write_batch
 from trainer.inputs import OfferedBatch, untrained
 from trainer.learner import LearnerConfig

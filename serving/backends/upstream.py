@@ -13,7 +13,7 @@ trainer checks it on every batch (``trainer.mismatch``). Requests go over keep-a
 third of aiohttp's; ``bench/RESULTS.md``, HTTP client). The answer's token ids and log-
 probabilities are taken as the upstream gave them (``upstream_protocol``): when the upstream
 leaves them out the completion is still served, and its rollout is refused with the reason
-counted (``generation.rollout_of``), never filled in by tokenising the text.
+counted (``rollouts.build.rollout_of``), never filled in by tokenising the text.
 
 Tools (``--upstream-tools``): passed as they are by default, so that the upstream renders them
 with its model's own chat template and reads the calls with its own parser (vLLM:
@@ -55,10 +55,7 @@ from infra.http_client import HttpError, HttpPool
 from models.constraint import NOT_REPLAYABLE
 from models.generation import Generation
 from models.rollout import ModelIdentity
-from serving.follower import moves_forward
-from serving.routing import CURRENT
-from serving.tool_calls import reading_of
-from serving.upstream_protocol import (
+from serving.backends.upstream_protocol import (
     UpstreamError,
     UpstreamTools,
     bad_gateway,
@@ -66,6 +63,9 @@ from serving.upstream_protocol import (
     parse_completion,
     upstream_body,
 )
+from serving.follower import moves_forward
+from serving.routing import CURRENT
+from serving.tool_calls import reading_of
 
 log = logging.getLogger(__name__)
 MAX_CONNECTIONS = 512  # kept open to the upstream, reused across requests

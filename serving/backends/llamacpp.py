@@ -25,8 +25,8 @@ from llamacpp.native import (
     token_ids,
 )
 from models.generation import Generation
+from serving.backends.upstream import Route, UpstreamBackend, bad_gateway
 from serving.splice import Splice, check_length, continuation_of
-from serving.upstream import Route, UpstreamBackend, bad_gateway
 
 log = logging.getLogger(__name__)
 LLAMA_CPP = "llama.cpp"
@@ -75,8 +75,8 @@ class LlamaCppBackend(UpstreamBackend):
     Checkpoints: the base it was started on; a promoted LoRA or full-weights checkpoint is
     reported (counted, logged) and serving stays where it was, as for any upstream that cannot
     load it at runtime (``rtrl serve --engine llama.cpp`` starts a server for each checkpoint
-    instead: ``serving.llamacpp_switch``). Tools are rendered in the default tool format, as on
-    every engine of ours: llama-server reads them only under ``--jinja``."""
+    instead: ``serving.backends.llamacpp_engine``). Tools are rendered in the default tool
+    format, as on every engine of ours: llama-server reads them only under ``--jinja``."""
 
     can_pass_tools = False
 

@@ -37,10 +37,10 @@ from checkpoints.store import CheckpointRegistry
 from llamacpp.convert import EngineWeights
 from llamacpp.fleet import EngineFleet, ServedEngine
 from models.generation import Generation
+from serving.backends.llamacpp import LlamaCppBackend
+from serving.backends.upstream import Route
 from serving.follower import moves_forward
-from serving.llamacpp import LlamaCppBackend
 from serving.routing import CURRENT
-from serving.upstream import Route
 
 log = logging.getLogger("serving")
 

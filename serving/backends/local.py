@@ -37,7 +37,7 @@ from models.policy import CausalLMPolicy, Completion, TopTokens
 from models.rollout import ModelIdentity
 from models.sampling import SamplingParams
 from models.tool_template import defines_tools
-from serving.batcher import Batcher, JobToken
+from serving.backends.batcher import Batcher, JobToken
 from serving.follower import moves_forward
 from serving.generation import text_pieces
 from serving.protocol import ChatCompletionRequest, CompletionRequest

@@ -73,6 +73,7 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
             raise
     if config.upstream is not None:
         from serving.backends.llamacpp import backend_class
+        from serving.backends.upstream import UpstreamAccess
 
         model = config.upstream_model or _first_model(config.upstream, config.upstream_api_key)
         kind = backend_class(config.upstream, config.upstream_kind, config.upstream_api_key)
@@ -83,8 +84,7 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
             model,
             config.adapter_dir.resolve(),
             pinned,
-            config.upstream_api_key,
-            tools=config.upstream_tools,
+            UpstreamAccess(config.upstream_api_key, tools=config.upstream_tools),
         )
     from serving.backends.local import LocalBackend
 

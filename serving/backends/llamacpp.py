@@ -25,7 +25,10 @@ from llamacpp.native import (
     token_ids,
 )
 from models.generation import Generation
+from models.sampling import SamplingParams
+from serving.backends.base import BackendRequest
 from serving.backends.upstream import Route, UpstreamBackend, bad_gateway
+from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.splice import Splice, check_length, continuation_of
 
 log = logging.getLogger(__name__)
@@ -93,35 +96,27 @@ class LlamaCppBackend(UpstreamBackend):
         )
         return None
 
-    async def chat(
-        self,
-        route: Route,
-        request: Any,
-        raw: dict[str, Any],
-        params: Any,
-        on_step: Any = None,
-        splice: Splice | None = None,
-    ) -> Generation:
-        seed = request_seed(raw)
-        if splice is not None:
-            prompt_ids = await self._spliced(route, splice, params)
+    async def chat(self, asked: BackendRequest[Route, ChatCompletionRequest]) -> Generation:
+        route, request, params = asked.target, asked.request, asked.params
+        seed = request_seed(asked.raw)
+        if asked.splice is not None:
+            prompt_ids = await self._spliced(route, asked.splice)
             return await self._generate(route, prompt_ids, params, seed)
-        if request is not None and request.uses_tools():  # rendered in the default tool format
+        if request.uses_tools():  # rendered in the default tool format
             template: dict[str, Any] = {"messages": request.prompt_messages()}
         else:
-            template = {k: raw[k] for k in _TEMPLATE_FIELDS if k in raw}
+            template = {k: asked.raw[k] for k in _TEMPLATE_FIELDS if k in asked.raw}
         prompt = (await self._call(route, "/apply-template", template)).get("prompt")
         if not isinstance(prompt, str):
             raise bad_gateway("llama-server's /apply-template gave no prompt")
         return await self._generate(route, prompt, params, seed)
 
-    async def complete(
-        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
-    ) -> Generation:
-        return await self._generate(route, raw["prompt"], params, request_seed(raw))
+    async def complete(self, asked: BackendRequest[Route, CompletionRequest]) -> Generation:
+        raw = asked.raw
+        return await self._generate(asked.target, raw["prompt"], asked.params, request_seed(raw))
 
     async def _generate(
-        self, route: Route, prompt: str | list[int], params: Any, seed: int | None
+        self, route: Route, prompt: str | list[int], params: SamplingParams, seed: int | None
     ) -> Generation:
         if isinstance(prompt, str):
             asked = {"content": prompt, "add_special": True, "parse_special": True}
@@ -152,7 +147,7 @@ class LlamaCppBackend(UpstreamBackend):
         super().__init__(*args, **kwargs)
         self._contexts = {}
 
-    async def _spliced(self, route: Route, splice: Splice, params: Any) -> list[int]:
+    async def _spliced(self, route: Route, splice: Splice) -> list[int]:
         """An extending call's prompt: the earlier ids, then the continuation by the server's
         own template and tokenizer (``serving.splice``)."""
         template = {"messages": splice.template_messages()}

@@ -37,9 +37,11 @@ from checkpoints.store import CheckpointRegistry
 from llamacpp.convert import EngineWeights
 from llamacpp.fleet import EngineFleet, ServedEngine
 from models.generation import Generation
+from serving.backends.base import BackendRequest
 from serving.backends.llamacpp import LlamaCppBackend
-from serving.backends.upstream import Route
+from serving.backends.upstream import Route, UpstreamAccess
 from serving.follower import moves_forward
+from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.routing import CURRENT
 
 log = logging.getLogger("serving")
@@ -72,8 +74,7 @@ class EngineBackend(LlamaCppBackend):
             "",
             Path("."),
             set(pinned),
-            None,
-            timeout_s,
+            UpstreamAccess(timeout_s=timeout_s),
         )
 
     def _served(self, checkpoint_id: str) -> EngineRoute | None:
@@ -207,27 +208,17 @@ class EngineBackend(LlamaCppBackend):
             assert isinstance(route, EngineRoute)
             self._fleet.retire(route.engine)
 
-    async def chat(
-        self,
-        route: Route,
-        request: Any,
-        raw: dict[str, Any],
-        params: Any,
-        on_step: Any = None,
-        splice: Any = None,
-    ) -> Generation:
+    async def chat(self, asked: BackendRequest[Route, ChatCompletionRequest]) -> Generation:
         try:
-            return await super().chat(route, request, raw, params, on_step, splice)
+            return await super().chat(asked)
         finally:
-            await self._release(route)
+            await self._release(asked.target)
 
-    async def complete(
-        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
-    ) -> Generation:
+    async def complete(self, asked: BackendRequest[Route, CompletionRequest]) -> Generation:
         try:
-            return await super().complete(route, request, raw, params, on_step)
+            return await super().complete(asked)
         finally:
-            await self._release(route)
+            await self._release(asked.target)
 
     async def _release(self, route: Route) -> None:
         """Give the request's lease back; the last one of a replaced server also closes the

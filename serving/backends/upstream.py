@@ -55,6 +55,7 @@ from infra.http_client import HttpError, HttpPool
 from models.constraint import NOT_REPLAYABLE
 from models.generation import Generation
 from models.rollout import ModelIdentity
+from serving.backends.base import BackendRequest
 from serving.backends.upstream_protocol import (
     UpstreamError,
     UpstreamTools,
@@ -64,11 +65,22 @@ from serving.backends.upstream_protocol import (
     upstream_body,
 )
 from serving.follower import moves_forward
+from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.routing import CURRENT
 from serving.tool_calls import reading_of
 
 log = logging.getLogger(__name__)
 MAX_CONNECTIONS = 512  # kept open to the upstream, reused across requests
+
+
+@dataclass(frozen=True)
+class UpstreamAccess:
+    """How the upstream is talked to: its API key, how long an answer may take, and whether a
+    request's tools are passed to it as they are or rendered in the default format."""
+
+    api_key: str | None = None
+    timeout_s: float = 600.0
+    tools: UpstreamTools = "pass"
 
 
 @dataclass(frozen=True)
@@ -84,15 +96,14 @@ class UpstreamBackend:
 
     def __init__(self, url: str, registry: CheckpointRegistry, checkpoint_id: str,
                  upstream_model: str, adapter_dir: Path, pinned: set[str] = frozenset(),  # type: ignore[assignment]
-                 api_key: str | None = None, timeout_s: float = 600.0,
-                 tools: UpstreamTools = "pass") -> None:  # fmt: skip
+                 access: UpstreamAccess = UpstreamAccess()) -> None:  # fmt: skip
         self.url = url.rstrip("/")
-        self.passes_tools = tools == "pass" and self.can_pass_tools
+        self.passes_tools = access.tools == "pass" and self.can_pass_tools
         self._registry = registry
         self._upstream_model = upstream_model
         self._adapter_dir = adapter_dir
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._timeout_s = timeout_s
+        self._headers = {"Authorization": f"Bearer {access.api_key}"} if access.api_key else {}
+        self._timeout_s = access.timeout_s
         self._lock = threading.Lock()
         self.not_loaded: Counter[str] = Counter()
         self.switches = 0
@@ -189,25 +200,18 @@ class UpstreamBackend:
 
     # ``on_step`` is not called: the upstream is asked for its whole answer, which the gateway
     # then streams (``stream.steps_of``).
-    async def chat(
-        self,
-        route: Route,
-        request: Any,
-        raw: dict[str, Any],
-        params: Any,
-        on_step: Any = None,
-        splice: Any = None,
-    ) -> Generation:
+    async def chat(self, asked: BackendRequest[Route, ChatCompletionRequest]) -> Generation:
         """``splice`` is not used: an OpenAI-compatible upstream renders its prompt from the
         messages (its rollouts' prompt ids are its own, not spliced). Tools are passed as they
         are (``passes_tools``; under ``required`` or a named function the rollout is refused:
         the upstream's constraint is not recorded) or rendered in the default tool format."""
-        uses_tools = request is not None and request.uses_tools()
+        route, request, raw = asked.target, asked.request, asked.raw
+        uses_tools = request.uses_tools()
         if uses_tools and not self.passes_tools:  # as on the other engines
             tools = ("tools", "tool_choice", "parallel_tool_calls")
             raw = {k: v for k, v in raw.items() if k not in tools}
             raw["messages"] = request.prompt_messages()
-        body = upstream_body(raw, route.model, True, params)
+        body = upstream_body(raw, route.model, True, asked.params)
         answer = await self._ask("/v1/chat/completions", body)
         gen = parse_chat(answer, route.checkpoint_id, route.identity)
         if not (uses_tools and self.passes_tools):
@@ -220,10 +224,9 @@ class UpstreamBackend:
             unrecordable=NOT_REPLAYABLE if constrained else None,
         )
 
-    async def complete(
-        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
-    ) -> Generation:
-        body = upstream_body(raw, route.model, False, params)
+    async def complete(self, asked: BackendRequest[Route, CompletionRequest]) -> Generation:
+        route = asked.target
+        body = upstream_body(asked.raw, route.model, False, asked.params)
         answer = await self._ask("/v1/completions", body)
         return parse_completion(answer, route.checkpoint_id, route.identity)
 

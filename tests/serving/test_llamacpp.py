@@ -40,6 +40,7 @@ from models.rollout import Rollout
 from models.sampling import SamplingParams
 from serving.backends.llamacpp import LLAMA_CPP, OPENAI, LlamaCppBackend, detect_kind
 from serving.rollouts.build import rollout_of
+from tests.support.backend_requests import chat_asked, completion_asked
 from tests.support.gateway import Serve, api_key, rollouts
 
 BINARY = server_binary(default_cache_root(os.environ))
@@ -100,8 +101,9 @@ def test_rollouts_are_exact_and_the_learner_scores_them_as_sampled(
     async def ask() -> list[Generation]:
         route = backend.current
         try:
-            gens = [await backend.chat(route, None, {"messages": m}, params) for m in CHATS]
-            gens.append(await backend.complete(route, None, {"prompt": "def add(a, b):"}, params))
+            gens = [await backend.chat(chat_asked(route, {"messages": m}, params)) for m in CHATS]
+            prompt = {"prompt": "def add(a, b):"}
+            gens.append(await backend.complete(completion_asked(route, prompt, params)))
             return gens
         finally:
             await backend.close()
@@ -260,9 +262,9 @@ def test_completions_with_stop_strings_are_recorded_exactly(
         route = backend.current
         try:
             return [
-                await (backend.chat if "messages" in raw else backend.complete)(
-                    route, None, raw, params
-                )
+                await backend.chat(chat_asked(route, raw, params))
+                if "messages" in raw
+                else await backend.complete(completion_asked(route, raw, params))
                 for raw, params in asks
             ]
         finally:

@@ -42,6 +42,7 @@ from models.sampling import SamplingParams
 from serving.backends.llamacpp_engine import EngineBackend
 from serving.rollouts.build import rollout_of
 from serving.routing import CURRENT
+from tests.support.backend_requests import chat_asked
 from tests.support.engine import BINARY, CACHE, needs_engine, scored
 from tests.support.gateway import Serve, api_key, rollouts
 from trainer.round_evals import engine_pair
@@ -148,7 +149,7 @@ def test_promoted_lora_and_full_checkpoints_are_served_by_the_engine(
         gens = []
         for chat in CHATS:
             route = backend.target(CURRENT)
-            gens.append(await backend.chat(route, None, {"messages": chat}, PARAMS))
+            gens.append(await backend.chat(chat_asked(route, {"messages": chat}, PARAMS)))
         return gens
 
     async def run() -> dict[str, list[Generation]]:
@@ -207,7 +208,8 @@ def test_an_exact_engine_serves_the_base_and_its_lora_as_the_learner_scores_them
         of requests can fall short. At most three passes over the chats."""
         records: list[Rollout] = []
         for chat in CHATS * 3:
-            gen = await backend.chat(backend.target(CURRENT), None, {"messages": chat}, params)
+            asked = chat_asked(backend.target(CURRENT), {"messages": chat}, params)
+            gen = await backend.chat(asked)
             record = rollout_of(gen, "i", params, None, TS)
             if isinstance(record, Rollout):
                 records.append(record)

@@ -94,6 +94,15 @@ class GatewayConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class Answered:
+    """The backend's whole answer, and its tool calls as read once (None: not a chat with
+    tools)."""
+
+    gen: Generation
+    parsed: Parsed | None
+
+
+@dataclass(frozen=True, slots=True)
 class CompletionJob:
     """An admitted completion on its way to its answer: what the backend is asked, what it was
     admitted as (interaction, response id, privacy, arm), the ``X-Rtrl-*`` headers of its
@@ -119,7 +128,7 @@ class Completions:
         self.config, self.metrics = config, metrics
         self.admission = Admission(backend, assignment, config.model_names,
                                    config.default_max_tokens)  # fmt: skip
-        self._pending: set[asyncio.Task[Generation]] = set()  # streams' generations
+        self._pending: set[asyncio.Task[Answered]] = set()  # streams' answers
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}  # bound once, then reused
         self.turns = None
         if config.remember_answers > 0:
@@ -141,9 +150,9 @@ class Completions:
                 if req.stream:
                     response = await self._stream(job)
                 else:
-                    gen = await self._generate(job.asked)
-                    response = self._whole(job, gen)
-                    response.background = After(partial(self._record, job), gen)  # type: ignore[assignment]
+                    answered = await self._answer(job)
+                    response = self._whole(job, answered)
+                    response.background = After(partial(self._record, job), answered)  # type: ignore[assignment]
             except UpstreamError as exc:
                 status = exc.status
                 return JsonAnswer(exc.body, exc.status)
@@ -183,7 +192,7 @@ class Completions:
         asked = BackendRequest(admitted.target, req, raw, params, None, splice, constraint)
         return CompletionJob(asked, admitted, answer, reading, turn, scope)
 
-    def _record(self, job: CompletionJob, gen: Generation) -> None:
+    def _record(self, job: CompletionJob, answered: Answered) -> None:
         """Put the whole answer's rollout aside with the recorder (built on its thread)."""
         if self.recorder is None:
             return
@@ -191,8 +200,9 @@ class Completions:
         if admitted.private:
             self._counted("private")
             return
-        turn, params = job.turn, job.asked.params
-        ref = turn.ref(gen, broken_count(gen, job.reading)) if turn else None
+        gen, turn, params = answered.gen, job.turn, job.asked.params
+        broken = broken_count(gen, job.reading, answered.parsed)
+        ref = turn.ref(gen, broken) if turn else None
         self.recorder.later(
             lambda created_at: self._rollout(gen, admitted.interaction, params,
                                              admitted.experiment, created_at, ref),
@@ -225,6 +235,12 @@ class Completions:
             return None
         return rollout
 
+    async def _answer(self, job: CompletionJob) -> Answered:
+        """The backend's whole answer, and for a chat with tools its calls, read once here for
+        everything that needs them (the answer shown, the run's memory, the rollout)."""
+        gen = await self._generate(job.asked)
+        return Answered(gen, read(gen, job.reading) if job.reading is not None else None)
+
     async def _generate(self, asked: BackendRequest[Any, Request]) -> Generation:
         try:
             if is_chat(asked):
@@ -244,14 +260,14 @@ class Completions:
         shown = wants and not self.config.hide_logprobs
         return Shown(shown, req.return_token_ids, top if shown else 0)
 
-    def _whole(self, job: CompletionJob, gen: Generation) -> Response:
-        req, reading = job.asked.request, job.reading
+    def _whole(self, job: CompletionJob, answered: Answered) -> Response:
+        req, reading, gen, parsed = job.asked.request, job.reading, answered.gen, answered.parsed
         render = chat_response if isinstance(req, ChatCompletionRequest) else completion_response
         rid = job.admitted.response_id
         body = render(gen, rid, int(time.time()), gen.checkpoint_id, self._shown(req))
-        parsed, calls = None, []
-        if reading is not None:
-            parsed = self._read(gen, reading)
+        calls = []
+        if reading is not None and parsed is not None:
+            self._count_calls(gen, reading, parsed)
             calls = tool_calls_of(parsed)
             body = answer_with_calls(body, parsed, calls)
         self._remember(job, gen, parsed, calls)
@@ -264,9 +280,9 @@ class Completions:
         if turn is not None and self.turns is not None and isinstance(req, ChatCompletionRequest):
             self.turns.remember(turn, req, job.scope, gen, parsed, calls)
 
-    def _read(self, gen: Generation, reading: Reading) -> Parsed:
-        """The answer read for calls, its outcome (or each upstream call's) counted."""
-        parsed = read(gen, reading)
+    def _count_calls(self, gen: Generation, reading: Reading, parsed: Parsed) -> None:
+        """The outcome of the answer's calls (or of each upstream call) counted, and logged
+        when they are served as text or as the upstream read them."""
         counted = [outcome(parsed)] if gen.tool_calls is None else upstream_outcomes(gen, reading)
         for each in counted:
             self._child(self.metrics.tool_calls, each).inc()
@@ -276,16 +292,16 @@ class Completions:
         elif gen.tool_calls and set(counted) != {"called"}:
             log.info("tool calls of %s as the upstream read them (%s): served as it gave them",
                      gen.checkpoint_id, ", ".join(counted))  # fmt: skip
-        return parsed
 
     async def _stream(self, job: CompletionJob) -> Response:
         """Server-sent events that follow the generation's steps as they come; the backend's
         refusal before its first step is raised here, as for a whole answer."""
         steps: asyncio.Queue[Step | None] = asyncio.Queue()  # None: the generation has ended
-        task = asyncio.ensure_future(self._generate(replace(job.asked, on_step=steps.put_nowait)))
+        streamed = replace(job, asked=replace(job.asked, on_step=steps.put_nowait))
+        task = asyncio.ensure_future(self._answer(streamed))
         self._pending.add(task)
 
-        def ended(t: asyncio.Task[Generation]) -> None:
+        def ended(t: asyncio.Task[Answered]) -> None:
             self._pending.discard(t)
             steps.put_nowait(None)
             if not t.cancelled() and t.exception() is None:
@@ -293,7 +309,7 @@ class Completions:
 
         task.add_done_callback(ended)
         first = await steps.get()
-        whole_steps = steps_of(task.result()) if first is None else None  # raises its error
+        whole_steps = steps_of(task.result().gen) if first is None else None  # raises its error
 
         async def each_step() -> AsyncIterator[Step]:
             if whole_steps is not None:  # a backend that does not stream: its answer, cut up
@@ -314,7 +330,7 @@ class Completions:
     async def _events(
         self,
         job: CompletionJob,
-        task: asyncio.Task[Generation],
+        task: asyncio.Task[Answered],
         each_step: AsyncIterator[Step],
         created: int,
     ) -> AsyncIterator[bytes]:
@@ -342,12 +358,13 @@ class Completions:
                 yield sse(chunk, null_usage)
             sent.append(step.text)
             offset += len(step.text)
-        gen = await task
+        answered = await task
+        gen, parsed = answered.gen, answered.parsed
         rest = rest_of(gen.text, "".join(sent))
-        if shown_text is not None and reading is not None:
+        if shown_text is not None and reading is not None and parsed is not None:
             if head:
                 yield sse(chat_head(rid, created, model, show, gen.prompt_ids), null_usage)
-            parsed = self._read(gen, reading)
+            self._count_calls(gen, reading, parsed)
             calls = tool_calls_of(parsed)
             self._remember(job, gen, parsed, calls)
             for delta in stream_tail(parsed, shown_text.sent, calls):

@@ -5,7 +5,10 @@
 - ``batcher``: concurrent requests to the local backend, sampled together.
 - ``upstream``: any OpenAI-compatible server (vLLM, another gateway) asked over HTTP.
 - ``upstream_protocol``: the upstream's request bodies and answers, pure.
-- ``llamacpp``: a llama-server upstream asked on its native endpoints (``llamacpp.native``).
+- ``upstream_http``: the connections to an upstream's servers, and the POST every upstream
+  backend asks with.
+- ``llamacpp``: a llama-server upstream asked on its native endpoints (``llamacpp.native``);
+  the way of asking them (``LlamaCppNative``) is an object that the engine's backend holds too.
 - ``llamacpp_engine``: ``--engine llama.cpp``, a server per checkpoint and the switch between
   them.
 

@@ -46,18 +46,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 
 from checkpoints.adapter_export import export_adapter
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
-from infra.http_client import HttpError, HttpPool
 from models.constraint import NOT_REPLAYABLE
 from models.generation import Generation
 from models.rollout import ModelIdentity
 from serving.backends.base import BackendRequest
+from serving.backends.upstream_http import UpstreamHttp
 from serving.backends.upstream_protocol import (
-    UpstreamError,
     UpstreamTools,
     bad_gateway,
     parse_chat,
@@ -70,7 +68,6 @@ from serving.routing import CURRENT
 from serving.tool_calls import reading_of
 
 log = logging.getLogger(__name__)
-MAX_CONNECTIONS = 512  # kept open to the upstream, reused across requests
 
 
 @dataclass(frozen=True)
@@ -81,6 +78,9 @@ class UpstreamAccess:
     api_key: str | None = None
     timeout_s: float = 600.0
     tools: UpstreamTools = "pass"
+
+
+DEFAULT_ACCESS = UpstreamAccess()
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class UpstreamBackend:
 
     def __init__(self, url: str, registry: CheckpointRegistry, checkpoint_id: str,
                  upstream_model: str, adapter_dir: Path, pinned: set[str] = frozenset(),  # type: ignore[assignment]
-                 access: UpstreamAccess = UpstreamAccess()) -> None:  # fmt: skip
+                 access: UpstreamAccess = DEFAULT_ACCESS) -> None:  # fmt: skip
         self.url = url.rstrip("/")
         self.passes_tools = access.tools == "pass" and self.can_pass_tools
         self._registry = registry
@@ -107,7 +107,7 @@ class UpstreamBackend:
         self._lock = threading.Lock()
         self.not_loaded: Counter[str] = Counter()
         self.switches = 0
-        self._pools: dict[str, HttpPool] = {}  # by origin, made on the serving loop, first use
+        self.http = UpstreamHttp(self._headers, access.timeout_s)
         info = registry.get(checkpoint_id)
         self._current_info = info
         first = self._route_for(info)
@@ -230,41 +230,8 @@ class UpstreamBackend:
         answer = await self._ask("/v1/completions", body)
         return parse_completion(answer, route.checkpoint_id, route.identity)
 
-    def _pool(self, url: str | None = None) -> HttpPool:
-        """The connections to ``url`` (default: the upstream's), made on first use."""
-        url = url or self.url
-        pool = self._pools.get(url)
-        if pool is None:
-            pool = self._pools[url] = HttpPool(
-                url,
-                {**self._headers, "Content-Type": "application/json"},
-                MAX_CONNECTIONS,
-                self._timeout_s,
-            )
-        return pool
-
-    async def _post_body(self, path: str, body: dict[str, Any], url: str | None = None) -> bytes:
-        """The body the upstream (or ``url``) answers ``body`` at ``path`` with; its error
-        status passed on, an unreachable upstream a 502."""
-        try:
-            answer = await self._pool(url).post(path, orjson.dumps(body))
-        except HttpError as exc:
-            raise bad_gateway(f"upstream unreachable: {exc}"[:300]) from None
-        if answer.status >= 400:
-            raise UpstreamError(answer.status, answer.body)
-        return answer.body
-
-    async def _post(self, path: str, body: dict[str, Any], url: str | None = None) -> Any:
-        """The JSON answer of the upstream (or of ``url``) to ``body`` at ``path`` (None when it
-        is no JSON)."""
-        answer = await self._post_body(path, body, url)
-        try:
-            return orjson.loads(answer)
-        except orjson.JSONDecodeError:
-            return None
-
     async def _ask(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        data = await self._post(path, body)
+        data = await self.http.post(self.url, path, body)
         try:
             data["choices"][0]
         except (KeyError, IndexError, TypeError):
@@ -275,6 +242,4 @@ class UpstreamBackend:
         return True
 
     async def close(self) -> None:
-        pools, self._pools = list(self._pools.values()), {}
-        for pool in pools:
-            await pool.close()
+        await self.http.close()

@@ -2,7 +2,8 @@
 """llama.cpp as the CPU serving engine, against the project's transformers sampler, in one run:
 
 * completion tokens/s of llama-server on SmolLM2-135M-Instruct (its 4-bit GGUF) asked through the
-  gateway's adapter (``serving.llamacpp.LlamaCppBackend``: apply-template, tokenize, completion),
+  gateway's adapter (``serving.backends.llamacpp.LlamaCppBackend``: apply-template, tokenize,
+  completion),
   with 1 client and with 16 concurrent clients;
 * completion tokens/s of ``CausalLMPolicy.sample`` (transformers, the same GGUF dequantized to
   float32) on the same prompts and budget, one prompt at a time and 16 together;
@@ -51,7 +52,9 @@ from models.loading import load_base  # noqa: E402
 from models.mismatch import mismatch  # noqa: E402
 from models.policy import CausalLMPolicy  # noqa: E402
 from models.sampling import SamplingParams  # noqa: E402
-from serving.llamacpp import LlamaCppBackend  # noqa: E402
+from serving.backends.base import BackendRequest  # noqa: E402
+from serving.backends.llamacpp import LlamaCppBackend  # noqa: E402
+from serving.protocol import ChatCompletionRequest  # noqa: E402
 
 TASKS = [
     "Write a Python function that reverses a list.",
@@ -85,7 +88,9 @@ async def engine_round(backend: LlamaCppBackend, chats: list[Chat], params: Samp
     async def client() -> None:
         while queue:
             messages = queue.pop()
-            out.append(await backend.chat(backend.current, None, {"messages": messages}, params))
+            raw = {"messages": messages}
+            request = ChatCompletionRequest.model_validate(raw)
+            out.append(await backend.chat(BackendRequest(backend.current, request, raw, params)))
 
     started = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(clients)))

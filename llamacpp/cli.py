@@ -1,6 +1,6 @@
 """``rtrl serve --engine llama.cpp``: the settings of the llama-server processes the gateway
-starts and switches (``llamacpp.fleet``, ``serving.llamacpp_switch``), and their ``--engine-*``
-options, one per field of :class:`EngineSettings` (``infra.settings_cli``).
+starts and switches (``llamacpp.fleet``, ``serving.backends.llamacpp_engine``), and their
+``--engine-*`` options, one per field of :class:`EngineSettings` (``infra.settings_cli``).
 
 The server binary is built into the cache the first time (``llamacpp.build``, imported then);
 the checkpoint served first, and each one promoted after it, is converted to GGUF when it is not

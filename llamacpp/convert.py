@@ -9,7 +9,8 @@ package), offline (``HF_HUB_OFFLINE=1``). By kind of checkpoint:
 - ``base``: its GGUF file as it is; a base in the Hugging Face layout is converted once. With
   ``exact``, a quantized GGUF base is served as the learner computes it (its dequantized
   weights at ``outtype``, :func:`dequantized_base`), and so is the base under a LoRA adapter.
-- ``lora``: the adapter written as a peft directory (``serving.upstream.export_adapter``), then
+- ``lora``: the adapter written as a peft directory
+  (``checkpoints.adapter_export.export_adapter``), then
   converted against the base's ``config.json`` (the converter reads only hyper-parameters there;
   for a GGUF base they are written from the GGUF's metadata by transformers, no weights). The
   server applies the f32 adapter to the base's own (possibly quantized) weights.

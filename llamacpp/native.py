@@ -21,7 +21,7 @@ tokens as the stop string has when tokenised on its own. Streamed, the server se
 sampled id with its probability, one event each: so a request with stop strings is asked
 streamed and its events joined (:func:`joined_stream`).
 
-Used by the gateway's llama.cpp backend (``serving.llamacpp``) and the evals sampler
+Used by the gateway's llama.cpp backend (``serving.backends.llamacpp``) and the evals sampler
 (``llamacpp.sampler``); an answer that is not what these endpoints give raises
 :class:`LlamaCppError`, which each caller turns into its own error.
 """

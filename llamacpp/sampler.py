@@ -7,9 +7,9 @@ the learner's dequantized weights) it samples the same distribution, its log-pro
 learner's to ~1e-5 nats a token. The code world's held-out evals sample 40 answers a
 checkpoint; through here they take seconds instead of a minute.
 
-Prompts and answers go as the gateway sends them (``serving.llamacpp``): the chat through the
-server's own template and tokenizer, the ids to ``/completion`` with the recorded sampling
-parameters only, each request seeded from the caller's generator: the same generator draws
+Prompts and answers go as the gateway sends them (``serving.backends.llamacpp``): the chat
+through the server's own template and tokenizer, the ids to ``/completion`` with the recorded
+sampling parameters only, each request seeded from the caller's generator: the same generator draws
 the same seeds for every checkpoint, as the transformers sampler's evals do. The answers are
 close to reproducible, not bit for bit: a request's arithmetic depends on what it is batched
 with, which can flip a near tie (the test: 23 of 24 tokens shared on average, none with other

@@ -23,7 +23,7 @@ from models.rollout import Experiment
 from models.sampling import SamplingParams
 from serving.answers import ApiError
 from serving.assignment import Assignment
-from serving.backend import Backend
+from serving.backends.base import Backend
 from serving.protocol import ChatCompletionRequest, CompletionRequest, NamedToolChoice
 from serving.tool_calls import Reading
 
@@ -51,7 +51,7 @@ class Admitted:
 
 
 class Admission:
-    def __init__(self, backend: Backend, assignment: Assignment, model_names: tuple[str, ...],
+    def __init__(self, backend: Backend[Any], assignment: Assignment, model_names: tuple[str, ...],
                  default_max_tokens: int) -> None:  # fmt: skip
         self.backend, self.assignment = backend, assignment
         self.model_names, self.default_max_tokens = model_names, default_max_tokens

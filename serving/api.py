@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ingest.collector.keys import KeyStore
 from serving.answers import ApiError, error_response, invalid_request
 from serving.assignment import Assignment
-from serving.backend import Backend
+from serving.backends.base import Backend
 from serving.completions import Completions, GatewayConfig
 from serving.fast_path import MAX_BODY_BYTES, CompletionsFastPath, tenant_of
 from serving.metrics import GatewayMetrics
@@ -37,7 +37,7 @@ from serving.protocol import (
     ModelCard,
     ModelList,
 )
-from serving.recorder import RolloutRecorder
+from serving.rollouts.recorder import RolloutRecorder
 
 
 def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStore,

@@ -25,7 +25,7 @@ from models.rollout import Experiment
 from serving.routing import CURRENT, Split, canary
 
 if TYPE_CHECKING:
-    from serving.backend import Backend
+    from serving.backends.base import Backend
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ reason when the answer lacks ids or log-probabilities) → the answer, whole or 
 events, with the interaction id, checkpoint and experiment in ``X-Rtrl-*`` headers for the
 editor plugin to stamp on its telemetry. Recording never fails a completion, nor delays it: a
 whole answer's rollout is put aside with the recorder once the answer is sent, and built on the
-recorder's thread (``recorder``: the one layer that batches rollouts).
+recorder's thread (``rollouts.recorder``: the one layer that batches rollouts).
 
 A request may name as its ``model`` any name of ``/v1/models`` (the checkpoints served, and the
 names the gateway serves the followed checkpoint under, ``GatewayConfig.model_names``), or none;
@@ -27,32 +27,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 import orjson
 from starlette.responses import Response, StreamingResponse
 
-from models.constraint import Constraint
 from models.generation import Generation
 from models.rollout import Experiment, Rollout, TurnRef
 from models.sampling import SamplingParams
 from models.tool_format import Parsed
-from serving.admission import INTERACTION, USER, Admission, Request
+from serving.admission import INTERACTION, USER, Admission, Admitted, Request
 from serving.answers import After, ApiError, JsonAnswer
 from serving.assignment import Assignment, assignment_unit
-from serving.backend import Backend, OnStep
-from serving.generation import (
-    Shown,
-    chat_response,
-    completion_response,
-    rollout_of,
-)
+from serving.backends.base import Backend, BackendRequest, is_chat
+from serving.backends.upstream_protocol import UpstreamError
+from serving.generation import Shown, chat_response, completion_response
 from serving.metrics import GatewayMetrics
-from serving.protocol import ChatCompletionRequest
-from serving.recorder import RolloutRecorder
-from serving.splice import Splice, SpliceError
+from serving.protocol import ChatCompletionRequest, CompletionRequest
+from serving.rollouts.build import rollout_of
+from serving.rollouts.recorder import RolloutRecorder
+from serving.splice import SpliceError
 from serving.stream import (
     DONE,
     Step,
@@ -81,7 +78,6 @@ from serving.tool_calls import (
 from serving.tool_calls import with_calls as answer_with_calls
 from serving.trajectory import AnswerMemory
 from serving.turns import Turn, Turns
-from serving.upstream_protocol import UpstreamError
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "X-Rtrl-Checkpoint-Id"
@@ -97,18 +93,42 @@ class GatewayConfig:
     remember_s: float = 3600.0  # how long after its last use an answer is kept
 
 
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """The backend's whole answer, and its tool calls as read once (None: not a chat with
+    tools)."""
+
+    gen: Generation
+    parsed: Parsed | None
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionJob:
+    """An admitted completion on its way to its answer: what the backend is asked, what it was
+    admitted as (interaction, response id, privacy, arm), the ``X-Rtrl-*`` headers of its
+    answer, and for a chat how its answer is read for tool calls (``reading``), its place in
+    its agent run (``turn``) and whom it is assigned as (``scope``)."""
+
+    asked: BackendRequest[Any, Request]
+    admitted: Admitted
+    headers: dict[str, str]
+    reading: Reading | None = None
+    turn: Turn | None = None
+    scope: str = ""
+
+
 class Completions:
     """``recorder`` None: nothing is recorded (the backend stands as another gateway's
     upstream, which records)."""
 
-    def __init__(self, backend: Backend, recorder: RolloutRecorder | None,
+    def __init__(self, backend: Backend[Any], recorder: RolloutRecorder | None,
                  assignment: Assignment, config: GatewayConfig,
                  metrics: GatewayMetrics) -> None:  # fmt: skip
         self.backend, self.recorder, self.assignment = backend, recorder, assignment
         self.config, self.metrics = config, metrics
         self.admission = Admission(backend, assignment, config.model_names,
                                    config.default_max_tokens)  # fmt: skip
-        self._pending: set[asyncio.Task[Generation]] = set()  # streams' generations
+        self._pending: set[asyncio.Task[Answered]] = set()  # streams' answers
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}  # bound once, then reused
         self.turns = None
         if config.remember_answers > 0:
@@ -125,52 +145,14 @@ class Completions:
         started = time.perf_counter()
         status = 500
         try:
-            params = self.admission.sampling(req)
-            chat = isinstance(req, ChatCompletionRequest)
-            reading = reading_of(req) if isinstance(req, ChatCompletionRequest) else None
-            constraint = None
-            if isinstance(req, ChatCompletionRequest):
-                constraint = self.admission.constraint(req, reading)
-            scope = assignment_unit(headers.get(USER), req.user, headers.get("authorization"))
-            recognition = None
-            if isinstance(req, ChatCompletionRequest) and self.turns is not None:  # before the arm
-                recognition = self.turns.recognise(req, scope, headers.get(INTERACTION))
-            known = recognition.interaction_id if recognition is not None else None
-            admitted = self.admission.admit(headers, chat, req.model, known, scope)
-            interaction, private = admitted.interaction, admitted.private
-            experiment, target, rid = admitted.experiment, admitted.target, admitted.response_id
-            turn = None
-            if recognition is not None and self.turns is not None:
-                turn = self.turns.turn(rid, interaction, recognition, target)
-            raw = req.model_dump(exclude_unset=True)
-            answer = {INTERACTION: interaction, CHECKPOINT: target.checkpoint_id}
-            if experiment is not None:
-                answer[EXPERIMENT] = f"{experiment.name}:{experiment.arm}"
-
-            def done(gen: Generation) -> None:
-                if self.recorder is None:
-                    return
-                if private:
-                    self._counted("private")
-                    return
-                ref = turn.ref(gen, broken_count(gen, reading)) if turn else None
-                self.recorder.later(
-                    lambda created_at: self._rollout(gen, interaction, params, experiment,
-                                                     created_at, ref),
-                    self._counted,
-                )  # fmt: skip
-
+            job = self._admit(headers, req)
             try:
                 if req.stream:
-                    response = await self._stream(
-                        req, target, raw, params, answer, done, rid, reading, turn, scope,
-                        constraint,
-                    )  # fmt: skip
+                    response = await self._stream(job)
                 else:
-                    splice = turn.splice if turn is not None else None
-                    gen = await self._generate(req, target, raw, params, None, splice, constraint)
-                    response = self._whole(req, gen, answer, rid, reading, turn, scope)
-                    response.background = After(done, gen)  # type: ignore[assignment]
+                    answered = await self._answer(job)
+                    response = self._whole(job, answered)
+                    response.background = After(partial(self._record, job), answered)  # type: ignore[assignment]
             except UpstreamError as exc:
                 status = exc.status
                 return JsonAnswer(exc.body, exc.status)
@@ -182,6 +164,50 @@ class Completions:
         finally:
             self._child(self.metrics.latency, endpoint).observe(time.perf_counter() - started)
             self._child(self.metrics.requests, endpoint, str(status)).inc()
+
+    def _admit(self, headers: Mapping[str, str], req: Request) -> CompletionJob:
+        """What ``req`` is admitted as (``admission``), and, for a chat, how its answer is read
+        for tool calls and where it stands in its agent run; refused with an :class:`ApiError`."""
+        params = self.admission.sampling(req)
+        chat = isinstance(req, ChatCompletionRequest)
+        reading = reading_of(req) if isinstance(req, ChatCompletionRequest) else None
+        constraint = None
+        if isinstance(req, ChatCompletionRequest):
+            constraint = self.admission.constraint(req, reading)
+        scope = assignment_unit(headers.get(USER), req.user, headers.get("authorization"))
+        recognition = None
+        if isinstance(req, ChatCompletionRequest) and self.turns is not None:  # before the arm
+            recognition = self.turns.recognise(req, scope, headers.get(INTERACTION))
+        known = recognition.interaction_id if recognition is not None else None
+        admitted = self.admission.admit(headers, chat, req.model, known, scope)
+        turn = None
+        if recognition is not None and self.turns is not None:
+            turn = self.turns.turn(admitted.response_id, admitted.interaction, recognition,
+                                   admitted.target)  # fmt: skip
+        answer = {INTERACTION: admitted.interaction, CHECKPOINT: admitted.target.checkpoint_id}
+        if admitted.experiment is not None:
+            answer[EXPERIMENT] = f"{admitted.experiment.name}:{admitted.experiment.arm}"
+        splice = turn.splice if turn is not None else None
+        raw = req.model_dump(exclude_unset=True)
+        asked = BackendRequest(admitted.target, req, raw, params, None, splice, constraint)
+        return CompletionJob(asked, admitted, answer, reading, turn, scope)
+
+    def _record(self, job: CompletionJob, answered: Answered) -> None:
+        """Put the whole answer's rollout aside with the recorder (built on its thread)."""
+        if self.recorder is None:
+            return
+        admitted = job.admitted
+        if admitted.private:
+            self._counted("private")
+            return
+        gen, turn, params = answered.gen, job.turn, job.asked.params
+        broken = broken_count(gen, job.reading, answered.parsed)
+        ref = turn.ref(gen, broken) if turn else None
+        self.recorder.later(
+            lambda created_at: self._rollout(gen, admitted.interaction, params,
+                                             admitted.experiment, created_at, ref),
+            self._counted,
+        )  # fmt: skip
 
     def models(self) -> list[str]:
         """The names a request may give as its model, as ``/v1/models`` lists them."""
@@ -209,20 +235,17 @@ class Completions:
             return None
         return rollout
 
-    async def _generate(self, req: Request, target: Any, raw: dict[str, Any],
-                        params: SamplingParams, on_step: OnStep | None = None,
-                        splice: Splice | None = None,
-                        constraint: Constraint | None = None) -> Generation:  # fmt: skip
+    async def _answer(self, job: CompletionJob) -> Answered:
+        """The backend's whole answer, and for a chat with tools its calls, read once here for
+        everything that needs them (the answer shown, the run's memory, the rollout)."""
+        gen = await self._generate(job.asked)
+        return Answered(gen, read(gen, job.reading) if job.reading is not None else None)
+
+    async def _generate(self, asked: BackendRequest[Any, Request]) -> Generation:
         try:
-            if isinstance(req, ChatCompletionRequest):
-                if constraint is not None:  # only a backend that constrains gets one
-                    return await self.backend.chat(  # type: ignore[call-arg]
-                        target, req, raw, params, on_step, splice, constraint
-                    )
-                if splice is None:
-                    return await self.backend.chat(target, req, raw, params, on_step)
-                return await self.backend.chat(target, req, raw, params, on_step, splice)
-            return await self.backend.complete(target, req, raw, params, on_step)
+            if is_chat(asked):
+                return await self.backend.chat(asked)
+            return await self.backend.complete(cast(BackendRequest[Any, CompletionRequest], asked))
         except SpliceError as exc:
             code = exc.reason if exc.reason == "context_length_exceeded" else "splice_failed"
             raise ApiError(400, str(exc), "invalid_request_error", code, "messages") from None
@@ -237,28 +260,29 @@ class Completions:
         shown = wants and not self.config.hide_logprobs
         return Shown(shown, req.return_token_ids, top if shown else 0)
 
-    def _whole(self, req: Request, gen: Generation, headers: dict[str, str], rid: str,
-               reading: Reading | None = None, turn: Turn | None = None,
-               scope: str = "") -> Response:  # fmt: skip
-        chat = isinstance(req, ChatCompletionRequest)
-        render = chat_response if chat else completion_response
+    def _whole(self, job: CompletionJob, answered: Answered) -> Response:
+        req, reading, gen, parsed = job.asked.request, job.reading, answered.gen, answered.parsed
+        render = chat_response if isinstance(req, ChatCompletionRequest) else completion_response
+        rid = job.admitted.response_id
         body = render(gen, rid, int(time.time()), gen.checkpoint_id, self._shown(req))
-        parsed, calls = None, []
-        if reading is not None:
-            parsed = self._read(gen, reading)
+        calls = []
+        if reading is not None and parsed is not None:
+            self._count_calls(gen, reading, parsed)
             calls = tool_calls_of(parsed)
             body = answer_with_calls(body, parsed, calls)
-        self._remember(turn, req, scope, gen, parsed, calls)
-        return JsonAnswer(orjson.dumps(body), 200, headers)
+        self._remember(job, gen, parsed, calls)
+        return JsonAnswer(orjson.dumps(body), 200, job.headers)
 
-    def _remember(self, turn: Turn | None, req: Request, scope: str, gen: Generation,
-                  parsed: Parsed | None, calls: list[dict[str, Any]]) -> None:  # fmt: skip
+    def _remember(self, job: CompletionJob, gen: Generation, parsed: Parsed | None,
+                  calls: list[dict[str, Any]]) -> None:  # fmt: skip
+        """The answer kept for the agent run's next call (a chat with its turn only)."""
+        req, turn = job.asked.request, job.turn
         if turn is not None and self.turns is not None and isinstance(req, ChatCompletionRequest):
-            self.turns.remember(turn, req, scope, gen, parsed, calls)
+            self.turns.remember(turn, req, job.scope, gen, parsed, calls)
 
-    def _read(self, gen: Generation, reading: Reading) -> Parsed:
-        """The answer read for calls, its outcome (or each upstream call's) counted."""
-        parsed = read(gen, reading)
+    def _count_calls(self, gen: Generation, reading: Reading, parsed: Parsed) -> None:
+        """The outcome of the answer's calls (or of each upstream call) counted, and logged
+        when they are served as text or as the upstream read them."""
         counted = [outcome(parsed)] if gen.tool_calls is None else upstream_outcomes(gen, reading)
         for each in counted:
             self._child(self.metrics.tool_calls, each).inc()
@@ -268,36 +292,24 @@ class Completions:
         elif gen.tool_calls and set(counted) != {"called"}:
             log.info("tool calls of %s as the upstream read them (%s): served as it gave them",
                      gen.checkpoint_id, ", ".join(counted))  # fmt: skip
-        return parsed
 
-    async def _stream(self, req: Request, target: Any, raw: dict[str, Any],
-                      params: SamplingParams, headers: dict[str, str],
-                      done: Callable[[Generation], None], rid: str,
-                      reading: Reading | None = None, turn: Turn | None = None,
-                      scope: str = "",
-                      constraint: Constraint | None = None) -> Response:  # fmt: skip
+    async def _stream(self, job: CompletionJob) -> Response:
         """Server-sent events that follow the generation's steps as they come; the backend's
         refusal before its first step is raised here, as for a whole answer."""
         steps: asyncio.Queue[Step | None] = asyncio.Queue()  # None: the generation has ended
-        splice = turn.splice if turn is not None else None
-        task = asyncio.ensure_future(
-            self._generate(req, target, raw, params, steps.put_nowait, splice, constraint)
-        )
+        streamed = replace(job, asked=replace(job.asked, on_step=steps.put_nowait))
+        task = asyncio.ensure_future(self._answer(streamed))
         self._pending.add(task)
 
-        def ended(t: asyncio.Task[Generation]) -> None:
+        def ended(t: asyncio.Task[Answered]) -> None:
             self._pending.discard(t)
             steps.put_nowait(None)
             if not t.cancelled() and t.exception() is None:
-                done(t.result())
+                self._record(job, t.result())
 
         task.add_done_callback(ended)
         first = await steps.get()
-        whole_steps = steps_of(task.result()) if first is None else None  # raises its error
-        chat = isinstance(req, ChatCompletionRequest)
-        created, model, show = int(time.time()), target.checkpoint_id, self._shown(req)
-        with_usage = req.stream_options is not None and req.stream_options.include_usage
-        null_usage = with_usage and chat  # chat's chunks say "usage": null; completions' have none
+        whole_steps = steps_of(task.result().gen) if first is None else None  # raises its error
 
         async def each_step() -> AsyncIterator[Step]:
             if whole_steps is not None:  # a backend that does not stream: its answer, cut up
@@ -309,51 +321,64 @@ class Completions:
                 yield step
                 step = await steps.get()
 
-        shown_text = ShownText() if reading is not None else None
-
-        async def events() -> AsyncIterator[bytes]:
-            sent, offset, head = [], 0, True
-            async for step in each_step():
-                if chat and head:
-                    yield sse(chat_head(rid, created, model, show, step.prompt_ids), null_usage)
-                head = False
-                if shown_text is not None:  # nothing of a call is shown as text
-                    step = replace(step, text=shown_text.push(step.text))
-                    if not step.text and not (show.logprobs or show.token_ids):
-                        continue
-                if chat:
-                    yield sse(chat_step(step, rid, created, model, show), null_usage)
-                else:
-                    chunk = completion_step(step, offset, rid, created, model, show)
-                    yield sse(chunk, null_usage)
-                sent.append(step.text)
-                offset += len(step.text)
-            gen = await task
-            rest = rest_of(gen.text, "".join(sent))
-            if shown_text is not None and reading is not None:
-                if head:
-                    yield sse(chat_head(rid, created, model, show, gen.prompt_ids), null_usage)
-                parsed = self._read(gen, reading)
-                calls = tool_calls_of(parsed)
-                self._remember(turn, req, scope, gen, parsed, calls)
-                for delta in stream_tail(parsed, shown_text.sent, calls):
-                    yield sse(chat_delta(rid, created, model, delta), null_usage)
-                finish = "tool_calls" if parsed.calls else gen.finish_reason
-                yield sse(chat_delta(rid, created, model, {}, finish), null_usage)
-            elif chat:
-                self._remember(turn, req, scope, gen, None, [])
-                if head:
-                    yield sse(chat_head(rid, created, model, show, gen.prompt_ids), null_usage)
-                for chunk in chat_tail(gen, rest, rid, created, model):
-                    yield sse(chunk, null_usage)
-            else:
-                yield sse(completion_tail(gen, rest, rid, created, model, with_usage))
-            if with_usage:
-                yield sse(usage_chunk(gen, rid, created, model, chat))
-            yield DONE
-
         return StreamingResponse(
-            events(),
+            self._events(job, task, each_step(), int(time.time())),
             media_type="text/event-stream",  # type: ignore[arg-type]
-            headers=headers,
+            headers=job.headers,
         )
+
+    async def _events(
+        self,
+        job: CompletionJob,
+        task: asyncio.Task[Answered],
+        each_step: AsyncIterator[Step],
+        created: int,
+    ) -> AsyncIterator[bytes]:
+        """The stream's chunks: one for each step, then the answer's tail (its tool calls, its
+        finish reason, its usage)."""
+        req, reading, rid = job.asked.request, job.reading, job.admitted.response_id
+        chat = isinstance(req, ChatCompletionRequest)
+        model, show = job.asked.target.checkpoint_id, self._shown(req)
+        with_usage = req.stream_options is not None and req.stream_options.include_usage
+        null_usage = with_usage and chat  # chat's chunks say "usage": null; completions' have none
+        shown_text = ShownText() if reading is not None else None
+        sent, offset, head = [], 0, True
+        async for step in each_step:
+            if chat and head:
+                yield sse(chat_head(rid, created, model, show, step.prompt_ids), null_usage)
+            head = False
+            if shown_text is not None:  # nothing of a call is shown as text
+                step = replace(step, text=shown_text.push(step.text))
+                if not step.text and not (show.logprobs or show.token_ids):
+                    continue
+            if chat:
+                yield sse(chat_step(step, rid, created, model, show), null_usage)
+            else:
+                chunk = completion_step(step, offset, rid, created, model, show)
+                yield sse(chunk, null_usage)
+            sent.append(step.text)
+            offset += len(step.text)
+        answered = await task
+        gen, parsed = answered.gen, answered.parsed
+        rest = rest_of(gen.text, "".join(sent))
+        if shown_text is not None and reading is not None and parsed is not None:
+            if head:
+                yield sse(chat_head(rid, created, model, show, gen.prompt_ids), null_usage)
+            self._count_calls(gen, reading, parsed)
+            calls = tool_calls_of(parsed)
+            self._remember(job, gen, parsed, calls)
+            for delta in stream_tail(parsed, shown_text.sent, calls):
+                yield sse(chat_delta(rid, created, model, delta), null_usage)
+            finish = "tool_calls" if parsed.calls else gen.finish_reason
+            yield sse(chat_delta(rid, created, model, {}, finish), null_usage)
+        elif chat:
+            self._remember(job, gen, None, [])
+            if head:
+                yield sse(chat_head(rid, created, model, show, gen.prompt_ids), null_usage)
+            for chunk in chat_tail(gen, rest, rid, created, model):
+                yield sse(chunk, null_usage)
+        else:
+            yield sse(completion_tail(gen, rest, rid, created, model, with_usage))
+        if with_usage:
+            yield sse(usage_chunk(gen, rid, created, model, chat))
+        yield DONE

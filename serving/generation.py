@@ -1,5 +1,6 @@
 """One completion as every backend gives it, and the pure steps from it to what leaves the
-gateway: the whole OpenAI response and the rollout (a stream's chunks: ``stream``).
+gateway: the whole OpenAI response (a stream's chunks: ``stream``; the rollout:
+``rollouts.build``).
 
 A backend answers with a :class:`Generation`: the checkpoint that produced it, the prompt and
 completion token ids and the behaviour log-probabilities exactly as the model gave them (an
@@ -16,8 +17,6 @@ from itertools import accumulate
 from typing import Any
 
 from models.generation import Alternatives, Generation
-from models.rollout import Experiment, Rollout, RolloutError, TurnRef
-from models.sampling import SamplingParams
 
 
 @dataclass(frozen=True)
@@ -29,59 +28,6 @@ class Shown:
     top: int = 0
 
 
-# --- rollouts ------------------------------------------------------------------------------
-def rollout_of(
-    gen: Generation,
-    interaction_id: str,
-    params: SamplingParams,
-    experiment: Experiment | None,
-    created_at: str,
-    turn: TurnRef | None = None,
-) -> Rollout | str:
-    """The generation's rollout, or the reason (a code for counting) why it cannot be one.
-
-    >>> from models.rollout import ModelIdentity
-    >>> ident = ModelIdentity("llama", "a" * 64, "b" * 64)
-    >>> gen = Generation("c1", ident, (1, 2), (3,), None, "x", "stop")
-    >>> rollout_of(gen, "i1", SamplingParams(), None, "2026-11-30T10:00:00Z")
-    'missing_logprobs'
-    >>> r = rollout_of(gen.__class__(**{**gen.__dict__, "logprobs": (-0.1,)}), "i1",
-    ...                SamplingParams(), None, "2026-11-30T10:00:00Z")
-    >>> r.completion_ids, r.logprobs
-    ((3,), (-0.1,))
-    """
-    if gen.unrecordable is not None:
-        return gen.unrecordable
-    if gen.model is None:
-        return "unknown_model"
-    if not gen.prompt_ids:
-        return "missing_prompt_token_ids"
-    if not gen.token_ids:
-        return "missing_token_ids"
-    if gen.logprobs is None:
-        return "missing_logprobs"
-    if len(gen.logprobs) != len(gen.token_ids):
-        return "logprobs_mismatch"
-    try:
-        return Rollout(
-            interaction_id,
-            gen.checkpoint_id,
-            gen.model,
-            params,
-            gen.prompt_ids,
-            gen.token_ids,
-            gen.logprobs,
-            gen.finish_reason,
-            created_at,
-            experiment,
-            constraint=gen.constraint,
-            turn=turn,
-        )
-    except RolloutError as exc:
-        return exc.reason
-
-
-# --- responses -----------------------------------------------------------------------------
 def usage_of(gen: Generation) -> dict[str, int]:
     """The answer's ``usage``."""
     return _usage(gen)

@@ -12,7 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from infra.metrics import ServiceMetrics
-from serving.rollout_spool import SpoolCounts
+from serving.rollouts.spool import SpoolCounts
 
 
 class _Read(Collector):

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from serving.backends.upstream_protocol import UpstreamTools
 from serving.completions import GatewayConfig
-from serving.upstream_protocol import UpstreamTools
 
 if TYPE_CHECKING:
     from llamacpp.engine_settings import EngineSettings

@@ -21,11 +21,11 @@ from infra.topics import TopicNames
 from ingest.collector.keys import KeyStore
 from serving.api import create_app
 from serving.assignment import Assignment
-from serving.backend import Backend
+from serving.backends.base import Backend
 from serving.follower import CheckpointFollower
 from serving.metrics import GatewayMetrics
-from serving.recorder import RolloutRecorder
-from serving.rollout_spool import RolloutSpool
+from serving.rollouts.recorder import RolloutRecorder
+from serving.rollouts.spool import RolloutSpool
 from serving.serve_config import ServeConfig
 
 log = logging.getLogger("serving")
@@ -53,7 +53,7 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
     pinned = config.split.checkpoints() if config.split is not None else set()
     if config.engine is not None:
         from llamacpp.fleet import EngineFleet, servers_for, threads_per_server
-        from serving.llamacpp_switch import EngineBackend
+        from serving.backends.llamacpp_engine import EngineBackend
 
         # the followed checkpoint and the split's arms
         kinds = [registry.get(c).weights.kind for c in sorted({checkpoint} | pinned)]
@@ -72,7 +72,8 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
             fleet.close()
             raise
     if config.upstream is not None:
-        from serving.llamacpp import backend_class
+        from serving.backends.llamacpp import backend_class
+        from serving.backends.upstream import UpstreamAccess
 
         model = config.upstream_model or _first_model(config.upstream, config.upstream_api_key)
         kind = backend_class(config.upstream, config.upstream_kind, config.upstream_api_key)
@@ -83,10 +84,9 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
             model,
             config.adapter_dir.resolve(),
             pinned,
-            config.upstream_api_key,
-            tools=config.upstream_tools,
+            UpstreamAccess(config.upstream_api_key, tools=config.upstream_tools),
         )
-    from serving.local import LocalBackend
+    from serving.backends.local import LocalBackend
 
     return LocalBackend(
         registry,

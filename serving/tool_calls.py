@@ -90,24 +90,25 @@ def upstream_outcomes(gen: Generation, reading: Reading) -> list[str]:
     return out
 
 
-def broken_count(gen: Generation, reading: Reading | None) -> int:
+def broken_count(gen: Generation, reading: Reading | None, parsed: Parsed | None) -> int:
     """How many tool calls the answer holds that were broken: each ``<tool_call>`` of an answer
     served as text because a call in it was broken (at least one), none for an answer read as
     calls or plain text; each call an upstream read that does not validate. Calls are counted
-    one by one, so an answer with parallel calls counts every call, not the answer.
+    one by one, so an answer with parallel calls counts every call, not the answer. ``parsed``:
+    the answer as :func:`read` read it (None: not read, when ``reading`` is None).
 
     >>> r = Reading(({"type": "function", "function": {"name": "f"}},), True, "auto", False)
     >>> def answer(text): return Generation("c", None, None, None, None, text, "stop")
-    >>> broken_count(answer('<tool_call>\\n{"name": "f"}\\n</tool_call>'), r)
+    >>> def broken(gen): return broken_count(gen, r, read(gen, r))
+    >>> broken(answer('<tool_call>\\n{"name": "f"}\\n</tool_call>'))
     0
-    >>> broken_count(answer('<tool_call>\\n{"name": "g"}\\n</tool_call><tool_call>\\n{'), r)
+    >>> broken(answer('<tool_call>\\n{"name": "g"}\\n</tool_call><tool_call>\\n{'))
     2
     """
-    if reading is None:
+    if reading is None or parsed is None:
         return 0
     if gen.tool_calls is not None:
         return sum(o not in ("called", "text") for o in upstream_outcomes(gen, reading))
-    parsed = read(gen, reading)
     return max(1, gen.text.count(MARKER)) if parsed.broken is not None else 0
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from checkpoints.record import PROMOTED
 from llamacpp.convert import EngineWeights
-from serving.llamacpp_switch import EngineBackend
+from serving.backends.llamacpp_engine import EngineBackend
 from tests.support.checkpoints import register_variant
 
 

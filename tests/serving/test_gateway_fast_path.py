@@ -21,11 +21,11 @@ from ingest.collector.keys import KeyStore
 from models.rollout import Rollout
 from serving import completions
 from serving.api import create_app
+from serving.backends.local import LocalBackend
 from serving.fast_path import MAX_BODY_BYTES, CompletionsFastPath
-from serving.local import LocalBackend
 from serving.metrics import GatewayMetrics
 from serving.protocol import ChatCompletionResponse, CompletionResponse
-from serving.recorder import RolloutRecorder
+from serving.rollouts.recorder import RolloutRecorder
 
 CHAT = {"messages": [{"role": "user", "content": "mean(xs)?"}], "max_tokens": 4}
 TEXT = {"prompt": "def mean(xs):", "max_tokens": 4}

@@ -12,7 +12,7 @@ HEAVY = ("torch", "transformers", "peft", "numpy", "polars", "pyarrow", "duckdb"
 
 def test_the_upstream_gateway_imports_no_ml_framework() -> None:
     probe = (
-        "import sys, rtrl.cli, serving.server, serving.upstream, llamacpp.cli, "
+        "import sys, rtrl.cli, serving.server, serving.backends.upstream, llamacpp.cli, "
         "serving.fast_path; "
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     )

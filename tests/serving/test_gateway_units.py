@@ -9,7 +9,7 @@ import torch
 
 from checkpoints.weights import load_policy
 from models.sampling import SamplingParams
-from serving.batcher import Batcher
+from serving.backends.batcher import Batcher
 from serving.generation import text_pieces
 from serving.stream import Increments, rest_of
 from tests.support.checkpoints import register_variant

@@ -38,8 +38,9 @@ from models.mismatch import mismatch
 from models.policy import CausalLMPolicy
 from models.rollout import Rollout
 from models.sampling import SamplingParams
-from serving.generation import rollout_of
-from serving.llamacpp import LLAMA_CPP, OPENAI, LlamaCppBackend, detect_kind
+from serving.backends.llamacpp import LLAMA_CPP, OPENAI, LlamaCppBackend, detect_kind
+from serving.rollouts.build import rollout_of
+from tests.support.backend_requests import chat_asked, completion_asked
 from tests.support.gateway import Serve, api_key, rollouts
 
 BINARY = server_binary(default_cache_root(os.environ))
@@ -100,8 +101,9 @@ def test_rollouts_are_exact_and_the_learner_scores_them_as_sampled(
     async def ask() -> list[Generation]:
         route = backend.current
         try:
-            gens = [await backend.chat(route, None, {"messages": m}, params) for m in CHATS]
-            gens.append(await backend.complete(route, None, {"prompt": "def add(a, b):"}, params))
+            gens = [await backend.chat(chat_asked(route, {"messages": m}, params)) for m in CHATS]
+            prompt = {"prompt": "def add(a, b):"}
+            gens.append(await backend.complete(completion_asked(route, prompt, params)))
             return gens
         finally:
             await backend.close()
@@ -115,7 +117,8 @@ def test_rollouts_are_exact_and_the_learner_scores_them_as_sampled(
     for gen in gens:
         if gen.logprobs is None:
             # llama.cpp leaves out the log-prob of a token that ends inside a multi-byte
-            # character (serving.llamacpp): a completion cut there by max_tokens has no rollout
+            # character (serving.backends.llamacpp): a completion cut there by max_tokens has no
+            # rollout
             assert gen.finish_reason == "length" and not gen.text.isascii(), gen
             assert rollout_of(gen, "i", params, None, "2026-12-02T00:00:00Z") == "missing_logprobs"
             continue
@@ -259,9 +262,9 @@ def test_completions_with_stop_strings_are_recorded_exactly(
         route = backend.current
         try:
             return [
-                await (backend.chat if "messages" in raw else backend.complete)(
-                    route, None, raw, params
-                )
+                await backend.chat(chat_asked(route, raw, params))
+                if "messages" in raw
+                else await backend.complete(completion_asked(route, raw, params))
                 for raw, params in asks
             ]
         finally:

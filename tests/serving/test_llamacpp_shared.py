@@ -30,9 +30,10 @@ from models.mismatch import mismatch
 from models.policy import CausalLMPolicy
 from models.rollout import Rollout
 from models.sampling import SamplingParams
-from serving.generation import rollout_of
-from serving.llamacpp_switch import EngineBackend
+from serving.backends.llamacpp_engine import EngineBackend
+from serving.rollouts.build import rollout_of
 from serving.routing import CURRENT
+from tests.support.backend_requests import chat_asked
 from tests.support.engine import BINARY, CACHE, needs_engine, scored
 
 pytestmark = needs_engine
@@ -109,7 +110,7 @@ async def _ask(backend: EngineBackend, checkpoint: str, chats: list[Any]) -> lis
     gens = []
     for chat in chats:
         route = backend.target(checkpoint)
-        gens.append(await backend.chat(route, None, {"messages": chat}, PARAMS))
+        gens.append(await backend.chat(chat_asked(route, {"messages": chat}, PARAMS)))
     return gens
 
 

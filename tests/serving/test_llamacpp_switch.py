@@ -39,9 +39,10 @@ from models.mismatch import mismatch
 from models.policy import CausalLMPolicy, Completion
 from models.rollout import Rollout
 from models.sampling import SamplingParams
-from serving.generation import rollout_of
-from serving.llamacpp_switch import EngineBackend
+from serving.backends.llamacpp_engine import EngineBackend
+from serving.rollouts.build import rollout_of
 from serving.routing import CURRENT
+from tests.support.backend_requests import chat_asked
 from tests.support.engine import BINARY, CACHE, needs_engine, scored
 from tests.support.gateway import Serve, api_key, rollouts
 from trainer.round_evals import engine_pair
@@ -129,7 +130,7 @@ def _records(gens: list[Generation]) -> list[Rollout]:
     out = [rollout_of(g, "i", PARAMS, None, TS) for g in gens]
     records = [r for r in out if isinstance(r, Rollout)]
     # a completion cut by max_tokens inside a multi-byte character has no rollout
-    # (serving.llamacpp); the noisy full weights write such characters often: up to half
+    # (serving.backends.llamacpp); the noisy full weights write such characters often: up to half
     assert len(records) >= len(gens) // 2, out
     return records
 
@@ -148,7 +149,7 @@ def test_promoted_lora_and_full_checkpoints_are_served_by_the_engine(
         gens = []
         for chat in CHATS:
             route = backend.target(CURRENT)
-            gens.append(await backend.chat(route, None, {"messages": chat}, PARAMS))
+            gens.append(await backend.chat(chat_asked(route, {"messages": chat}, PARAMS)))
         return gens
 
     async def run() -> dict[str, list[Generation]]:
@@ -207,7 +208,8 @@ def test_an_exact_engine_serves_the_base_and_its_lora_as_the_learner_scores_them
         of requests can fall short. At most three passes over the chats."""
         records: list[Rollout] = []
         for chat in CHATS * 3:
-            gen = await backend.chat(backend.target(CURRENT), None, {"messages": chat}, params)
+            asked = chat_asked(backend.target(CURRENT), {"messages": chat}, params)
+            gen = await backend.chat(asked)
             record = rollout_of(gen, "i", params, None, TS)
             if isinstance(record, Rollout):
                 records.append(record)
@@ -438,7 +440,7 @@ def test_a_split_divides_the_threads_among_its_arms_servers(
 ) -> None:
     """The closing A/B's gateway serves two checkpoints at once: each server gets half the
     threads, since two servers that each take every core fight over them (bench/RESULTS.md)."""
-    from serving.llamacpp_switch import EngineRoute
+    from serving.backends.llamacpp_engine import EngineRoute
     from serving.routing import parse_arms
     from serving.server import ServeConfig, build_backend
 

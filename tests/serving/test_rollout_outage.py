@@ -26,7 +26,7 @@ from infra.kafka_dist import default_cache_root
 from infra.settings import client
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
-from serving.rollout_spool import RolloutSpool
+from serving.rollouts.spool import RolloutSpool
 from tests.support.gateway import Serve, api_key
 from tests.support.kafka import drain, free_port_block
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from serving.rollout_spool import (
+from serving.rollouts.spool import (
     BAD_CHECKSUM,
     BAD_MAGIC,
     TORN_TAIL,

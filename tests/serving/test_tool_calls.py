@@ -30,7 +30,9 @@ from models.generation import Generation
 from models.rollout import ModelIdentity
 from models.tool_format import call_text
 from serving.api import create_app
+from serving.backends.base import BackendRequest
 from serving.metrics import GatewayMetrics
+from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.stream import Step
 from tests.serving.test_openai_schema import check
 from tests.support.gateway import api_key
@@ -92,16 +94,8 @@ class ScriptedModel:
     def pin(self, info: Any) -> None: ...
     def unpin(self, checkpoint_id: str) -> None: ...
 
-    async def chat(
-        self,
-        target: Any,
-        request: Any,
-        raw: Any,
-        params: Any,
-        on_step: Any = None,
-        splice: Any = None,
-    ) -> Generation:
-        messages = request.prompt_messages()
+    async def chat(self, asked: BackendRequest[Any, ChatCompletionRequest]) -> Generation:
+        messages, on_step = asked.request.prompt_messages(), asked.on_step
         self.prompts.append(messages)
         text = self.answers.pop(0)
         ids = tuple(map(ord, text))
@@ -114,7 +108,7 @@ class ScriptedModel:
             "scripted-0", ident, prompt, ids, (-0.25,) * len(ids), text, "stop", tuple(text)
         )
 
-    async def complete(self, *args: Any, **kwargs: Any) -> Generation:
+    async def complete(self, asked: BackendRequest[Any, CompletionRequest]) -> Generation:
         raise NotImplementedError
 
     def ready(self) -> bool:
@@ -386,7 +380,7 @@ def test_each_rollout_records_how_many_of_its_calls_were_broken(
     (each ``<tool_call>`` of it, counted call by call), so that the learner charges the
     penalty to that turn; an answer read as calls records none. Through the real recorder to
     Kafka. Without the count (the gateway passing 0, as before) the first check fails."""
-    from serving.recorder import RolloutRecorder
+    from serving.rollouts.recorder import RolloutRecorder
     from tests.support.gateway import rollouts
 
     key = api_key(tmp_path / "keys.sqlite")

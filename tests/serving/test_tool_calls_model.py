@@ -24,7 +24,7 @@ import pytest
 from models.generation import Generation
 from models.rollout import ModelIdentity
 from models.sampling import SamplingParams
-from serving.generation import rollout_of
+from serving.rollouts.build import rollout_of
 from tests.serving.test_openai_schema import check
 from tests.support.gateway import Serve, serve_tiny
 

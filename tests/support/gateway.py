@@ -90,7 +90,7 @@ class Serve:
     def metrics_when(self, name: str, value: float, timeout_s: float = 10.0) -> dict[str, float]:
         """/metrics once ``name`` has reached ``value`` (or the timeout passed): the recorder's
         thread builds, counts and hands over what was put aside up to 200 ms after the answer
-        (``serving.recorder``), so a count read right after an answer may be one short."""
+        (``serving.rollouts.recorder``), so a count read right after an answer may be one short."""
         deadline = time.monotonic() + timeout_s
         while True:
             counts = self.metrics()

@@ -26,9 +26,10 @@ from checkpoints.weights import load_policy, register_base
 from models.examples import Example
 from models.sampling import SamplingParams
 from release.gate import GateConfig
-from serving.generation import rollout_of
-from serving.upstream import UpstreamBackend
-from serving.upstream_protocol import UpstreamError
+from serving.backends.upstream import UpstreamBackend
+from serving.backends.upstream_protocol import UpstreamError
+from serving.rollouts.build import rollout_of
+from tests.support.backend_requests import chat_asked
 from tests.support.checkpoints import TASKS, TS, low_token_share, write_batch
 from tests.support.rounds import round_options
 from trainer.inputs import OfferedBatch, untrained
@@ -117,7 +118,7 @@ def _serve_through_gateway(registry, tmp_path, raw: bool, n: int, prefix: str):
         for i in range(n):
             ask = [{"role": "user", "content": f"Write `{TASKS[i % 5]}` #{i}."}]
             request = {"model": "m", "temperature": 0.7, "max_tokens": 6, "messages": ask}
-            gen = await backend.chat(backend.current, None, request, PARAMS)
+            gen = await backend.chat(chat_asked(backend.current, request, PARAMS))
             rollout = rollout_of(gen, f"{prefix}-{i}", PARAMS, None, TS)
             assert not isinstance(rollout, str), rollout
             reward = 1.0 if low_token_share(policy, rollout.completion_ids) > 0.3 else -0.5
@@ -139,7 +140,8 @@ def test_the_forwarded_body_states_the_recorded_parameters_and_refuses_others(re
 
         async def chat(extra: dict) -> object:
             try:
-                return await backend.chat(backend.current, None, {**ask, **extra}, PARAMS)
+                asked = chat_asked(backend.current, {**ask, **extra}, PARAMS)
+                return await backend.chat(asked)
             finally:
                 await backend.close()
 

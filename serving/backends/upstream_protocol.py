@@ -218,7 +218,7 @@ def upstream_body(raw: dict[str, Any], model: str, chat: bool, params: SamplingP
     >>> upstream_body({"prompt": "a", "min_p": 0.1}, "m", False, SamplingParams())
     Traceback (most recent call last):
     ...
-    serving.upstream_protocol.UpstreamError: upstream answered 400
+    serving.backends.upstream_protocol.UpstreamError: upstream answered 400
     """
     for field, value in raw.items():
         if field not in FORWARDED and not _neutral(field, value):

@@ -11,11 +11,14 @@ multi-byte character, which it never sends on its own) is served, and its rollou
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 import httpx
 
 from checkpoints.record import CheckpointInfo
+from checkpoints.store import CheckpointRegistry
 from llamacpp.native import (
     LlamaCppError,
     completion_body,
@@ -25,14 +28,25 @@ from llamacpp.native import (
     token_ids,
 )
 from models.generation import Generation
+from models.sampling import SamplingParams
+from serving.backends.base import BackendRequest
+from serving.backends.upstream import (
+    DEFAULT_ACCESS,
+    Route,
+    UpstreamAccess,
+    UpstreamBackend,
+    bad_gateway,
+)
+from serving.backends.upstream_http import UpstreamHttp
+from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.splice import Splice, check_length, continuation_of
-from serving.upstream import Route, UpstreamBackend, bad_gateway
 
 log = logging.getLogger(__name__)
 LLAMA_CPP = "llama.cpp"
 OPENAI = "openai"
 KINDS = ("auto", OPENAI, LLAMA_CPP)
 _TEMPLATE_FIELDS = ("messages", "chat_template_kwargs")
+RouteT = TypeVar("RouteT", bound=Route)
 
 
 def detect_kind(url: str, api_key: str | None = None) -> str:
@@ -69,16 +83,118 @@ def request_seed(raw: dict[str, Any]) -> int | None:
 _SEEDS = 2**32 - 1  # llama.cpp's seeds: 0 .. 2**32 - 2; 2**32 - 1 asks for a random one
 
 
+# --- the native protocol -------------------------------------------------------------------
+class LlamaCppNative(Generic[RouteT]):
+    """How a completion is asked of the llama-server that serves its route: the chat template,
+    the tokenizer, then ``/completion`` on the prompt's ids. ``url_of``: the server of a route;
+    ``adapter_of``: what a ``/completion`` request adds to choose the route's adapter. Held by
+    the llama-server upstream (one server) and by the ``--engine llama.cpp`` backend (a server
+    for each checkpoint)."""
+
+    def __init__(self, http: UpstreamHttp, headers: dict[str, str],
+                 url_of: Callable[[RouteT], str],
+                 adapter_of: Callable[[RouteT], dict[str, Any]]) -> None:  # fmt: skip
+        self._http, self._headers = http, headers
+        self._url_of, self._adapter_of = url_of, adapter_of
+        self._contexts: dict[str, int | None] = {}
+
+    async def chat(self, asked: BackendRequest[RouteT, ChatCompletionRequest]) -> Generation:
+        route, request, params = asked.target, asked.request, asked.params
+        seed = request_seed(asked.raw)
+        if asked.splice is not None:
+            prompt_ids = await self._spliced(route, asked.splice)
+            return await self._generate(route, prompt_ids, params, seed)
+        if request.uses_tools():  # rendered in the default tool format
+            template: dict[str, Any] = {"messages": request.prompt_messages()}
+        else:
+            template = {k: asked.raw[k] for k in _TEMPLATE_FIELDS if k in asked.raw}
+        prompt = (await self._call(route, "/apply-template", template)).get("prompt")
+        if not isinstance(prompt, str):
+            raise bad_gateway("llama-server's /apply-template gave no prompt")
+        return await self._generate(route, prompt, params, seed)
+
+    async def complete(self, asked: BackendRequest[RouteT, CompletionRequest]) -> Generation:
+        raw = asked.raw
+        return await self._generate(asked.target, raw["prompt"], asked.params, request_seed(raw))
+
+    async def _generate(
+        self, route: RouteT, prompt: str | list[int], params: SamplingParams, seed: int | None
+    ) -> Generation:
+        if isinstance(prompt, str):
+            asked = {"content": prompt, "add_special": True, "parse_special": True}
+            ids = token_ids((await self._call(route, "/tokenize", asked)).get("tokens"))
+            if ids is None:
+                raise bad_gateway("llama-server's /tokenize gave no token ids")
+        else:
+            ids = tuple(prompt)
+        # every prompt, fresh or spliced: llama-server would otherwise shift or cut the context
+        check_length(len(ids), params.max_tokens, await self._context(route))
+        body = completion_body(list(ids), params) | self._adapter_of(route)
+        if seed is not None:
+            body["seed"] = seed
+        if params.stop:  # streamed: the whole answer drops the stop string's probabilities
+            body["stream"] = True
+            streamed = await self._http.post_body(self._url_of(route), "/completion", body)
+            try:
+                answer = joined_stream(streamed)
+            except LlamaCppError as exc:
+                raise bad_gateway(str(exc)) from None
+        else:
+            answer = await self._call(route, "/completion", body)
+        return parse_native(answer, ids, route.checkpoint_id, route.identity)
+
+    async def _spliced(self, route: RouteT, splice: Splice) -> list[int]:
+        """An extending call's prompt: the earlier ids, then the continuation by the server's
+        own template and tokenizer (``serving.splice``)."""
+        template = {"messages": splice.template_messages()}
+        rendered = (await self._call(route, "/apply-template", template)).get("prompt")
+        if not isinstance(rendered, str):
+            raise bad_gateway("llama-server's /apply-template gave no prompt")
+        asked = {"content": continuation_of(rendered), "add_special": False, "parse_special": True}
+        ids = token_ids((await self._call(route, "/tokenize", asked)).get("tokens"))
+        if ids is None:
+            raise bad_gateway("llama-server's /tokenize gave no token ids")
+        return splice.prompt(ids)  # its length is checked with every prompt's (_generate)
+
+    async def _context(self, route: RouteT) -> int | None:
+        """The context of one of the server's slots (``GET /props``), asked once."""
+        url = self._url_of(route)
+        if url not in self._contexts:
+            async with httpx.AsyncClient(headers=self._headers, timeout=30) as http:
+                answer = await http.get(f"{url.rstrip('/')}/props")
+            props = answer.json() if answer.status_code == 200 else None
+            settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+            n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+            self._contexts[url] = n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
+        return self._contexts[url]
+
+    async def _call(self, route: RouteT, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        data = await self._http.post(self._url_of(route), path, body)
+        if not isinstance(data, dict):
+            raise bad_gateway(f"llama-server's {path} answered no JSON object")
+        return data
+
+
 # --- the backend ---------------------------------------------------------------------------
 class LlamaCppBackend(UpstreamBackend):
-    """An upstream that is llama-server: its native endpoints, so that every id is exact.
-    Checkpoints: the base it was started on; a promoted LoRA or full-weights checkpoint is
-    reported (counted, logged) and serving stays where it was, as for any upstream that cannot
-    load it at runtime (``rtrl serve --engine llama.cpp`` starts a server for each checkpoint
-    instead: ``serving.llamacpp_switch``). Tools are rendered in the default tool format, as on
-    every engine of ours: llama-server reads them only under ``--jinja``."""
+    """An upstream that is llama-server: its native endpoints (:class:`LlamaCppNative`), so that
+    every id is exact. Checkpoints: the base it was started on; a promoted LoRA or full-weights
+    checkpoint is reported (counted, logged) and serving stays where it was, as for any upstream
+    that cannot load it at runtime (``rtrl serve --engine llama.cpp`` starts a server for each
+    checkpoint instead: ``serving.backends.llamacpp_engine``). Tools are rendered in the default
+    tool format, as on every engine of ours: llama-server reads them only under ``--jinja``."""
 
     can_pass_tools = False
+
+    def __init__(self, url: str, registry: CheckpointRegistry, checkpoint_id: str,
+                 upstream_model: str, adapter_dir: Path, pinned: set[str] = frozenset(),  # type: ignore[assignment]
+                 access: UpstreamAccess = DEFAULT_ACCESS) -> None:  # fmt: skip
+        super().__init__(url, registry, checkpoint_id, upstream_model, adapter_dir, pinned, access)
+        # the one server serves one checkpoint: no adapter to choose
+        self._native = LlamaCppNative[Route](self.http, self._headers, self._own_url, _no_adapter)
+
+    def _own_url(self, route: Route) -> str:
+        return self.url
 
     def _route_for(self, info: CheckpointInfo) -> Route | None:
         if info.weights.kind == "base":
@@ -93,101 +209,12 @@ class LlamaCppBackend(UpstreamBackend):
         )
         return None
 
-    async def chat(
-        self,
-        route: Route,
-        request: Any,
-        raw: dict[str, Any],
-        params: Any,
-        on_step: Any = None,
-        splice: Splice | None = None,
-    ) -> Generation:
-        seed = request_seed(raw)
-        if splice is not None:
-            prompt_ids = await self._spliced(route, splice, params)
-            return await self._generate(route, prompt_ids, params, seed)
-        if request is not None and request.uses_tools():  # rendered in the default tool format
-            template: dict[str, Any] = {"messages": request.prompt_messages()}
-        else:
-            template = {k: raw[k] for k in _TEMPLATE_FIELDS if k in raw}
-        prompt = (await self._call(route, "/apply-template", template)).get("prompt")
-        if not isinstance(prompt, str):
-            raise bad_gateway("llama-server's /apply-template gave no prompt")
-        return await self._generate(route, prompt, params, seed)
+    async def chat(self, asked: BackendRequest[Route, ChatCompletionRequest]) -> Generation:
+        return await self._native.chat(asked)
 
-    async def complete(
-        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
-    ) -> Generation:
-        return await self._generate(route, raw["prompt"], params, request_seed(raw))
+    async def complete(self, asked: BackendRequest[Route, CompletionRequest]) -> Generation:
+        return await self._native.complete(asked)
 
-    async def _generate(
-        self, route: Route, prompt: str | list[int], params: Any, seed: int | None
-    ) -> Generation:
-        if isinstance(prompt, str):
-            asked = {"content": prompt, "add_special": True, "parse_special": True}
-            ids = token_ids((await self._call(route, "/tokenize", asked)).get("tokens"))
-            if ids is None:
-                raise bad_gateway("llama-server's /tokenize gave no token ids")
-        else:
-            ids = tuple(prompt)
-        # every prompt, fresh or spliced: llama-server would otherwise shift or cut the context
-        check_length(len(ids), params.max_tokens, await self._context(route))
-        body = completion_body(list(ids), params) | self._adapter_fields(route)
-        if seed is not None:
-            body["seed"] = seed
-        if params.stop:  # streamed: the whole answer drops the stop string's probabilities
-            body["stream"] = True
-            streamed = await self._post_body("/completion", body, self._url_of(route))
-            try:
-                answer = joined_stream(streamed)
-            except LlamaCppError as exc:
-                raise bad_gateway(str(exc)) from None
-        else:
-            answer = await self._call(route, "/completion", body)
-        return parse_native(answer, ids, route.checkpoint_id, route.identity)
 
-    _contexts: dict[str, int | None]
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._contexts = {}
-
-    async def _spliced(self, route: Route, splice: Splice, params: Any) -> list[int]:
-        """An extending call's prompt: the earlier ids, then the continuation by the server's
-        own template and tokenizer (``serving.splice``)."""
-        template = {"messages": splice.template_messages()}
-        rendered = (await self._call(route, "/apply-template", template)).get("prompt")
-        if not isinstance(rendered, str):
-            raise bad_gateway("llama-server's /apply-template gave no prompt")
-        asked = {"content": continuation_of(rendered), "add_special": False, "parse_special": True}
-        ids = token_ids((await self._call(route, "/tokenize", asked)).get("tokens"))
-        if ids is None:
-            raise bad_gateway("llama-server's /tokenize gave no token ids")
-        return splice.prompt(ids)  # its length is checked with every prompt's (_generate)
-
-    async def _context(self, route: Route) -> int | None:
-        """The context of one of the server's slots (``GET /props``), asked once."""
-        url = self._url_of(route)
-        if url not in self._contexts:
-            async with httpx.AsyncClient(headers=self._headers, timeout=30) as http:
-                answer = await http.get(f"{url.rstrip('/')}/props")
-            props = answer.json() if answer.status_code == 200 else None
-            settings = props.get("default_generation_settings") if isinstance(props, dict) else None
-            n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-            self._contexts[url] = n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
-        return self._contexts[url]
-
-    def _url_of(self, route: Route) -> str:
-        """The llama-server that serves ``route``: this upstream's."""
-        return self.url
-
-    def _adapter_fields(self, route: Route) -> dict[str, Any]:
-        """What a ``/completion`` request adds to choose ``route``'s adapter: nothing, the
-        server serves one checkpoint."""
-        return {}
-
-    async def _call(self, route: Route, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        data = await self._post(path, body, self._url_of(route))
-        if not isinstance(data, dict):
-            raise bad_gateway(f"llama-server's {path} answered no JSON object")
-        return data
+def _no_adapter(route: Route) -> dict[str, Any]:
+    return {}

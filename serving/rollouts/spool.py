@@ -1,6 +1,6 @@
 """Rollouts on disk until Kafka has acknowledged them, so that neither a broker outage nor a
-killed gateway loses one (``serving.recorder`` writes each burst here before the producer gets
-it: write-ahead).
+killed gateway loses one (``serving.rollouts.recorder`` writes each burst here before the
+producer gets it: write-ahead).
 
 A folder of append-only segment files, ``<number>.seg``, numbered in the order they were
 opened. A segment starts with ``MAGIC``; each record is a header (key length, value length,

@@ -23,13 +23,17 @@ in its ``lora`` field (``llamacpp.fleet.ServedEngine.lora``). A checkpoint that 
 a new server with every member's adapter (this llama.cpp loads adapters only at start), the
 members' routes move to it under the lock, and the old server drains as on a switch: the same
 guarantee, one server's threads instead of a divided share each.
+
+Each completion is asked of its route's server as a llama-server upstream asks its one
+(``serving.backends.llamacpp.LlamaCppNative``, held here), with the route's adapter chosen in
+the request when its server is shared.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from checkpoints.record import CheckpointInfo
@@ -37,10 +41,13 @@ from checkpoints.store import CheckpointRegistry
 from llamacpp.convert import EngineWeights
 from llamacpp.fleet import EngineFleet, ServedEngine
 from models.generation import Generation
+from serving.backends.base import BackendRequest
+from serving.backends.llamacpp import LlamaCppNative
+from serving.backends.upstream import Route
+from serving.backends.upstream_http import UpstreamHttp
 from serving.follower import moves_forward
-from serving.llamacpp import LlamaCppBackend
+from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.routing import CURRENT
-from serving.upstream import Route
 
 log = logging.getLogger("serving")
 
@@ -50,7 +57,7 @@ class EngineRoute(Route):
     engine: ServedEngine = field(compare=False)
 
 
-class EngineBackend(LlamaCppBackend):
+class EngineBackend:
     kind = "llama.cpp engine"
 
     def __init__(
@@ -63,23 +70,23 @@ class EngineBackend(LlamaCppBackend):
     ) -> None:
         self._fleet = fleet
         self._weights: dict[str, EngineWeights] = {}
+        self._lock = threading.Lock()
+        self.switches = 0
+        # each route names its server; the servers are our own children: no API key
+        self._http = UpstreamHttp({}, timeout_s)
+        self._native = LlamaCppNative[EngineRoute](self._http, {}, _url_of, self._adapter_fields)
         self._boot = self._start_shared(registry, {checkpoint_id, *pinned})
-        # the upstream's own URL is never asked: each route names its server
-        super().__init__(
-            "http://llama-server.invalid",
-            registry,
-            checkpoint_id,
-            "",
-            Path("."),
-            set(pinned),
-            None,
-            timeout_s,
-        )
+        info = registry.get(checkpoint_id)
+        self._current_info = info
+        self._pinned: dict[str, EngineRoute] = {}
+        self._current: EngineRoute = self._route_for(info)
+        for ckpt in set(pinned):
+            self._pinned[ckpt] = self._route_for(registry.get(ckpt))
 
     def _served(self, checkpoint_id: str) -> EngineRoute | None:
         """The route of a checkpoint already served (followed or pinned), if any."""
         with self._lock:
-            routes = [getattr(self, "_current", None), *getattr(self, "_pinned", {}).values()]
+            routes = [getattr(self, "_current", None), *self._pinned.values()]
         for route in routes:
             if isinstance(route, EngineRoute) and route.checkpoint_id == checkpoint_id:
                 return route
@@ -99,7 +106,7 @@ class EngineBackend(LlamaCppBackend):
                 engines.update(dict.fromkeys(members, engine))
         return engines
 
-    def _route_for(self, info: CheckpointInfo, keep: set[str] | None = None) -> Route | None:
+    def _route_for(self, info: CheckpointInfo, keep: set[str] | None = None) -> EngineRoute:
         """``info``'s server: the one already serving it, or a new one (slow: conversion and
         start happen here, on the caller's thread, while serving goes on). With ``share_base``
         the new one also serves the checkpoints of ``keep`` on the same model file, whose
@@ -139,28 +146,36 @@ class EngineBackend(LlamaCppBackend):
             self._fleet.retire(old)
 
     @staticmethod
-    def _engine(route: Route) -> ServedEngine:
-        assert isinstance(route, EngineRoute)
+    def _engine(route: EngineRoute) -> ServedEngine:
         return route.engine
 
     @staticmethod
-    def _moved(route: Route, engine: ServedEngine) -> EngineRoute:
+    def _moved(route: EngineRoute, engine: ServedEngine) -> EngineRoute:
         return EngineRoute(route.checkpoint_id, route.identity, route.model, engine)
 
-    def _adapter_fields(self, route: Route) -> dict[str, Any]:
+    def _adapter_fields(self, route: EngineRoute) -> dict[str, Any]:
+        """What a ``/completion`` request adds to choose ``route``'s adapter on a shared
+        server."""
         lora = self._engine(route).lora(route.checkpoint_id)
         return {} if lora is None else {"lora": lora}
 
-    def _url_of(self, route: Route) -> str:
-        assert isinstance(route, EngineRoute)
-        return route.engine.url
+    @property
+    def current(self) -> EngineRoute:
+        return self._current
 
-    def target(self, checkpoint: str, model: str = "") -> Route:
+    @property
+    def current_id(self) -> str:
+        return self._current.checkpoint_id
+
+    def models(self) -> list[str]:
+        with self._lock:
+            return [self._current.checkpoint_id, *self._pinned]
+
+    def target(self, checkpoint: str, model: str = "") -> EngineRoute:
         """The route that serves a request now, with a lease on its server taken under the
         same lock as a switch: a server is never stopped under a request bound to it."""
         with self._lock:
             route = self._current if checkpoint == CURRENT else self._pinned[checkpoint]
-            assert isinstance(route, EngineRoute)
             route.engine.lease()
             return route
 
@@ -175,7 +190,6 @@ class EngineBackend(LlamaCppBackend):
         with self._lock:
             keep = set(self._pinned)
         route = self._route_for(info, keep)
-        assert isinstance(route, EngineRoute)
         with self._lock:
             old = self._current
             self._current, self._current_info = route, info
@@ -197,7 +211,7 @@ class EngineBackend(LlamaCppBackend):
             keep = {self._current.checkpoint_id, *self._pinned}
         route = self._route_for(info, keep)
         with self._lock:
-            self._pinned[info.checkpoint_id] = route  # type: ignore[assignment]
+            self._pinned[info.checkpoint_id] = route
 
     def unpin(self, checkpoint_id: str) -> None:
         with self._lock:
@@ -207,37 +221,27 @@ class EngineBackend(LlamaCppBackend):
             assert isinstance(route, EngineRoute)
             self._fleet.retire(route.engine)
 
-    async def chat(
-        self,
-        route: Route,
-        request: Any,
-        raw: dict[str, Any],
-        params: Any,
-        on_step: Any = None,
-        splice: Any = None,
-    ) -> Generation:
+    async def chat(self, asked: BackendRequest[EngineRoute, ChatCompletionRequest]) -> Generation:
         try:
-            return await super().chat(route, request, raw, params, on_step, splice)
+            return await self._native.chat(asked)
         finally:
-            await self._release(route)
+            await self._release(asked.target)
 
-    async def complete(
-        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
-    ) -> Generation:
+    async def complete(self, asked: BackendRequest[EngineRoute, CompletionRequest]) -> Generation:
         try:
-            return await super().complete(route, request, raw, params, on_step)
+            return await self._native.complete(asked)
         finally:
-            await self._release(route)
+            await self._release(asked.target)
 
-    async def _release(self, route: Route) -> None:
+    async def _release(self, route: EngineRoute) -> None:
         """Give the request's lease back; the last one of a replaced server also closes the
         connections to it."""
-        assert isinstance(route, EngineRoute)
         engine = route.engine
         if engine.release() == 0 and engine.retired:
-            pool = self._pools.pop(engine.url, None)
-            if pool is not None:
-                await pool.close()
+            await self._http.forget(engine.url)
+
+    def ready(self) -> bool:
+        return True
 
     def running(self) -> list[str]:
         return self._fleet.running()
@@ -247,5 +251,10 @@ class EngineBackend(LlamaCppBackend):
         self._fleet.close()
 
     async def close(self) -> None:
-        await super().close()
+        await self._http.close()
         self.stop_engines()
+
+
+def _url_of(route: EngineRoute) -> str:
+    """The server of ``route``: its own (the backend has no single upstream)."""
+    return route.engine.url

@@ -13,7 +13,7 @@ trainer checks it on every batch (``trainer.mismatch``). Requests go over keep-a
 third of aiohttp's; ``bench/RESULTS.md``, HTTP client). The answer's token ids and log-
 probabilities are taken as the upstream gave them (``upstream_protocol``): when the upstream
 leaves them out the completion is still served, and its rollout is refused with the reason
-counted (``generation.rollout_of``), never filled in by tokenising the text.
+counted (``rollouts.build.rollout_of``), never filled in by tokenising the text.
 
 Tools (``--upstream-tools``): passed as they are by default, so that the upstream renders them
 with its model's own chat template and reads the calls with its own parser (vLLM:
@@ -46,29 +46,41 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 
 from checkpoints.adapter_export import export_adapter
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
-from infra.http_client import HttpError, HttpPool
 from models.constraint import NOT_REPLAYABLE
 from models.generation import Generation
 from models.rollout import ModelIdentity
-from serving.follower import moves_forward
-from serving.routing import CURRENT
-from serving.tool_calls import reading_of
-from serving.upstream_protocol import (
-    UpstreamError,
+from serving.backends.base import BackendRequest
+from serving.backends.upstream_http import UpstreamHttp
+from serving.backends.upstream_protocol import (
     UpstreamTools,
     bad_gateway,
     parse_chat,
     parse_completion,
     upstream_body,
 )
+from serving.follower import moves_forward
+from serving.protocol import ChatCompletionRequest, CompletionRequest
+from serving.routing import CURRENT
+from serving.tool_calls import reading_of
 
 log = logging.getLogger(__name__)
-MAX_CONNECTIONS = 512  # kept open to the upstream, reused across requests
+
+
+@dataclass(frozen=True)
+class UpstreamAccess:
+    """How the upstream is talked to: its API key, how long an answer may take, and whether a
+    request's tools are passed to it as they are or rendered in the default format."""
+
+    api_key: str | None = None
+    timeout_s: float = 600.0
+    tools: UpstreamTools = "pass"
+
+
+DEFAULT_ACCESS = UpstreamAccess()
 
 
 @dataclass(frozen=True)
@@ -84,19 +96,18 @@ class UpstreamBackend:
 
     def __init__(self, url: str, registry: CheckpointRegistry, checkpoint_id: str,
                  upstream_model: str, adapter_dir: Path, pinned: set[str] = frozenset(),  # type: ignore[assignment]
-                 api_key: str | None = None, timeout_s: float = 600.0,
-                 tools: UpstreamTools = "pass") -> None:  # fmt: skip
+                 access: UpstreamAccess = DEFAULT_ACCESS) -> None:  # fmt: skip
         self.url = url.rstrip("/")
-        self.passes_tools = tools == "pass" and self.can_pass_tools
+        self.passes_tools = access.tools == "pass" and self.can_pass_tools
         self._registry = registry
         self._upstream_model = upstream_model
         self._adapter_dir = adapter_dir
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._timeout_s = timeout_s
+        self._headers = {"Authorization": f"Bearer {access.api_key}"} if access.api_key else {}
+        self._timeout_s = access.timeout_s
         self._lock = threading.Lock()
         self.not_loaded: Counter[str] = Counter()
         self.switches = 0
-        self._pools: dict[str, HttpPool] = {}  # by origin, made on the serving loop, first use
+        self.http = UpstreamHttp(self._headers, access.timeout_s)
         info = registry.get(checkpoint_id)
         self._current_info = info
         first = self._route_for(info)
@@ -189,25 +200,18 @@ class UpstreamBackend:
 
     # ``on_step`` is not called: the upstream is asked for its whole answer, which the gateway
     # then streams (``stream.steps_of``).
-    async def chat(
-        self,
-        route: Route,
-        request: Any,
-        raw: dict[str, Any],
-        params: Any,
-        on_step: Any = None,
-        splice: Any = None,
-    ) -> Generation:
+    async def chat(self, asked: BackendRequest[Route, ChatCompletionRequest]) -> Generation:
         """``splice`` is not used: an OpenAI-compatible upstream renders its prompt from the
         messages (its rollouts' prompt ids are its own, not spliced). Tools are passed as they
         are (``passes_tools``; under ``required`` or a named function the rollout is refused:
         the upstream's constraint is not recorded) or rendered in the default tool format."""
-        uses_tools = request is not None and request.uses_tools()
+        route, request, raw = asked.target, asked.request, asked.raw
+        uses_tools = request.uses_tools()
         if uses_tools and not self.passes_tools:  # as on the other engines
             tools = ("tools", "tool_choice", "parallel_tool_calls")
             raw = {k: v for k, v in raw.items() if k not in tools}
             raw["messages"] = request.prompt_messages()
-        body = upstream_body(raw, route.model, True, params)
+        body = upstream_body(raw, route.model, True, asked.params)
         answer = await self._ask("/v1/chat/completions", body)
         gen = parse_chat(answer, route.checkpoint_id, route.identity)
         if not (uses_tools and self.passes_tools):
@@ -220,48 +224,14 @@ class UpstreamBackend:
             unrecordable=NOT_REPLAYABLE if constrained else None,
         )
 
-    async def complete(
-        self, route: Route, request: Any, raw: dict[str, Any], params: Any, on_step: Any = None
-    ) -> Generation:
-        body = upstream_body(raw, route.model, False, params)
+    async def complete(self, asked: BackendRequest[Route, CompletionRequest]) -> Generation:
+        route = asked.target
+        body = upstream_body(asked.raw, route.model, False, asked.params)
         answer = await self._ask("/v1/completions", body)
         return parse_completion(answer, route.checkpoint_id, route.identity)
 
-    def _pool(self, url: str | None = None) -> HttpPool:
-        """The connections to ``url`` (default: the upstream's), made on first use."""
-        url = url or self.url
-        pool = self._pools.get(url)
-        if pool is None:
-            pool = self._pools[url] = HttpPool(
-                url,
-                {**self._headers, "Content-Type": "application/json"},
-                MAX_CONNECTIONS,
-                self._timeout_s,
-            )
-        return pool
-
-    async def _post_body(self, path: str, body: dict[str, Any], url: str | None = None) -> bytes:
-        """The body the upstream (or ``url``) answers ``body`` at ``path`` with; its error
-        status passed on, an unreachable upstream a 502."""
-        try:
-            answer = await self._pool(url).post(path, orjson.dumps(body))
-        except HttpError as exc:
-            raise bad_gateway(f"upstream unreachable: {exc}"[:300]) from None
-        if answer.status >= 400:
-            raise UpstreamError(answer.status, answer.body)
-        return answer.body
-
-    async def _post(self, path: str, body: dict[str, Any], url: str | None = None) -> Any:
-        """The JSON answer of the upstream (or of ``url``) to ``body`` at ``path`` (None when it
-        is no JSON)."""
-        answer = await self._post_body(path, body, url)
-        try:
-            return orjson.loads(answer)
-        except orjson.JSONDecodeError:
-            return None
-
     async def _ask(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        data = await self._post(path, body)
+        data = await self.http.post(self.url, path, body)
         try:
             data["choices"][0]
         except (KeyError, IndexError, TypeError):
@@ -272,6 +242,4 @@ class UpstreamBackend:
         return True
 
     async def close(self) -> None:
-        pools, self._pools = list(self._pools.values()), {}
-        for pool in pools:
-            await pool.close()
+        await self.http.close()

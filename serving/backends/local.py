@@ -30,14 +30,13 @@ from typing import Any
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy
-from models.constraint import Constraint
 from models.generation import Alternatives, Generation
 from models.loading import load_base
 from models.policy import CausalLMPolicy, Completion, TopTokens
 from models.rollout import ModelIdentity
-from models.sampling import SamplingParams
 from models.tool_template import defines_tools
-from serving.batcher import Batcher, JobToken
+from serving.backends.base import BackendRequest
+from serving.backends.batcher import Batcher, JobToken
 from serving.follower import moves_forward
 from serving.generation import text_pieces
 from serving.protocol import ChatCompletionRequest, CompletionRequest
@@ -148,35 +147,32 @@ class LocalBackend:
         log.info("serving: adapter %s loaded from %s over %s", name, path, info.checkpoint_id)
 
     # --- sampling ----------------------------------------------------------------------------
-    async def chat(self, served: Served, request: ChatCompletionRequest, raw: dict[str, Any],
-                   params: SamplingParams, on_step: Callable[[Step], None] | None = None,
-                   splice: Splice | None = None,
-                   constraint: Constraint | None = None) -> Generation:  # fmt: skip
+    async def chat(self, asked: BackendRequest[Served, ChatCompletionRequest]) -> Generation:
+        served, request = asked.target, asked.request
         own = defines_tools(served.policy.tokenizer.chat_template)
-        if splice is not None:
-            prompt = _spliced(served.policy, splice, own)
+        if asked.splice is not None:
+            prompt = _spliced(served.policy, asked.splice, own)
         elif own and request.uses_tools():  # the model's own template renders the tools
             prompt = served.policy.chat_prompt(*request.template_inputs())
         else:
             prompt = served.policy.chat_prompt(request.prompt_messages())
         top_n = request.top_logprobs or 0
-        return await self._sample(served, prompt, params, on_step, top_n, constraint)
+        return await self._sample(asked, prompt, top_n)
 
-    async def complete(self, served: Served, request: CompletionRequest, raw: dict[str, Any],
-                       params: SamplingParams,
-                       on_step: Callable[[Step], None] | None = None) -> Generation:  # fmt: skip
+    async def complete(self, asked: BackendRequest[Served, CompletionRequest]) -> Generation:
+        served, request = asked.target, asked.request
         if isinstance(request.prompt, str):
             prompt = list(served.policy.tokenizer(request.prompt).input_ids)
         else:
             prompt = list(request.prompt)
-        return await self._sample(served, prompt, params, on_step, request.logprobs or 0)
+        return await self._sample(asked, prompt, request.logprobs or 0)
 
-    async def _sample(self, served: Served, prompt: list[int], params: SamplingParams,
-                      on_step: Callable[[Step], None] | None, top_n: int = 0,
-                      constraint: Constraint | None = None) -> Generation:  # fmt: skip
+    async def _sample(self, asked: BackendRequest[Served, Any], prompt: list[int],
+                      top_n: int = 0) -> Generation:  # fmt: skip
         """The completion; with ``on_step``, each token is also passed to it (on this event
         loop) as a :class:`Step` as soon as it is drawn. ``top_n``: each token's likeliest
         alternatives, from the distribution it was drawn from."""
+        served, params, constraint = asked.target, asked.params, asked.constraint
         served.policy.check_tokens(prompt, "the prompt")
         context = getattr(served.policy.model.config, "max_position_embeddings", None)
         check_length(len(prompt), params.max_tokens, context)  # fresh prompts too: never cut
@@ -189,8 +185,8 @@ class LocalBackend:
             return tuple((decode((t,)), lp) for t, lp in top[:top_n])
 
         on_token = None
-        if on_step is not None:
-            on_token = _to_loop(on_step, Increments(decode, params.stop), tuple(prompt),
+        if asked.on_step is not None:
+            on_token = _to_loop(asked.on_step, Increments(decode, params.stop), tuple(prompt),
                                 named if top_n else None)  # fmt: skip
         done: Completion = await asyncio.wrap_future(
             self.batcher.submit(served.policy, prompt, params, on_token, top_n, constraint)

@@ -18,7 +18,7 @@ The spool is that queue and the producer's own, bounded together by ``spool_max`
 ``spool_max_bytes`` bytes of them; the producer's messages never time out
 (``message.timeout.ms=0``): while Kafka is unreachable they wait, and the idempotent producer
 delivers them, in order and once each, when it is back. With a disk spool
-(``serving.rollout_spool``) each burst is also written there before the producer gets it
+(``serving.rollouts.spool``) each burst is also written there before the producer gets it
 (write-ahead, off the event loop) and stays until Kafka acknowledged each of its rollouts, so
 a gateway killed while Kafka is down loses none: the next start finds them and delivers them
 before anything new (at least once: a rollout acknowledged just before the kill can come
@@ -49,7 +49,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from infra.settings import reliable_producer
 from ingest.contract import now_ts
 from models.rollout import Rollout
-from serving.rollout_spool import RolloutSpool, SpoolCounts
+from serving.rollouts.spool import RolloutSpool, SpoolCounts
 
 log = logging.getLogger(__name__)
 LOG_EVERY_S = 10.0

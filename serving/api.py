@@ -165,6 +165,9 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
             "backend": backend.kind,
             "models": backend.models(),
             "spooled_rollouts": recorder.pending() if recorder is not None else 0,
+            # answers served whose rollout was refused, by reason: `rtrl run` counts them per
+            # round from here (its gateway serves no metrics port)
+            "refused_rollouts": metrics.refused_by_reason(),
         }
         return Response(orjson.dumps(body), 200, media_type="application/json")
 

@@ -74,6 +74,15 @@ class GatewayMetrics(ServiceMetrics):
             registry=r,
         )
 
+    def refused_by_reason(self) -> dict[str, int]:
+        """The rollouts refused since the start, by reason (what /readyz reports)."""
+        return {
+            sample.labels["reason"]: int(sample.value)
+            for metric in self.refused.collect()
+            for sample in metric.samples
+            if sample.name.endswith("_total")
+        }
+
     def watch(self, spooled: Callable[[], int], dropped: Callable[[], Mapping[str, int]],
               delivered: Callable[[], int], switches: Callable[[], int],
               not_loaded: Callable[[], Mapping[str, int]]) -> None:  # fmt: skip

@@ -54,6 +54,9 @@ class Round(_Model):
     # and the share of them that were invalid (``pass_share`` is then the tasks solved)
     tool_calls: int | None = None
     broken_tool_call_share: float | None = None
+    # answers served in the round whose rollout the gateway refused (a token llama.cpp gave
+    # without its probability): never trained on or judged; None where not counted
+    rollouts_refused: int | None = Field(None, ge=0)
 
 
 class Checkpoint(_Model):

@@ -60,6 +60,7 @@ def round_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[Round
                 held_out_answers=held_out.n if held_out else None,
                 tool_calls=f.tool_calls if agent else None,
                 broken_tool_call_share=broken if agent else None,
+                rollouts_refused=rounds.refused[i] if i < len(rounds.refused) else None,
             )
         )
     return rows

@@ -61,3 +61,10 @@ def held_rollouts(http: httpx.Client) -> int:
     """The rollouts the gateway behind ``http`` has answered and Kafka not yet acknowledged
     (its ``/readyz`` counts them)."""
     return int(http.get("/readyz").json().get("spooled_rollouts", 0))
+
+
+def refused_rollouts(http: httpx.Client) -> int:
+    """The answers the gateway behind ``http`` served since it started whose rollout it
+    refused (one lacked what a rollout needs, such as a probability llama.cpp left out): never
+    trained on or judged (its ``/readyz`` counts them by reason)."""
+    return int(sum(http.get("/readyz").json().get("refused_rollouts", {}).values()))

@@ -27,7 +27,7 @@ from checkpoints.store import CheckpointRegistry
 from ingest.sdk import Client, SdkConfig
 from models.sampling import SamplingParams
 from rtrl.run.clock import CycleClock
-from rtrl.run.gateway import GatewaySetup, gateway, held_rollouts
+from rtrl.run.gateway import GatewaySetup, gateway, held_rollouts, refused_rollouts
 from rtrl.run.procs import run_stage, wait_until
 from rtrl.worlds.agent_world import AgentWorldSettings
 from rtrl.worlds.code_world import CodeWorldSettings, PassRate, rate_text
@@ -87,6 +87,9 @@ class TrainingRounds:
     held_out: dict[str, PassRate] = field(default_factory=dict)  # the code world's, per checkpoint
     engine: EngineSettings | None = None  # the held-out evals' llama.cpp (None: transformers)
     serving: str | None = None  # the checkpoint the gateway serves
+    # per round played: the answers served whose rollout the gateway refused (None: not known)
+    refused: list[int | None] = field(default_factory=list)
+    _refused_before: int | None = None  # the gateway's count when the round began
     # when the last user's last event was sent (time.monotonic()): the windows close from there
     played_until: float | None = None
     vocab_size: int = 0
@@ -135,6 +138,7 @@ class TrainingRounds:
         """One round of simulated users against the served checkpoint."""
         assert self._http is not None
         self.clock.start_cycle()
+        self._refused_before = self._refused_now()
         if self.world == "code":
             return self._play_code(number)
         if self.world == "agent":
@@ -235,6 +239,25 @@ class TrainingRounds:
                         "spool): the next landing reads them", held_rollouts(http))  # fmt: skip
         except httpx.HTTPError as exc:  # the landing goes on; what it misses, the next one reads
             log.warning("could not ask the gateway what it still holds: %s", exc)
+        self._count_refused()
+
+    def _refused_now(self) -> int | None:
+        try:
+            return refused_rollouts(self._http) if self._http is not None else None
+        except httpx.HTTPError:
+            return None
+
+    def _count_refused(self) -> None:
+        """The latest round's refused rollouts, once its rollouts were delivered (each is
+        built, and refused, after its answer); counted once per round."""
+        if self._refused_before is None or len(self.refused) >= len(self.figures):
+            return
+        now = self._refused_now()
+        counted = None if now is None or now < self._refused_before else now - self._refused_before
+        self.refused.append(counted)  # None: the gateway could not say, or started again
+        if counted:
+            log.warning("round %d: %d answers served without a rollout (refused by the gateway: "
+                        "never trained on)", len(self.figures), counted)  # fmt: skip
 
     def measure_held_out(self) -> None:
         """The code world's pass rate on the held-out tasks (the simulator's, never trained on)

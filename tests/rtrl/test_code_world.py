@@ -193,6 +193,9 @@ def test_code_world_run_every_hop_from_answer_to_reward(
 
     summary = read_summary(tmp_path / "summary.json")
     assert summary.world == "code" and len(summary.rounds) == 2
+    # the refused rollouts are counted per round in the summary, as the gateway logged them
+    assert [r.rollouts_refused is not None for r in summary.rounds] == [True, True]
+    assert sum(r.rollouts_refused or 0 for r in summary.rounds) == len(refused), refused
     first = summary.rounds[0]
     assert first.held_out_pass_rate is not None and first.edits_kept_share is not None
     assert first.gate_decision in ("promoted", "rejected")

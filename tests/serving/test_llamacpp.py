@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, cast
 
+import httpx
 import openai
 import pytest
 import torch
@@ -205,6 +206,7 @@ def test_rtrl_serve_engine_records_exact_rollouts(
         )
         counts = front.metrics_when('rtrl_gateway_rollouts_total{outcome="recorded"}', 4)
         counts = front.metrics_when(refused, 1)
+        ready = httpx.get(f"{front.url}/readyz", timeout=10).json()  # what `rtrl run` reads
         assert detect_kind(front.url) == OPENAI  # the gateway is no llama-server
     finally:
         assert front.stop() == 0, front.log.read_text()[-3000:]
@@ -214,6 +216,7 @@ def test_rtrl_serve_engine_records_exact_rollouts(
     assert counts['rtrl_gateway_rollouts_total{outcome="recorded"}'] == 4, counts
     assert counts['rtrl_gateway_rollouts_total{outcome="refused"}'] == 1, counts
     assert counts[refused] == 1, counts
+    assert ready["refused_rollouts"] == {"missing_logprobs": 1}, ready
     got = rollouts(kafka_bootstrap, topic_names.rollouts, 4)
     assert "l-cut" not in got
     tokenizer = base.tokenizer

@@ -41,12 +41,12 @@ from collector_throughput import (  # noqa: E402
 )
 
 from infra import broker  # noqa: E402
+from infra.api_keys import KeyStore  # noqa: E402
 from infra.broker_config import ClusterLayout  # noqa: E402
 from infra.kafka_dist import default_cache_root  # noqa: E402
 from infra.kafka_security import CONFIG_ENV, ENV_FIELDS, KafkaSecurity, read_security_file  # noqa: E402
 from infra.topics import TopicNames  # noqa: E402
 from infra.topics_apply import apply_topics  # noqa: E402
-from ingest.collector.keys import KeyStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

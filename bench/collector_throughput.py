@@ -48,11 +48,11 @@ import orjson  # noqa: E402
 import psutil  # noqa: E402
 from confluent_kafka import KafkaError, Message, Producer  # noqa: E402
 
+from infra.api_keys import KeyStore  # noqa: E402
 from infra.kafka_security import KafkaSecurity  # noqa: E402
 from infra.settings import reliable_producer  # noqa: E402
 from infra.topics import TopicNames  # noqa: E402
 from infra.topics_apply import apply_topics  # noqa: E402
-from ingest.collector.keys import KeyStore  # noqa: E402
 from rewards.workload import generate_workload  # noqa: E402
 
 ORG = "org-bench"

@@ -69,9 +69,9 @@ from _gateway_load import CLIENTS, load, quantile, request_body  # noqa: E402
 
 from checkpoints.store import CheckpointRegistry  # noqa: E402
 from checkpoints.weights import register_base  # noqa: E402
+from infra.api_keys import KeyStore  # noqa: E402
 from infra.topics import TopicNames  # noqa: E402
 from infra.topics_apply import apply_topics  # noqa: E402
-from ingest.collector.keys import KeyStore  # noqa: E402
 from models.tiny_model import ensure_tiny_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

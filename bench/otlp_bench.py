@@ -59,9 +59,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 
+from infra.api_keys import KeyStore  # noqa: E402
 from infra.topics import TopicNames  # noqa: E402
 from infra.topics_apply import apply_topics  # noqa: E402
-from ingest.collector.keys import KeyStore  # noqa: E402
 
 RESOURCE = Resource({"service.name": "editor-bench", "user.id": "u-bench"})
 PROMPT = "Write a Python function `add(a, b)` that returns the sum of a and b. " * 4

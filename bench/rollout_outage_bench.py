@@ -42,13 +42,13 @@ from gateway_bench import cpu_seconds, serve  # noqa: E402
 from checkpoints.store import CheckpointRegistry  # noqa: E402
 from checkpoints.weights import register_base  # noqa: E402
 from infra import broker  # noqa: E402
+from infra.api_keys import KeyStore  # noqa: E402
 from infra.broker_config import ClusterLayout  # noqa: E402
 from infra.http_client import HttpPool  # noqa: E402
 from infra.kafka_dist import default_cache_root  # noqa: E402
 from infra.settings import client  # noqa: E402
 from infra.topics import TopicNames  # noqa: E402
 from infra.topics_apply import apply_topics  # noqa: E402
-from ingest.collector.keys import KeyStore  # noqa: E402
 from models.tiny_model import ensure_tiny_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

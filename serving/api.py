@@ -20,7 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ingest.collector.keys import KeyStore
+from infra.api_keys import BEARER_SCHEME, KeyStore
 from serving.answers import ApiError, error_response, invalid_request
 from serving.assignment import Assignment
 from serving.backends.base import Backend
@@ -181,13 +181,7 @@ def _bearer_scheme(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = build()
-            schema.setdefault("components", {})["securitySchemes"] = {
-                "bearer": {
-                    "type": "http",
-                    "scheme": "bearer",
-                    "description": "an API key from `rtrl keys create --org ORG`",
-                }
-            }
+            schema.setdefault("components", {})["securitySchemes"] = {"bearer": BEARER_SCHEME}
             app.openapi_schema = schema
         return app.openapi_schema
 

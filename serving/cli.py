@@ -13,9 +13,9 @@ import os
 import sys
 from pathlib import Path
 
+from infra.api_keys import DEFAULT_KEY_DB
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from, positive_int
 from infra.settings_cli import Option, SettingsOptions
-from ingest.collector.config import DEFAULT_KEY_DB
 from llamacpp.cli import add_engine_args, engine_settings_from
 from llamacpp.engine_settings import EngineSettings
 from serving.completions import GatewayConfig

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ingest.collector.keys import KeyStore
+from infra.api_keys import KeyStore, bearer
 from serving.answers import ApiError, error_response, invalid_request
 from serving.completions import Completions
 from serving.protocol import ChatCompletionRequest, CompletionRequest
@@ -30,15 +30,6 @@ ROUTES: dict[str, tuple[str, type[BaseModel]]] = {
     "/v1/chat/completions": ("chat", ChatCompletionRequest),
     "/v1/completions": ("completions", CompletionRequest),
 }
-
-
-def bearer(header: str | None) -> str:
-    """
-    >>> bearer("Bearer rtrl_x "), bearer("Basic abc"), bearer(None)
-    ('rtrl_x', '', '')
-    """
-    scheme, _, token = (header or "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 def tenant_of(keys: KeyStore, authorization: str | None) -> str:

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import uvicorn
 
 from checkpoints.store import CheckpointRegistry
+from infra.api_keys import KeyStore
 from infra.http_server import freeze_startup_heap, http_server
 from infra.lifetime import stop_signals_call
 from infra.topics import TopicNames
-from ingest.collector.keys import KeyStore
 from serving.api import create_app
 from serving.assignment import Assignment
 from serving.backends.base import Backend

@@ -7,7 +7,7 @@ path), and so do imports under ``if TYPE_CHECKING:``: they never run, but two mo
 name each other's types are still one piece of code in two files.
 
 The floors (``docs/architecture.md``, "Floors"): a package may import its own modules, the
-floors below its own, and the few sideways edges ``SIDEWAYS`` names with their reason.
+floors below its own, and nothing beside it: no exception.
 """
 
 from __future__ import annotations
@@ -151,9 +151,6 @@ FLOORS = {
     "console": 6,
     "rtrl": 7,
 }
-SIDEWAYS = {
-    ("serving", "ingest"): "the gateway takes the collector's API keys and key store settings",
-}
 
 
 def unit_of(module: str) -> str:
@@ -169,11 +166,11 @@ def unit_of(module: str) -> str:
 
 
 def upward(graph: dict[str, set[str]]) -> list[str]:
-    """Every import that does not go down a floor and is not a named sideways edge.
+    """Every import that does not go down a floor.
 
     >>> upward({"models.policy": {"infra.settings"}, "agent.harness": {"models.policy"}})
     ['agent.harness -> models.policy (floor 1 -> 1)']
-    >>> upward({"serving.api": {"ingest.collector.keys"}, "trainer.x": {"trainer.y"}})
+    >>> upward({"serving.api": {"infra.api_keys"}, "trainer.x": {"trainer.y"}})
     []
     """
     found = []
@@ -181,7 +178,7 @@ def upward(graph: dict[str, set[str]]) -> list[str]:
         here = unit_of(name)
         for target in sorted(targets):
             there = unit_of(target)
-            if here == there or (here, there) in SIDEWAYS:
+            if here == there:
                 continue
             if FLOORS[there] >= FLOORS[here]:
                 found.append(f"{name} -> {target} (floor {FLOORS[here]} -> {FLOORS[there]})")

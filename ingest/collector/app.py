@@ -33,6 +33,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from infra.api_keys import BEARER_SCHEME, KeyStore, bearer
 from infra.topics import TopicNames
 from ingest.collector.api_schema import (
     BatchAnswer,
@@ -47,7 +48,6 @@ from ingest.collector.batch import BatchReason, BatchRefused, OutRecord, decode_
 from ingest.collector.config import CollectorConfig
 from ingest.collector.errors import RequestIds, error_response, scope_request_id
 from ingest.collector.kafka_sink import SinkUnavailable
-from ingest.collector.keys import KeyStore
 from ingest.collector.metrics import CollectorMetrics
 from ingest.collector.otlp_answer import refusal
 from ingest.collector.otlp_decode import Encoding, OtlpRefused, Signal, encoding_of
@@ -185,7 +185,7 @@ def create_app(
     def admit(request: Request, refused: Callable[..., Response]) -> str | Response:
         """The tenant of the request's key, or ``refused(status, reason, detail, retry_after_s)``
         when its key, its rate or Kafka's state says no: the same for every route that writes."""
-        found = keys.lookup(_bearer(request.headers.get("authorization")))
+        found = keys.lookup(bearer(request.headers.get("authorization")))
         if found is None:
             return refused(401, BatchReason.unauthorized, "missing or unknown API key")
         key_id, tenant = found
@@ -316,13 +316,6 @@ def _seconds(wait_s: float) -> str:
     return str(max(1, math.ceil(wait_s)))
 
 
-def _bearer(header: str | None) -> str:
-    if not header:
-        return ""
-    scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
-
-
 async def _read_body(request: Request, max_bytes: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
@@ -350,13 +343,7 @@ def _complete_openapi(app: FastAPI) -> None:
             schema = build()
             components = schema.setdefault("components", {})
             components.setdefault("schemas", {}).update(event_components())
-            components["securitySchemes"] = {
-                "bearer": {
-                    "type": "http",
-                    "scheme": "bearer",
-                    "description": "an API key from `rtrl keys create --org ORG`",
-                }
-            }
+            components["securitySchemes"] = {"bearer": BEARER_SCHEME}
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -13,10 +13,10 @@ import logging
 import sys
 import time
 
+from infra.api_keys import CACHE_TTL_S, KEY_ID_CHARS, KeyStore, hash_key
 from infra.kafka_options import BOOTSTRAP_OPTION, TOPIC_PREFIX_HELP
 from infra.settings_cli import Option, SettingsOptions
 from ingest.collector.config import CollectorConfig, KeysOptions
-from ingest.collector.keys import CACHE_TTL_S, KEY_ID_CHARS, KeyStore, hash_key
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEFAULT_KEY_DB = Path(".rtrl/keys.sqlite")
+from infra.api_keys import DEFAULT_KEY_DB
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,12 @@ from typing import Any
 
 import uvicorn
 
+from infra.api_keys import KeyStore
 from infra.http_server import http_server
 from infra.lifetime import die_with_parent, stop_signals_call
 from ingest.collector.app import create_app
 from ingest.collector.config import CollectorConfig
 from ingest.collector.kafka_sink import KafkaSink
-from ingest.collector.keys import KeyStore
 
 STARTUP_TIMEOUT_S = 30.0
 log = logging.getLogger("ingest.collector")

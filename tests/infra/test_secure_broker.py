@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient
 from pydantic import SecretStr
 
 from infra import broker
+from infra.api_keys import KeyStore
 from infra.broker_config import ClusterLayout
 from infra.compacted import read_latest
 from infra.kafka_dist import default_cache_root
@@ -43,7 +44,6 @@ from infra.kafka_security import CONFIG_ENV, ENV_FIELDS, KafkaSecurity, read_sec
 from infra.settings import admin, manual_commit_consumer, reliable_producer
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
-from ingest.collector.keys import KeyStore
 from tests.support.collector import ORG, valid_event
 from tests.support.kafka import free_port_block
 

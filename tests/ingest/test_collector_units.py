@@ -11,9 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from infra.api_keys import KeyStore, hash_key
 from ingest.collector.batch import BatchReason, BatchRefused, decode_body, plan_batch
 from ingest.collector.cli import register_collector
-from ingest.collector.keys import KeyStore, hash_key
 from ingest.collector.ratelimit import RateLimiter
 from ingest.contract import MAX_EVENT_BYTES
 from tests.support.collector import ORG, OTHER_ORG, valid_event

@@ -31,8 +31,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from infra.api_keys import KeyStore
 from infra.topics import TopicNames
-from ingest.collector.keys import KeyStore
 from ingest.contract import Origin, validate_event
 from rewards.config import RewardConfig
 from rewards.function import compute_record

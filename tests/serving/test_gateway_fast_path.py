@@ -17,7 +17,7 @@ import pytest
 
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import register_base
-from ingest.collector.keys import KeyStore
+from infra.api_keys import KeyStore
 from models.rollout import Rollout
 from serving import completions
 from serving.api import create_app

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from infra.api_keys import DEFAULT_KEY_DB
 from infra.settings_cli import SettingsOptions
-from ingest.collector.config import DEFAULT_KEY_DB
 from llamacpp.cli import ENGINE_OPTIONS
 from llamacpp.fleet import EngineSettings
 from serving.cli import GATEWAY_OPTIONS, SERVE_OPTIONS, serve_config

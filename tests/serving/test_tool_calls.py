@@ -24,8 +24,8 @@ from typing import Any
 import openai
 import pytest
 
+from infra.api_keys import KeyStore
 from infra.http_server import http_server
-from ingest.collector.keys import KeyStore
 from models.generation import Generation
 from models.rollout import ModelIdentity
 from models.tool_format import call_text

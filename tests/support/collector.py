@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 import orjson
 
+from infra.api_keys import KeyStore
 from infra.settings import client
 from infra.topics import TopicNames
 from ingest.collector.config import CollectorConfig
-from ingest.collector.keys import KeyStore
 from ingest.collector.server import RunningCollector, start_in_thread
 from ingest.contract import now_ts, uuid7
 from tests.support.kafka import drain, free_port_block

@@ -17,7 +17,7 @@ import torch
 from checkpoints.record import CheckpointInfo, TrainingRef
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy, register_base, weight_writers
-from ingest.collector.keys import KeyStore
+from infra.api_keys import KeyStore
 from models.loading import LoraSettings, with_lora
 from models.rollout import Rollout
 from tests.support.kafka import drain, free_port_block

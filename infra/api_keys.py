@@ -1,4 +1,5 @@
-"""API keys, one tenant each, stored hashed in a small SQLite file.
+"""API keys, one tenant each, stored hashed in a small SQLite file; the bearer scheme that
+carries them. Shared by the collector and the gateway, which both take a tenant's key.
 
 A key is ``rtrl_`` + 32 random bytes (url-safe base64): only its sha256 is kept, so a copy of the
 file grants nothing. Keys have enough entropy that an unsalted fast hash is the right tool (a slow
@@ -16,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+DEFAULT_KEY_DB = Path(".rtrl/keys.sqlite")
 KEY_PREFIX = "rtrl_"
 KEY_ID_CHARS = 12
 """A key's id, as listed: the first hex digits of its sha256."""
@@ -41,6 +43,24 @@ def hash_key(key: str) -> str:
     '86778e5061df17c5'
     """
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def bearer(header: str | None) -> str:
+    """The key an ``Authorization`` header carries ("" when it carries none).
+
+    >>> bearer("Bearer rtrl_x "), bearer("Basic abc"), bearer(None)
+    ('rtrl_x', '', '')
+    """
+    scheme, _, token = (header or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+BEARER_SCHEME = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "an API key from `rtrl keys create --org ORG`",
+}
+"""The OpenAPI security scheme of every API that takes these keys (named ``bearer``)."""
 
 
 def new_key() -> str:

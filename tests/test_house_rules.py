@@ -126,3 +126,20 @@ def test_the_rules_see_what_they_count() -> None:
     (node,) = _functions(tree)
     assert _parameters(node) == 5
     assert (REPO / "pyproject.toml").is_file()
+
+
+def test_no_test_module_imports_another_or_a_conftest() -> None:
+    """What tests share lives in ``tests/support/`` (helpers) or a ``conftest.py`` (fixtures,
+    which pytest hands over); a test module imported by another runs its tests' module-level
+    code twice and ties the two files together."""
+    found = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                last = name.rsplit(".", 1)[-1]
+                if name.startswith("tests.") and (last.startswith("test_") or last == "conftest"):
+                    found.append(f"{path.relative_to(REPO)} imports {name}")
+    assert not found, found

@@ -17,7 +17,6 @@ model's, after temperature and top-p), recomputed here from the checkpoint.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -30,59 +29,17 @@ import httpx
 import openai
 import pytest
 import torch
-from jsonschema import Draft202012Validator
 from openai.types.chat import ChatCompletionMessageParam
-from referencing import Registry
-from referencing.jsonschema import DRAFT202012
 
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy, register_base
 from models.sampling import sampling_log_probs
 from tests.support.gateway import Serve, api_key
+from tests.support.openai_schema import COMPLETION_CHUNK, check
 
 HERE = Path(__file__).parent
 NODE = HERE / "node"
 ASK: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
-URI = "urn:openai-openapi"
-COMPLETION_CHUNK = "CreateCompletionResponse (a streamed chunk)"
-
-
-def _or_null(node: Any) -> Any:
-    """The document with each OpenAPI 3.0 ``nullable: true`` read as JSON Schema's "or null"."""
-    if isinstance(node, list):
-        return [_or_null(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    node = {k: _or_null(v) for k, v in node.items()}
-    if node.pop("nullable", False):
-        return {"anyOf": [node, {"type": "null"}]}
-    return node
-
-
-def _schemas() -> dict[str, Any]:
-    kept = json.loads((HERE / "openai_schemas.json").read_text())
-    assert kept["source"]["repository"] == "https://github.com/openai/openai-openapi"
-    schemas = _or_null(kept["components"]["schemas"])
-    chunk = copy.deepcopy(schemas["CreateCompletionResponse"])
-    reason = chunk["properties"]["choices"]["items"]["properties"]["finish_reason"]
-    chunk["properties"]["choices"]["items"]["properties"]["finish_reason"] = {
-        "anyOf": [reason, {"type": "null"}]
-    }
-    schemas[COMPLETION_CHUNK] = chunk
-    return {"components": {"schemas": schemas}}
-
-
-DOCUMENT = _schemas()
-REGISTRY = Registry().with_resource(URI, DRAFT202012.create_resource(DOCUMENT))
-
-
-def check(name: str, body: Any) -> None:
-    """``body`` validates against the published schema ``name`` (every error listed)."""
-    validator = Draft202012Validator(
-        {"$ref": f"{URI}#/components/schemas/{name}"}, registry=REGISTRY
-    )
-    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(body)]
-    assert not errors, f"{name}: {errors[:5]}"
 
 
 def test_the_checks_refuse_what_the_schema_refuses() -> None:

@@ -34,9 +34,9 @@ from serving.backends.base import BackendRequest
 from serving.metrics import GatewayMetrics
 from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.stream import Step
-from tests.serving.test_openai_schema import check
 from tests.support.gateway import api_key
 from tests.support.kafka import free_port_block
+from tests.support.openai_schema import check
 
 NODE = Path(__file__).parent / "node"
 

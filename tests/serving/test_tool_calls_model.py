@@ -25,38 +25,9 @@ from models.generation import Generation
 from models.rollout import ModelIdentity
 from models.sampling import SamplingParams
 from serving.rollouts.build import rollout_of
-from tests.serving.test_openai_schema import check
 from tests.support.gateway import Serve, serve_tiny
-
-TOOLS: Any = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string", "maxLength": 12}},
-                "required": ["path"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "run_tests",
-            "parameters": {
-                "type": "object",
-                "properties": {"only": {"type": "integer", "minimum": 0, "maximum": 9}},
-                "required": ["only"],
-                "additionalProperties": False,
-            },
-        },
-    },
-]
-SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
-ASK: Any = [{"role": "user", "content": "Fix the failing test."}]
-NAMED: Any = {"type": "function", "function": {"name": "run_tests"}}
+from tests.support.openai_schema import check
+from tests.support.tools import ASK, NAMED, SCHEMAS, TOOLS
 
 
 @pytest.fixture(scope="module")

@@ -22,9 +22,9 @@ import jsonschema
 import openai
 import pytest
 
-from tests.serving.test_openai_schema import check
-from tests.serving.test_tool_calls_model import ASK, NAMED, SCHEMAS, TOOLS
 from tests.support.gateway import Serve, api_key, rollouts
+from tests.support.openai_schema import check
+from tests.support.tools import ASK, NAMED, SCHEMAS, TOOLS
 
 GATEWAY_ID = re.compile(r"call_[0-9a-f]{24}")
 REFUSED = 'rtrl_gateway_rollouts_refused_total{reason="constraint_not_replayable"}'

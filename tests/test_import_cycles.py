@@ -13,28 +13,9 @@ floors below its own, and nothing beside it: no exception.
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-PACKAGES = sorted(
-    p.rstrip("*")
-    for p in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"][
-        "find"
-    ]["include"]
-)
-
-
-def module_files() -> dict[str, Path]:
-    """Dotted module name -> file, for every module of the project's packages."""
-    found = {}
-    for package in PACKAGES:
-        for path in (REPO / package).rglob("*.py"):
-            parts = list(path.relative_to(REPO).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
+from tests.support.project import PACKAGES, module_files
 
 
 def _type_checking_only(tree: ast.Module) -> set[int]:

@@ -77,12 +77,7 @@ def print_code_rounds(rounds: TrainingRounds, measured: dict[str, float]) -> Non
               f"{f.dissatisfied / n:>6.2f} {'-' if reward is None else f'{reward:+.3f}':>7} "
               f"{rate_text(rounds.held_out.get(f.checkpoint_id)):<16} "
               f"{f'{decision.checkpoint_id} {decision.status}' if decision else '-'}")  # fmt: skip
-    for d in rounds.decisions:
-        if d.status != PROMOTED:
-            print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")
-    if rounds.clock.complete():
-        print("cycle time (s, wall): first user served -> the next checkpoint serving")
-        print(rounds.clock.table())
+    _print_rejections_and_cycles(rounds)
 
 
 def print_agent_rounds(rounds: TrainingRounds, measured: dict[str, float]) -> None:
@@ -103,12 +98,7 @@ def print_agent_rounds(rounds: TrainingRounds, measured: dict[str, float]) -> No
               f"{broken:>13} {f.dissatisfied / n:>6.2f} "
               f"{'-' if reward is None else f'{reward:+.3f}':>7}  "
               f"{f'{decision.checkpoint_id} {decision.status}' if decision else '-'}")  # fmt: skip
-    for d in rounds.decisions:
-        if d.status != PROMOTED:
-            print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")
-    if rounds.clock.complete():
-        print("cycle time (s, wall): first user served -> the next checkpoint serving")
-        print(rounds.clock.table())
+    _print_rejections_and_cycles(rounds)
 
 
 WATCHED = ("invalid_tool_call_rate", "clarifying_rate", "edit_rate")
@@ -153,3 +143,13 @@ def print_truth(rounds: TrainingRounds) -> None:
         "  promoted: "
         + ", ".join(f"{k} {promoted} of {n}" for k, (promoted, n) in tally.items() if n)
     )
+
+
+def _print_rejections_and_cycles(rounds: TrainingRounds) -> None:
+    """Why each rejected candidate was rejected, then the cycle-time table (every world's)."""
+    for d in rounds.decisions:
+        if d.status != PROMOTED:
+            print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")
+    if rounds.clock.complete():
+        print("cycle time (s, wall): first user served -> the next checkpoint serving")
+        print(rounds.clock.table())

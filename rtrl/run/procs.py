@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infra.lifetime import die_with_parent
+
 log = logging.getLogger("rtrl.run")
 
 
@@ -24,7 +26,11 @@ class Stage:
     proc: subprocess.Popen | None = field(default=None, repr=False)
 
     def start(self, env: dict[str, str] | None = None) -> Stage:
+        """Start the stage in a session of its own (a Ctrl-C to the run is the run's to pass
+        on), dying with the run: a run killed before its ``finally`` stopped every stage (its
+        deadline's SIGINT, then SIGKILL) left a collector behind, holding its port for good."""
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        run = os.getpid()
         with open(self.log_file, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "rtrl.cli", *self.args],
@@ -33,6 +39,7 @@ class Stage:
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, **(env or {})},
                 start_new_session=True,
+                preexec_fn=lambda: die_with_parent(run),  # the main thread starts every stage
             )
         log.info("started %s (pid %d, log %s)", self.name, self.proc.pid, self.log_file)
         return self

@@ -161,6 +161,48 @@ def joined_stream(body: bytes) -> dict[str, Any]:
     }
 
 
+def held_back(answer: dict[str, Any]) -> list[int]:
+    """The positions of the last tokens of a streamed answer stopped by its budget whose text
+    llama-server held back and never sent: text that could begin a stop string (" or" before
+    "return") waits for the next token, and at the budget there is none. Each has its id and
+    probability but an empty piece; the caller asks their text of ``/detokenize``
+    (:func:`with_text`), so the answer's text is every id's, as no stop string was cut.
+
+    >>> probs = [{"id": 5, "token": "a", "bytes": [97]}, {"id": 6, "token": "", "bytes": []}]
+    >>> held_back({"stop_type": "limit", "tokens": [5, 6], "completion_probabilities": probs})
+    [1]
+    >>> held_back({"stop_type": "word", "tokens": [5, 6], "completion_probabilities": probs})
+    []
+    """
+    tokens = answer.get("tokens") or []
+    probs = answer.get("completion_probabilities") or []
+    if answer.get("stop_type") != "limit" or len(tokens) != len(probs):
+        return []
+    held: list[int] = []
+    for at in range(len(probs) - 1, -1, -1):
+        p = probs[at]
+        if not (isinstance(p, dict) and p.get("token") == "" and not p.get("bytes")):
+            break
+        held.insert(0, at)
+    return held
+
+
+def with_text(answer: dict[str, Any], pieces: dict[int, str]) -> dict[str, Any]:
+    """The answer with the held-back tokens' text (by position) in its pieces and content.
+
+    >>> a = {"content": "a", "completion_probabilities": [{"token": "a"}, {"token": ""}]}
+    >>> b = with_text(a, {1: " or"})
+    >>> b["content"], [p["token"] for p in b["completion_probabilities"]]
+    ('a or', ['a', ' or'])
+    """
+    probs = [dict(p) for p in answer["completion_probabilities"]]
+    for at, piece in sorted(pieces.items()):
+        probs[at]["token"] = piece
+    added = "".join(piece for _, piece in sorted(pieces.items()))
+    return {**answer, "content": str(answer.get("content") or "") + added,
+            "completion_probabilities": probs}  # fmt: skip
+
+
 def is_llama_cpp(props: Any) -> bool:
     """Whether a ``GET /props`` answer is llama-server's.
 

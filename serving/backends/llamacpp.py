@@ -22,10 +22,12 @@ from checkpoints.store import CheckpointRegistry
 from llamacpp.native import (
     LlamaCppError,
     completion_body,
+    held_back,
     is_llama_cpp,
     joined_stream,
     parse_native,
     token_ids,
+    with_text,
 )
 from models.generation import Generation
 from models.sampling import SamplingParams
@@ -139,9 +141,26 @@ class LlamaCppNative(Generic[RouteT]):
                 answer = joined_stream(streamed)
             except LlamaCppError as exc:
                 raise bad_gateway(str(exc)) from None
+            answer = await self._held_back_text(route, answer)
         else:
             answer = await self._call(route, "/completion", body)
         return parse_native(answer, ids, route.checkpoint_id, route.identity)
+
+    async def _held_back_text(self, route: RouteT, answer: dict[str, Any]) -> dict[str, Any]:
+        """A streamed answer whose last tokens' text llama-server held back at the budget
+        (``llamacpp.native.held_back``), with that text: otherwise the user is shown less than
+        the rollout's ids say was sampled."""
+        held = held_back(answer)
+        if not held:
+            return answer
+        pieces = {}
+        for at in held:
+            asked = {"tokens": [answer["tokens"][at]]}
+            piece = (await self._call(route, "/detokenize", asked)).get("content")
+            if not isinstance(piece, str):
+                raise bad_gateway("llama-server's /detokenize gave no text")
+            pieces[at] = piece
+        return with_text(answer, pieces)
 
     async def _spliced(self, route: RouteT, splice: Splice) -> list[int]:
         """An extending call's prompt: the earlier ids, then the continuation by the server's

@@ -117,6 +117,7 @@ ENGINES = [
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(960)  # SmolLM2's run took 450 s and 540+ s in two quiet full runs
 @pytest.mark.parametrize(("model", "engine"), ENGINES)
 def test_code_world_run_every_hop_from_answer_to_reward(
     tmp_path: Path, model: str, engine: str
@@ -130,7 +131,7 @@ def test_code_world_run_every_hop_from_answer_to_reward(
          "--rounds", "1", "--extra-rounds", "0", "--round-users", "12", "--ab-users", "0",
          "--held-out-samples", "1", "--gate-eval-samples", "1", "--max-tokens", "24",
          "--seed", "1", "--model", model, "--engine", engine],
-        tmp_path)  # fmt: skip
+        tmp_path, timeout_s=900)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "held-out pass rate" in done.stderr and "code passing the hidden tests" in done.stderr
     # the held-out evals sample with the engine the users are served by

@@ -84,7 +84,8 @@ def write_rewards(store: Store, rows: int) -> None:
                      (h % 15 + 1)::BIGINT AS n_events, 0::BIGINT AS n_duplicates,
                      0::BIGINT AS n_late, 0::BIGINT AS n_orphans, (h % 3)::BIGINT AS n_edits,
                      (h % 2)::BIGINT AS n_accepted, 0::BIGINT AS n_rejected,
-                     0::BIGINT AS n_reverted, ((h >> 5) % 2)::BIGINT AS n_invalid_tool_calls,
+                     0::BIGINT AS n_reverted, ((h >> 5) % 4)::BIGINT AS n_tool_calls,
+                     ((h >> 5) % 2)::BIGINT AS n_invalid_tool_calls,
                      0::BIGINT AS n_clarifying, ((h >> 9) % 3)::BIGINT AS n_subagents,
                      ((h >> 9) % 2)::BIGINT AS n_subagents_unused,
                      h % 9 = 0 AS dissatisfied,
@@ -97,7 +98,7 @@ def write_rewards(store: Store, rows: int) -> None:
                      '{checkpoint}', NULL, NULL,
                      TIMESTAMPTZ '{day} 00:00:00+00' + to_microseconds((h % 86400000000)::BIGINT),
                      TIMESTAMPTZ '{day} 00:30:00+00' + to_microseconds((h % 86400000000)::BIGINT),
-                     1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, ['e' || i::VARCHAR], {c}, -i
+                     1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, ['e' || i::VARCHAR], {c}, -i
               FROM base WHERE h % 20 = 0
             ) TO '{path}' (FORMAT parquet, COMPRESSION zstd)""")
             part += 1

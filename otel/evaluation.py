@@ -78,7 +78,8 @@ def explanation_of(record: RewardRecord) -> str:
                        for name in TERM_FIELDS)  # fmt: skip
     counts = (
         f"{record.n_edits} edits ({record.n_accepted} accepted, {record.n_rejected} rejected, "
-        f"{record.n_reverted} reverted), {record.n_invalid_tool_calls} invalid tool calls, "
+        f"{record.n_reverted} reverted), {record.n_tool_calls} tool calls "
+        f"({record.n_invalid_tool_calls} invalid), "
         f"{record.n_clarifying} clarifying questions"
         + (", dissatisfied follow-up" if record.dissatisfied else "")
     )

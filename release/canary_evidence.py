@@ -51,6 +51,7 @@ FILE = "canary_evidence.jsonl"
 KIND = "rtrl.canary-evidence"
 _FLAGS = {"invalid_tool_calls": "invalid_tool_call_rate", "clarifying": "clarifying_rate",
           "edits": "edit_rate"}  # fmt: skip
+_COUNTS = (*_FLAGS, "tool_calls")  # tool_calls: every call, valid or not (no flag of its own yet)
 
 
 class Share(BaseModel):
@@ -86,6 +87,7 @@ class Row:
     invalid_tool_calls: int = 0
     clarifying: int = 0
     edits: int = 0
+    tool_calls: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -100,6 +102,7 @@ class Row:
             "invalid_tool_calls": self.invalid_tool_calls,
             "clarifying": self.clarifying,
             "edits": self.edits,
+            "tool_calls": self.tool_calls,
         }
 
 
@@ -139,7 +142,7 @@ def _row(data: Any, where: str) -> Row:
                                or not math.isfinite(reward)):  # fmt: skip
         raise ValueError(f"{where}: reward must be a finite number or null, got {reward!r}")
     counts = {}
-    for name in _FLAGS:
+    for name in _COUNTS:
         value = data.get(name) or 0
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{where}: {name} must be a count >= 0, got {value!r}")

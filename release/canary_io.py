@@ -78,7 +78,7 @@ def live_rows(catalog: Path, experiment: str, config: CanaryConfig, started_at: 
         )
     query = """
         SELECT interaction_id, revision, user_id, experiment_arm, t_open, reward,
-               n_invalid_tool_calls, n_clarifying, n_edits
+               n_invalid_tool_calls, n_clarifying, n_edits, n_tool_calls
         FROM rewards
         WHERE experiment_name = ? AND user_id IS NOT NULL AND experiment_arm IN (?, ?)"""
     prior = """
@@ -91,13 +91,13 @@ def live_rows(catalog: Path, experiment: str, config: CanaryConfig, started_at: 
         activity = dict(con.execute(prior, [since, started_at]).fetchall()) if config.strata else {}
     have = {(r.interaction_id, r.revision) for r in known}
     rows = list(known)
-    for iid, revision, user, arm, t_open, reward, invalid, clarifying, edits in found:
+    for iid, revision, user, arm, t_open, reward, invalid, clarifying, edits, calls in found:
         if (iid, int(revision)) in have:
             continue
         stratum = stratum_of(int(activity.get(user, 0))) if config.strata else ALL
         rows.append(Row(iid, int(revision), user, arm, _utc(t_open), now,
                         None if reward is None else float(reward), stratum, int(invalid or 0),
-                        int(clarifying or 0), int(edits or 0)))  # fmt: skip
+                        int(clarifying or 0), int(edits or 0), int(calls or 0)))  # fmt: skip
     return rows
 
 

@@ -168,7 +168,7 @@ def _build_record(
     decision: dict[str, tuple[str, int]] = {}
     last_revert: dict[str, int] = {}
     retained: dict[str, float] = {}
-    n_orphans = n_invalid = n_clarifying = n_subagents = n_unused = 0
+    n_orphans = n_tool_calls = n_invalid = n_clarifying = n_subagents = n_unused = 0
     dissatisfied = has_outcome = False
     latency_ms: int | None = None
     identity = {key: _first_carried(ordered, key) for key in _IDENTITY_FIELDS}
@@ -194,6 +194,7 @@ def _build_record(
         if kind in _OUTCOME_TYPES:
             has_outcome = True
         if kind == "agent.tool_call":
+            n_tool_calls += 1
             n_invalid += payload["valid"] is False
         elif kind == "agent.clarifying_question":
             n_clarifying += 1
@@ -263,6 +264,7 @@ def _build_record(
         n_accepted=n_accepted,
         n_rejected=n_rejected,
         n_reverted=n_reverted,
+        n_tool_calls=n_tool_calls,
         n_invalid_tool_calls=n_invalid,
         n_clarifying=n_clarifying,
         n_subagents=n_subagents,

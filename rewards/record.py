@@ -60,6 +60,7 @@ class RewardRecord:
     n_accepted: int
     n_rejected: int
     n_reverted: int
+    n_tool_calls: int  # every in-window agent.tool_call, valid or not
     n_invalid_tool_calls: int
     n_clarifying: int
     n_subagents: int

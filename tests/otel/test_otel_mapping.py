@@ -33,7 +33,7 @@ def test_a_scored_reward_is_an_evaluation_with_its_terms() -> None:
         "gen_ai.evaluation.score.label": "positive",
         "gen_ai.evaluation.explanation": (
             "reward 0.65 = r_edit 0.75 + r_followup 0 + r_tool 0 + r_clarify 0 + r_latency -0.1; "
-            "2 edits (1 accepted, 1 rejected, 0 reverted), 0 invalid tool calls, "
+            "2 edits (1 accepted, 1 rejected, 0 reverted), 0 tool calls (0 invalid), "
             "0 clarifying questions; reward v1-0123abcd revision 0"
         ),
         "gen_ai.response.id": "chatcmpl-1",

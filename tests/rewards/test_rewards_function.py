@@ -98,6 +98,15 @@ def test_in_window_uses_received_at_not_client_ts():
     assert record.n_late == 1 and record.n_invalid_tool_calls == 0
 
 
+def test_tool_calls_count_valid_and_invalid_in_the_window_and_no_late_one():
+    events = [started(), tool("v1", 1), tool("v2", 2), tool("x1", 3, valid=False),
+              tool("late-valid", W + 1), tool("late-invalid", W + 2, valid=False),
+              dict(tool("v1", 1), received_at=at(4))]  # fmt: skip
+    record = compute_record(events, CONFIG)
+    assert (record.n_tool_calls, record.n_invalid_tool_calls) == (3, 1)
+    assert record.n_late == 2 and record.n_duplicates == 1
+
+
 # --- duplicates -----------------------------------------------------------------------------
 
 

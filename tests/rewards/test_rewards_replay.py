@@ -47,6 +47,11 @@ def replayed(path) -> dict[str, RewardRecord]:
     return {r.interaction_id: r for r in records}
 
 
+def test_the_workload_has_windows_with_valid_and_invalid_tool_calls(expected):
+    counts = [(r.n_tool_calls, r.n_invalid_tool_calls) for r in expected.values()]
+    assert any(calls > invalid > 0 for calls, invalid in counts)
+
+
 def test_replay_of_jsonl_equals_the_function_per_interaction(tmp_path, workload, expected):
     write_jsonl(workload, tmp_path / "events.jsonl")
     assert replayed(tmp_path / "events.jsonl") == expected

@@ -73,6 +73,9 @@ def test_stream_equals_batch_on_a_messy_workload() -> None:
     assert problems == []
     assert latest == batch_records(events, CONFIG)
     assert any(r["revision"] > 0 for r in records), "the workload has corrections"
+    # windows with valid and invalid calls together: n_tool_calls is not n_invalid_tool_calls
+    both = [r for r in latest.values() if r["n_tool_calls"] > r["n_invalid_tool_calls"] > 0]
+    assert both, "the workload has windows with valid and invalid tool calls"
     assert {a for _, a in late} >= {Arrival.late, Arrival.expired}
     # after the idle tick everything is closed: only tombstones remain
     assert all(isinstance(decode(v), Tombstone) for k, v in store.items() if k.startswith("i/"))

@@ -41,8 +41,8 @@ def reward(interaction_id: str, **overrides: Any) -> RewardRecord:
         experiment_name=None, experiment_arm=None,
         t_open=t_open, t_close=t_open + timedelta(seconds=1800),
         n_events=6, n_duplicates=0, n_late=0, n_orphans=0, n_edits=2, n_accepted=1,
-        n_rejected=1, n_reverted=0, n_invalid_tool_calls=0, n_clarifying=0, n_subagents=0,
-        n_subagents_unused=0, dissatisfied=False, event_ids=("e1", "e2"),
+        n_rejected=1, n_reverted=0, n_tool_calls=0, n_invalid_tool_calls=0, n_clarifying=0,
+        n_subagents=0, n_subagents_unused=0, dissatisfied=False, event_ids=("e1", "e2"),
     )  # fmt: skip
     values.update(overrides)
     return RewardRecord(**values)

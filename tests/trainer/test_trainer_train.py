@@ -209,6 +209,7 @@ def test_a_monitor_alarm_rejects_the_candidate(kafka_bootstrap, topic_names, tmp
             "status": ["scored"] * 800,
             "n_edits": [1] * 800,
             "n_clarifying": [0] * 800,
+            "n_tool_calls": [1] * 800,
             "n_invalid_tool_calls": [1 if i < 40 or 400 <= i < 480 else 0 for i in range(800)],
             "n_subagents": [0] * 800,
             "n_subagents_unused": [0] * 800,
@@ -383,7 +384,8 @@ def _empty_catalog(path: Path) -> Path:
         con.execute(
             "CREATE TABLE rewards (interaction_id VARCHAR, revision BIGINT, "
             "checkpoint_id VARCHAR, status VARCHAR, n_edits BIGINT, n_clarifying BIGINT, "
-            "n_invalid_tool_calls BIGINT, n_subagents BIGINT, n_subagents_unused BIGINT)"
+            "n_tool_calls BIGINT, n_invalid_tool_calls BIGINT, n_subagents BIGINT, "
+            "n_subagents_unused BIGINT)"
         )
     return path
 

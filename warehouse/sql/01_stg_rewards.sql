@@ -17,7 +17,7 @@ SELECT
     CAST(t_close AS TIMESTAMPTZ) AS t_close,
     CAST(timezone('UTC', CAST(t_open AS TIMESTAMPTZ)) AS DATE) AS reward_date,  -- the UTC date, whatever the session's time zone
     n_events, n_duplicates, n_late, n_orphans, n_edits, n_accepted, n_rejected, n_reverted,
-    n_invalid_tool_calls, n_clarifying, n_subagents, n_subagents_unused,
+    n_tool_calls, n_invalid_tool_calls, n_clarifying, n_subagents, n_subagents_unused,
     dissatisfied,
     event_ids,
     CAST(_partition AS INTEGER) AS kafka_partition,

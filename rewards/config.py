@@ -166,9 +166,33 @@ def read_mapping(path: str | Path, section: str) -> dict[str, Any]:
     return data
 
 
+NAMED_CONFIGS = Path(__file__).with_name("configs")
+"""The configurations shipped with the package, each ``<name>.toml``: ``agent`` is the agent
+world's (trying never scores below hiding; ``docs/architecture.md``)."""
+
+
+def config_path(path_or_name: str | Path) -> Path:
+    """The file a ``--reward-config`` value names: a path when a file is there, else the name
+    of a shipped configuration (``agent`` is ``rewards/configs/agent.toml``).
+
+    >>> config_path("agent").name
+    'agent.toml'
+    """
+    path = Path(path_or_name)
+    if path.is_file() or path.suffix:
+        return path
+    named = NAMED_CONFIGS / f"{path_or_name}.toml"
+    if named.is_file():
+        return named
+    shipped = sorted(p.stem for p in NAMED_CONFIGS.glob("*.toml"))
+    raise FileNotFoundError(f"no reward config file {str(path)!r} and no shipped one of that "
+                            f"name (shipped: {', '.join(shipped)})")  # fmt: skip
+
+
 def load_config(path: str | Path) -> RewardConfig:
-    """Read a RewardConfig from JSON, TOML or YAML; absent fields keep the spec's defaults.
+    """Read a RewardConfig from JSON, TOML or YAML, or a shipped one by name (``agent``);
+    absent fields keep the spec's defaults.
 
     The file holds the fields at its top level, or under a ``reward`` table/key.
     """
-    return RewardConfig.model_validate(read_mapping(path, section="reward"))
+    return RewardConfig.model_validate(read_mapping(config_path(path), section="reward"))

@@ -19,7 +19,11 @@ class ReplayOptions:
     events: list[Path] = field(metadata={"help": _EVENT_FILES})
     out: Path = field(metadata={"help": "output Parquet file"})
     config: Path | None = field(
-        default=None, metadata={"help": "reward config (JSON/TOML/YAML); spec defaults"}
+        default=None,
+        metadata={
+            "help": "reward config (JSON/TOML/YAML, or a shipped name: default, agent); "
+            "spec defaults"
+        },
     )
     workers: int = field(default=1, metadata={"help": "processes computing records (1)"})
 
@@ -29,8 +33,12 @@ class BackfillOptions:
     """The events and the two reward configs `rtrl backfill` compares, and where its report goes."""
 
     events: list[Path] = field(metadata={"help": _EVENT_FILES})
-    old_config: Path = field(metadata={"help": "the current reward config"})
-    new_config: Path = field(metadata={"help": "the candidate reward config"})
+    old_config: Path = field(
+        metadata={"help": "the current reward config (a file, or a shipped name: default, agent)"}
+    )
+    new_config: Path = field(
+        metadata={"help": "the candidate reward config (a file, or a shipped name: default, agent)"}
+    )
     out: Path | None = field(
         default=None,
         metadata={

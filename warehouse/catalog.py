@@ -25,6 +25,7 @@ root is an object store, the views name ``s3://...`` URLs: the reading process n
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -102,14 +103,20 @@ def default_db(store: Store) -> str:
 
 
 def _source_sql(store: Store, placeholder: str) -> str:
+    """The files of a dataset read together with an empty file of today's columns: a column
+    added since older files were written (the reward record's ``n_tool_calls``) reads as NULL
+    in their rows, even when every file is older. The empty file is named by a digest of the
+    columns, so one written for other columns is never taken for it."""
     folder, schema = _SOURCES[placeholder]
-    if next(store.files(folder), None) is not None:
-        glob = store.url(join(folder, "**", "*.parquet"))
-        return f"read_parquet('{glob}', union_by_name = true, hive_partitioning = false)"
-    stub = join(SCHEMA_DIR, f"{placeholder}.parquet")
+    digest = hashlib.sha256(repr(list(schema.items())).encode()).hexdigest()[:12]
+    stub = join(SCHEMA_DIR, f"{placeholder}-{digest}.parquet")
     if not store.exists(stub):
         store.write_parquet(stub, pl.DataFrame(schema=schema))
-    return f"read_parquet('{store.url(stub)}')"
+    if next(store.files(folder), None) is None:
+        return f"read_parquet('{store.url(stub)}')"
+    glob = store.url(join(folder, "**", "*.parquet"))
+    return (f"read_parquet(['{store.url(stub)}', '{glob}'], union_by_name = true, "
+            "hive_partitioning = false)")  # fmt: skip
 
 
 def connect(store: Store, db: str | None = None,

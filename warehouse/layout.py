@@ -35,7 +35,7 @@ _PART = re.compile(r"^part-(\d+)-(\d+)-(\d+)\.parquet$")
 BATCHES_DIR = "_batches"  # manifest and offered batch data
 QUARANTINE_DIR = "_quarantine"  # batches that failed a quality gate, with their reports
 PRIVACY_DIR = "_privacy"  # the list of forgotten users
-SCHEMA_DIR = "_schema"  # one empty file per dataset: its columns, for views over no data yet
+SCHEMA_DIR = "_schema"  # an empty file per dataset and set of columns, read with its files
 
 
 @dataclass(frozen=True, order=True)

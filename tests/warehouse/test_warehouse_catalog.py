@@ -4,11 +4,14 @@ caught, and dashboards read it through SQLAlchemy without being able to write.""
 from __future__ import annotations
 
 import duckdb
+import orjson
 import pytest
 import sqlalchemy as sa
 
 from tests.support.warehouse import land, records_and_events
 from warehouse.catalog import build_catalog, check_models, load_models, sqlalchemy_url
+from warehouse.encode import Message, encode
+from warehouse.layout import join, part_name
 from warehouse.store import Store
 
 MARTS = (
@@ -94,3 +97,29 @@ def test_dashboards_read_marts_through_sqlalchemy_and_cannot_write(warehouse):
                 conn.execute(sa.text(statement))
     finally:
         engine.dispose()
+
+
+def _land_without(store: Store, records: list[dict], column: str, partition: int) -> None:
+    """Records as a sink of before ``column`` wrote them: the file has no such column."""
+    messages = [Message(i, r["interaction_id"].encode(), orjson.dumps(r), 1_700_000_000_000)
+                for i, r in enumerate(records)]  # fmt: skip
+    for folder, frame in encode("rewards", partition, messages).items():
+        store.write_parquet(join(folder, part_name(partition, 0, len(records) - 1)),
+                            frame.drop(column))  # fmt: skip
+
+
+def test_files_written_before_a_column_was_added_read_it_as_null(tmp_path):
+    records, _ = records_and_events(60, seed=3)
+    old_only = Store(str(tmp_path / "old"))
+    _land_without(old_only, records, "n_tool_calls", partition=0)
+    with duckdb.connect(build_catalog(old_only), read_only=True) as con:
+        assert con.execute("SELECT count(*), count(n_tool_calls) FROM rewards").fetchone() == (
+            len(records), 0)  # fmt: skip
+    mixed = Store(str(tmp_path / "mixed"))
+    _land_without(mixed, records[:30], "n_tool_calls", partition=0)
+    land(mixed, "rewards", records[30:], partition=1)
+    with duckdb.connect(build_catalog(mixed), read_only=True) as con:
+        got = dict(con.execute("SELECT interaction_id, n_tool_calls FROM rewards").fetchall())
+    assert got == {r["interaction_id"]: (r["n_tool_calls"] if i >= 30 else None)
+                   for i, r in enumerate(records)}  # fmt: skip
+    assert any(got[r["interaction_id"]] for r in records[30:])

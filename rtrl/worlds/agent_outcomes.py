@@ -1,6 +1,6 @@
 """Every way a run of the agent world can end, as the events the world sends for it: what a
-reward configuration is held to (``tests/rewards/test_agent_reward_order.py``) and what
-``bench/agent_reward_backfill.py`` compares two configurations over.
+reward configuration is held to (``tests/rewards/test_rewards_agent_config.py``), and the
+events file ``bench/agent_reward_outcomes.py`` writes for `rtrl backfill` to compare two over.
 
 Only what the reward reads varies: what the run wrote (:data:`EDITS`), how many of its calls
 were broken, and the user's wait. Each run is made by the world's own parts: its tools carried

@@ -157,6 +157,8 @@ def _run(kafka_bootstrap: str, topic_names: TopicNames, tmp_path: Path, n_intera
     events = generate_workload(n_interactions, seed=n_interactions, start=PAST_START)
     produce_json(kafka_bootstrap, topic_names.events, events, key=lambda e: e["interaction_id"])
     expected = replay_records(events)
+    # windows with valid and invalid calls together: n_tool_calls is not n_invalid_tool_calls
+    assert any(r["n_tool_calls"] > r["n_invalid_tool_calls"] > 0 for r in expected.values())
     reader = TopicReader(kafka_bootstrap, topic_names.rewards)
     workers = Workers(kafka_bootstrap, topic_names, tmp_path)
     try:

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -25,6 +26,26 @@ from typing import IO
 import httpx
 
 from infra.lifetime import die_with_parent
+
+THREAD_CAP_ENV = "OMP_NUM_THREADS"
+
+
+def capped_threads(threads: int, environ: Mapping[str, str] = os.environ) -> int:
+    """``threads``, at most ``OMP_NUM_THREADS`` when it is set: the one knob that says how many
+    cores each process may take, which torch honours too.
+
+    Why a cap: llama.cpp's threads meet at a barrier after every operation, so a server whose
+    threads outnumber the cores it actually gets (other processes on them: a learner, a second
+    server, a second test worker) waits at each barrier for a thread that is not running.
+    Measured on 2 cores shared by other work: two servers of 2 threads decoded 3-8 tokens/s,
+    two of 1 thread 61-101 (``bench/llamacpp_servers.py``). ``scripts/test`` sets it to the
+    cores per test worker.
+
+    >>> capped_threads(2, {}), capped_threads(2, {"OMP_NUM_THREADS": "1"})
+    (2, 1)
+    """
+    cap = environ.get(THREAD_CAP_ENV, "").strip()
+    return max(1, min(threads, int(cap))) if cap.isdigit() and int(cap) > 0 else threads
 
 
 class EngineStartError(RuntimeError):
@@ -44,8 +65,9 @@ class EngineConfig:
     adapters: tuple[Path, ...] = ()  # GGUF LoRA adapters loaded at scale 0, chosen per request
 
     def command(self) -> list[str]:
+        threads = capped_threads(self.threads)
         cmd = [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1",
-               "--port", str(self.port), "-t", str(self.threads), "-np", str(self.slots),
+               "--port", str(self.port), "-t", str(threads), "-np", str(self.slots),
                "-c", str(self.context), "--no-webui"]  # fmt: skip
         if self.alias:
             cmd += ["--alias", self.alias]

@@ -28,6 +28,7 @@ from infra.settings import BOOTSTRAP_ENV
 from infra.topics import TopicNames
 from tests.support.collector import CollectorHandle, make_collector
 from tests.support.kafka import free_port_block
+from tests.support.schedule import longest_first
 
 REPO = Path(__file__).resolve().parent.parent
 # No test reaches a model hub; models are built here or fetched from the package registry.
@@ -38,6 +39,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "kafka_bootstrap" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.kafka)
+    items[:] = longest_first(items)  # the workers' order (scripts/test: --no-loadscope-reorder)
 
 
 @pytest.fixture(scope="session")

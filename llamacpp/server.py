@@ -37,9 +37,9 @@ def capped_threads(threads: int, environ: Mapping[str, str] = os.environ) -> int
     Why a cap: llama.cpp's threads meet at a barrier after every operation, so a server whose
     threads outnumber the cores it actually gets (other processes on them: a learner, a second
     server, a second test worker) waits at each barrier for a thread that is not running.
-    Measured on 2 cores shared by other work: two servers of 2 threads decoded 3-8 tokens/s,
-    two of 1 thread 61-101 (``bench/llamacpp_servers.py``). ``scripts/test`` sets it to the
-    cores per test worker.
+    On 2 cores, two servers of 2 threads decode 54 tokens/s together, two of 1 thread 163
+    (``bench/llamacpp_servers.py``, bench/RESULTS.md); beside other busy processes it is worse
+    (3-8 against 61-101 in one run here). ``scripts/test`` sets it to the cores per test worker.
 
     >>> capped_threads(2, {}), capped_threads(2, {"OMP_NUM_THREADS": "1"})
     (2, 1)

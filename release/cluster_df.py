@@ -1,7 +1,8 @@
 """The degrees of freedom of the gate's cluster-robust bound (``release.offpolicy_bound``): a
 mean over users holding unequal shares of the interactions, its CR2 variance, and the t
 quantile's degrees of freedom under independent interactions within a user (Bell-McCaffrey)
-and under correlated ones (Imbens-Kolesar, at an upper bound of that correlation). Pure numpy.
+and under correlated ones (Imbens-Kolesar, at an upper bound of that correlation; the
+former is ``stats.cluster_ratio.bell_mccaffrey_df``, shared with the monitors). Pure numpy.
 """
 
 from __future__ import annotations
@@ -13,29 +14,13 @@ from stats.fisher_f import f_quantile
 RHO_CONFIDENCE = 0.95  # of the within-user correlation's upper bound the degrees of freedom use
 
 
-def bell_mccaffrey_df(share: np.ndarray) -> float:
-    """The Bell-McCaffrey degrees of freedom of a mean over users holding these shares of the
-    interactions (``(tr B)^2 / tr(B^2)`` of the module's docstring; ``tr B = 1``): ``G - 1``
-    for ``G`` equal users, about 1 when one user holds nearly everything.
-
-    >>> equal, two = np.full(10, 0.1), np.array([0.9, 0.1])
-    >>> round(bell_mccaffrey_df(equal), 9), round(bell_mccaffrey_df(two), 9)
-    (9.0, 1.0)
-    >>> round(bell_mccaffrey_df(np.array([0.5] + [0.05] * 10)), 2)  # 11 users, one with half
-    3.31
-    """
-    h = np.asarray(share, dtype=np.float64)
-    ratio = h * h / (1 - h)
-    trace_b2 = float(np.sum(h * h) + np.sum(ratio) ** 2 - np.sum(ratio * ratio))
-    return 1.0 / trace_b2
-
-
 def imbens_kolesar_df(share: np.ndarray, sizes: np.ndarray, rho: float) -> float:
     """The Satterthwaite degrees of freedom of the CR2 variance of a mean over users holding
     these shares (and counts) of the interactions, when a user's interactions correlate ``rho``
     (Imbens and Kolesar 2016): a user's error sum then varies as ``(1 - rho) n_g + rho n_g^2``,
-    so at ``rho > 0`` heavy users weigh more than :func:`bell_mccaffrey_df` (``rho = 0``) lets
-    them, and the degrees of freedom are fewer. ``G - 1`` for ``G`` equal users at any ``rho``.
+    so at ``rho > 0`` heavy users weigh more than ``stats.cluster_ratio.bell_mccaffrey_df``
+    (``rho = 0``) lets them, and the degrees of freedom are fewer. ``G - 1`` for ``G`` equal
+    users at any ``rho``.
 
     The variance estimate is ``E^T A E`` over the users' error sums ``E`` with ``A = (I - 1h^T)
     D^-1 (I - h1^T)``, ``D = diag(1 - h)``; with ``Var E = diag(v)`` the degrees of freedom are

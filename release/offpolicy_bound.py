@@ -75,7 +75,7 @@ by user. Its lower bound is ``gain - t_df(level) * se`` with
   mean toward itself and so shrinks its own residual; CR2 gives that back.
 * ``df = 1 / tr(B^2)``, ``B = D^-1/2 (diag(h) - h h^T) D^-1/2``, ``D = diag(1 - h)``: the
   Bell-McCaffrey (Satterthwaite) degrees of freedom of that variance under independent
-  interactions, in O(users) (``release.cluster_df.bell_mccaffrey_df``). With ``G`` equal users
+  interactions, in O(users) (``stats.cluster_ratio.bell_mccaffrey_df``). With ``G`` equal users
   they are ``G - 1``; when a few users carry most of the data they fall toward 1, which is
   what the bound needs: its variance then rests on those few users.
 
@@ -132,11 +132,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from release.cluster_df import (
-    bell_mccaffrey_df,
-    imbens_kolesar_df,
-    within_user_correlation_bound,
-)
+from release.cluster_df import imbens_kolesar_df, within_user_correlation_bound
+from stats.cluster_ratio import bell_mccaffrey_df
 from stats.student_t import t_quantile
 
 METHOD = "clipped-is-user-cr2-ik-t"  # the gate's bound where the behaviour had a nucleus

@@ -13,11 +13,11 @@ from rewards.cli_options import BACKFILL_OPTIONS, MONITORS_OPTIONS, REPLAY_OPTIO
 from rewards.config import RewardConfig, load_config
 from rewards.eventio import read_events, write_jsonl, write_parquet
 from rewards.monitors import (
-    METRICS,
     MonitorThresholds,
+    Verdict,
+    assess,
     checkpoint_rates,
     compare,
-    judgeable,
     load_thresholds,
     relative_change,
 )
@@ -117,25 +117,37 @@ def _monitors(args: argparse.Namespace) -> int:
             return 2
     alarms = {alarm.metric: alarm for alarm in compare(child, parent, thresholds)}
     print(f"{options.checkpoint} ({child.n_interactions:,} interactions) against "
-          f"{options.parent} ({parent.n_interactions:,})")  # fmt: skip
-    print(f"{'metric':<24}{'parent':>10}{'child':>10}{'change':>10}  status")
-    for metric in METRICS:
-        value, parent_value = child.value(metric), parent.value(metric)
-        if metric in alarms:
-            status = "ALARM"
-        elif judgeable(child, parent, metric, thresholds.min_samples):
-            status = "ok"
-        else:
-            status = f"not judged (fewer than {thresholds.min_samples} samples)"
+          f"{options.parent} ({parent.n_interactions:,}); alarms at one-sided "
+          f"p < {thresholds.alpha:g} over users (Holm)")  # fmt: skip
+    print(f"{'metric':<28}{'parent':>10}{'child':>10}{'change':>10}{'p':>8}  status")
+    for verdict in assess(child, parent, thresholds):
+        value, parent_value = verdict.value, verdict.parent_value
+        status = _status(verdict, thresholds)
         change = (
             f"{relative_change(value, parent_value):+.1%}"
             if value is not None and parent_value is not None
             else "-"
         )
-        print(f"{metric:<24}{_rate(parent_value):>10}{_rate(value):>10}{change:>10}  {status}")
+        p = "-" if verdict.adjusted_p is None else f"{verdict.adjusted_p:.2g}"
+        print(
+            f"{verdict.metric:<28}{_rate(parent_value):>10}{_rate(value):>10}{change:>10}"
+            f"{p:>8}  {status}"
+        )
     for alarm in alarms.values():
         print(f"alarm: {alarm.message}", file=sys.stderr)
     return 1 if alarms else 0
+
+
+def _status(verdict: Verdict, thresholds: MonitorThresholds) -> str:
+    if verdict.status == "alarm":
+        return "ALARM"
+    if verdict.status == "ok":
+        return "ok"
+    if verdict.status == "underpowered":
+        return (f"quiet, underpowered: {verdict.needed:,} a side to see the threshold's move "
+                f"at power {thresholds.power:g}")  # fmt: skip
+    return (f"not tested (fewer than {thresholds.min_samples} samples or {thresholds.min_users} "
+            "users a side, or no value)")  # fmt: skip
 
 
 def _rate(value: float | None) -> str:

@@ -119,7 +119,7 @@ FLOORS = {
     "rewards": 1,
     "models": 1,
     "agent": 1,
-    "stats": 1,
+    "stats": 0,
     "checkpoints": 2,
     "llamacpp": 3,
     "ingest": 4,

@@ -53,9 +53,10 @@ def test_rates_of_a_checkpoint():
     rates = checkpoint_rates(records("c", 400, invalid=40, edits=100, censored=20,
                                      subagents=(10, 4)), "c")  # fmt: skip
     assert rates.n_interactions == 400
-    assert rates.invalid_tool_call_rate == 0.1 and rates.edit_rate == 0.25
-    assert rates.censored_share == 0.05 and rates.subagent_rate == 1 / 400
-    assert rates.unused_subagent_share == 0.4 and rates.clarifying_rate == 0.0
+    assert rates.value("invalid_tool_call_rate") == 0.1 and rates.value("edit_rate") == 0.25
+    assert rates.value("censored_share") == 0.05 and rates.value("subagent_rate") == 1 / 400
+    assert rates.value("unused_subagent_share") == 0.4 and rates.value("clarifying_rate") == 0.0
+    assert rates.value("tool_call_rate") is None  # records without n_tool_calls
 
 
 def test_alarm_fires_when_the_invalid_tool_call_rate_doubles():
@@ -86,13 +87,15 @@ def test_bad_directions_are_the_default_thresholds():
         "edit_rate": "down",
         "clarifying_rate": "up",
         "invalid_tool_call_rate": "up",
+        "tool_call_rate": "down",
+        "tool_calls_per_interaction": "up",
         "unused_subagent_share": "up",
         "censored_share": "up",
     }
 
 
-def test_small_samples_are_not_judged():
-    assert alarms_of(records("child", 100, invalid=50), records("parent", 1000, invalid=100)) == []
+def test_samples_under_the_floor_are_not_tested():
+    assert alarms_of(records("child", 10, invalid=5), records("parent", 1000, invalid=100)) == []
 
 
 def test_both_limits_must_be_passed():
@@ -108,7 +111,7 @@ def test_from_zero_the_change_is_infinite():
 def test_latest_revision_of_each_interaction_counts():
     old = records("c", 500, invalid=500)
     new = records("c", 500, invalid=0, revision=1)
-    assert checkpoint_rates(pl.concat([new, old]), "c").invalid_tool_call_rate == 0.0
+    assert checkpoint_rates(pl.concat([new, old]), "c").value("invalid_tool_call_rate") == 0.0
 
 
 def test_thresholds_from_a_file(tmp_path):

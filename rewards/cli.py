@@ -146,8 +146,8 @@ def _status(verdict: Verdict, thresholds: MonitorThresholds) -> str:
     if verdict.status == "underpowered":
         return (f"quiet, underpowered: {verdict.needed:,} a side to see the threshold's move "
                 f"at power {thresholds.power:g}")  # fmt: skip
-    return (f"not tested (fewer than {thresholds.min_samples} samples or {thresholds.min_users} "
-            "users a side, or no value)")  # fmt: skip
+    floors = f"{thresholds.min_interactions} samples or {thresholds.min_users} users"
+    return f"not tested (fewer than {floors} a side, or no value)"
 
 
 def _rate(value: float | None) -> str:

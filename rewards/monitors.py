@@ -34,7 +34,7 @@ its sample was large enough that a true move of ``sized_move`` (1.5) times its t
 have alarmed with probability ``power`` (0.8) at the test's strictest Holm level; else it is
 ``underpowered`` and says how many interactions a side it needs: the minimum sample is sized
 from the decision's error rates, not fixed at 200 (which the agent world's 128 runs a round
-never reached). Under the floors (``min_samples``, ``min_users``) a rate is not tested at all.
+never reached). Under the floors (``min_interactions``, ``min_users``) a rate is not tested.
 """
 
 from __future__ import annotations
@@ -88,8 +88,11 @@ class MonitorThresholds(BaseModel):
 
     # floors: interactions (sub-agents for the unused share) and users, each side; the error
     # rates size the sample above them (see the module)
-    min_samples: int = Field(20, ge=1)
+    min_interactions: int = Field(20, ge=1)
     min_users: int = Field(5, ge=2)
+    # the canary's guardrails only (``release.canary``): interactions each arm before one may
+    # alarm; their anytime-valid test is the canary's own
+    min_samples: int = Field(200, ge=1)
     alpha: float = Field(0.05, gt=0, lt=0.5)  # any false alarm on a checkpoint that did not move
     # a quiet rate is "ok" when a true move of ``sized_move`` times its thresholds' smallest
     # alarming move would have alarmed with probability ``power`` (at the threshold itself an
@@ -220,7 +223,7 @@ def comparable(
     return (
         child.value(metric) is not None
         and parent.value(metric) is not None
-        and min(child.samples(metric), parent.samples(metric)) >= thresholds.min_samples
+        and min(child.samples(metric), parent.samples(metric)) >= thresholds.min_interactions
         and min(child.users(metric), parent.users(metric)) >= thresholds.min_users
     )
 

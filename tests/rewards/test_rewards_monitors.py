@@ -116,9 +116,9 @@ def test_latest_revision_of_each_interaction_counts():
 
 def test_thresholds_from_a_file(tmp_path):
     path = tmp_path / "monitors.toml"
-    path.write_text("min_samples = 10\n[invalid_tool_call_rate]\nrelative = 2.0\n")
+    path.write_text("min_interactions = 10\n[invalid_tool_call_rate]\nrelative = 2.0\n")
     thresholds = load_thresholds(path)
-    assert thresholds.min_samples == 10 and thresholds.invalid_tool_call_rate.relative == 2.0
+    assert thresholds.min_interactions == 10 and thresholds.invalid_tool_call_rate.relative == 2.0
     assert thresholds.edit_rate == MonitorThresholds().edit_rate
 
 

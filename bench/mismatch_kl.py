@@ -1,16 +1,13 @@
 """The train/serve mismatch check's figures: the mismatch KL per token (``trainer.mismatch``) of
 rollouts sampled at T = 0.7 from the tiny model with its logits scaled by k, when the recorded
 log-probabilities are the processed ones (of the distribution sampled from) and when they are
-the raw ones (the model's softmax at T = 1, vLLM's default ``raw_logprobs``). Also the largest
-single-sample advantage after a round whose rewards were all equal, before and after the
-floor.
+the raw ones (the model's softmax at T = 1, vLLM's default ``raw_logprobs``).
 
     .venv/bin/python bench/mismatch_kl.py
 """
 
 from __future__ import annotations
 
-import math
 import tempfile
 from pathlib import Path
 
@@ -20,7 +17,6 @@ from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy, register_base
 from models.sampling import SamplingParams
 from models.tiny_model import ensure_tiny_model
-from trainer.advantages import advantages, next_baseline
 from trainer.learner import LearnerConfig
 from trainer.mismatch import mismatch_of
 
@@ -55,13 +51,6 @@ def main() -> None:
             m = mismatch_of(recorded, served, limit)
             print(f"| {scale:g} | {entropy:.2f} | {name} | {m.k1:+.4f} | {m.k3:.4f} | "
                   f"{'yes' if m.reason else 'no'} |")  # fmt: skip
-    _, batch, _ = advantages([(1,), (2,), (3,)], [1.0, 1.0, 1.0], {})
-    baseline = next_baseline({}, batch, 0.9)
-    mean, var = baseline["mean"], baseline["var"]
-    before = abs(0.0 - mean) / (math.sqrt(var) + 1e-6)
-    after = max(map(abs, advantages([(4,)], [0.0], baseline)[0]))
-    print(f"advantage of reward 0 after a round of equal rewards 1: before {before:.3g}, "
-          f"after {after:.3g} (floor {LearnerConfig().adv_std_floor})")  # fmt: skip
 
 
 if __name__ == "__main__":

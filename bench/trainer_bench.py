@@ -293,7 +293,7 @@ def bench_model(name: str, device: str, batch: int, tokens: int, peak_tflops: fl
             )
             batch_examples = examples_for(policy, base, batch, tokens)
             bare = bare_update(policy, batch_examples, steps=2)
-            config = LearnerConfig(lr=1e-6, epochs=2, minibatch=batch, micro_batch=batch)
+            config = LearnerConfig(lr=1e-6, epochs=2, minibatches=2, micro_batch=batch)
             if device == "cuda":  # untimed, as the bare step's first: one-time GPU costs
                 update(policy, batch_examples, config, accelerator)
             stats = update(policy, batch_examples, config, accelerator).stats

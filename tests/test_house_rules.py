@@ -29,10 +29,8 @@ EXCEPTIONS: dict[str, str] = {
     "warehouse.cli:register": "the warehouse's command tree (sink, catalog, compact, batches, "
     "report, forget): parsers and their descriptions, each command's options from its "
     "settings class",
-    "trainer.learner:update": "the PPO update loop with its resume and progress hooks; the "
-    "agents issue rewrites the learner (one advantage per run, the epoch and loss rules)",
-    "trainer.learner:_step": "one optimizer step over micro-batches: the tensors it needs are "
-    "the update's locals; rewritten with the learner by the agents issue",
+    "trainer.learner:update": "the update's entry point: the model, the runs, the optimizer "
+    "state, the resume and progress hooks and the gate's KL limit, each a caller's to give",
     "trainer.service:train_once": "one `rtrl train` round from its options: publish what is "
     "missing, choose the parent, read the batches, train, announce; the watching service "
     "calls it as it is",

@@ -11,16 +11,20 @@ from trainer.learner_config import LearnerConfig
 LEARNER_OPTIONS = SettingsOptions(
     LearnerConfig,
     options={
-        "lr": "AdamW learning rate", "epochs": "passes over the round's examples",
-        "minibatch": "examples per optimizer step",
-        "micro_batch": "examples per forward/backward (gradient accumulation up to a minibatch)",
+        "lr": "AdamW learning rate (the first epoch lowers it to stay inside the KL budget)",
+        "epochs": "passes over every training run; after the first, only while the runs' KL "
+        "stays inside the budget",
+        "minibatches": "optimizer steps an epoch, 2 to 4, each over whole runs",
+        "micro_batch": "calls per forward/backward (gradient accumulation up to a minibatch)",
         "clip": "PPO clip range", "tis_cap": "cap of the truncated importance weight",
         "kl_coef": "KL penalty to the lineage's first checkpoint (0: none)",
-        "target_kl": "stop the update early past this KL from the parent (0: never)",
+        "target_kl": "a later epoch stops past this KL per token from the parent (0: no "
+        "such limit); the first epoch always runs to its end",
+        "gate_kl_share": "share of the gate's KL limit per run (--max-kl) an epoch must end "
+        "under: the KL budget the first epoch's learning rate is lowered to",
         "max_grad_norm": "gradient clipping norm", "weight_decay": "AdamW weight decay",
-        "baseline_decay": "how much of the running reward baseline a batch keeps",
-        "adv_std_floor": "smallest reward spread an advantage is divided by (bounds advantages "
-        "when all rewards were equal)",
+        "adv_scale": "what a run's reward less the mean of its task's other runs is divided "
+        "by (reward units)",
         "mismatch_sample": "rollouts of each batch scored with the served weights to check "
         "its behaviour log-probs (0: no check)",
         "max_mismatch_kl": "mismatch KL per token (|k1| or k3) past which a batch is "
@@ -28,7 +32,7 @@ LEARNER_OPTIONS = SettingsOptions(
         "exact_behaviour_kl": "when every batch's mismatch k3 is within this, the "
         "recorded behaviour log-probs are pi_old and no scoring pass precedes the update "
         "(0: always score)",
-        "seed": "orders the minibatches", "save_every": "steps between saved round states, "
+        "seed": "deals the runs to minibatches", "save_every": "steps between saved round states, "
         "from which a killed round resumes (0: never)",
     },
 )  # fmt: skip

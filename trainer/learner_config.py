@@ -21,22 +21,29 @@ class LearnerConfig:
     """How one update trains; stored with the checkpoint it produced."""
 
     lr: float = 1e-5  # AdamW learning rate (LoRA adapters take ~10x more)
-    epochs: int = 2  # passes over the round's examples
-    minibatch: int = 32  # examples per optimizer step
-    micro_batch: int = 8  # examples per forward/backward; gradients accumulate to a minibatch
+    # passes over every training run; a pass after the first goes on only while the runs' KL
+    # stays under the budget below (trainer.epochs)
+    epochs: int = 2
+    minibatches: int = 2  # optimizer steps an epoch, 2 to 4, each over whole runs
+    micro_batch: int = 8  # calls per forward/backward; gradients accumulate to a minibatch
     clip: float = 0.2  # PPO keeps pi / pi_old in [1 - clip, 1 + clip]
     tis_cap: float = 2.0  # truncated importance weight min(pi_old / mu, cap)
     kl_coef: float = 0.0  # penalty on KL(pi || reference) per token; 0: no reference needed
     # (estimated from the behaviour policy's tokens with the importance ratio pi / mu, truncated
     # at tis_cap: losses.kl_penalty)
-    target_kl: float = 0.0  # stop the update once KL(pi_old || pi) passes it; 0: never
+    # a later epoch stops once KL(pi_old || pi) per token passes it (0: no such limit); it never
+    # cuts the first epoch short
+    target_kl: float = 0.0
+    # the epoch's KL budget, a share of the gate's limit on KL(behaviour || candidate) per run
+    # (GateConfig.max_kl): the first epoch's learning rate is lowered so its runs' KL per run
+    # follows a path that ends under this share of it, and a later epoch's step is taken only
+    # while that holds (trainer.epochs)
+    gate_kl_share: float = 0.5
     max_grad_norm: float = 1.0  # gradients are clipped to this global norm
     weight_decay: float = 0.0
-    baseline_decay: float = 0.9  # how much of the running baseline a new batch keeps
-    # the smallest reward spread an advantage is divided by (reward units): a group or running
-    # baseline whose rewards were all equal has spread 0, and |advantage| stays below
-    # |reward - baseline| / adv_std_floor (0.1: a tenth of the taste rewards' unit scale)
-    adv_std_floor: float = 0.1
+    # what a run's reward less the mean of the other runs of its task is divided by (reward
+    # units; trainer.advantages): a constant, so no run's own reward enters its scale
+    adv_scale: float = 1.0
     # the train/serve mismatch check (trainer.mismatch): rollouts of each batch scored with the
     # served weights before training (0: no check), and the mismatch KL in nats per token past
     # which the batch is quarantined (prime-rl asks < 0.015 of a healthy run; raw log-probs at
@@ -48,14 +55,16 @@ class LearnerConfig:
     # takes them as pi_old instead of scoring every example first (0: always score). An engine
     # serving the learner's own weights records them to ~1e-5; the 4-bit file's are ~4e-3 apart
     exact_behaviour_kl: float = 0.0
-    seed: int = 0  # orders the minibatches; same seed and inputs, same weights
+    seed: int = 0  # deals the runs to minibatches; same seed and inputs, same weights
     save_every: int = 10  # optimizer steps between saved round states (0: never)
 
     def __post_init__(self) -> None:
         if not _finite(self.lr) or self.lr <= 0:
             raise ValueError(f"LearnerConfig.lr must be a finite number > 0, got {self.lr!r}")
-        for name in ("epochs", "minibatch", "micro_batch"):
+        for name in ("epochs", "minibatches", "micro_batch"):
             _positive_int(name, getattr(self, name))
+        if not 2 <= self.minibatches <= 4:
+            raise ValueError(f"LearnerConfig.minibatches must be 2 to 4, got {self.minibatches!r}")
         if not _finite(self.clip) or not 0 < self.clip < 1:
             raise ValueError(f"LearnerConfig.clip must be in (0, 1), got {self.clip!r}")
         if not _finite(self.tis_cap) or self.tis_cap < 1:
@@ -77,14 +86,13 @@ class LearnerConfig:
                 "LearnerConfig.max_grad_norm must be a finite number > 0, "
                 f"got {self.max_grad_norm!r}"
             )
-        if not _finite(self.baseline_decay) or not 0 <= self.baseline_decay < 1:
+        if not _finite(self.gate_kl_share) or not 0 < self.gate_kl_share <= 1:
             raise ValueError(
-                f"LearnerConfig.baseline_decay must be in [0, 1), got {self.baseline_decay!r}"
+                f"LearnerConfig.gate_kl_share must be in (0, 1], got {self.gate_kl_share!r}"
             )
-        if not _finite(self.adv_std_floor) or self.adv_std_floor <= 0:
+        if not _finite(self.adv_scale) or self.adv_scale <= 0:
             raise ValueError(
-                "LearnerConfig.adv_std_floor must be a finite number > 0, "
-                f"got {self.adv_std_floor!r}"
+                f"LearnerConfig.adv_scale must be a finite number > 0, got {self.adv_scale!r}"
             )
         for name in ("seed", "save_every", "mismatch_sample"):
             value = getattr(self, name)

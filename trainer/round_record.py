@@ -91,7 +91,7 @@ def register_candidate(registry: CheckpointRegistry, parent: CheckpointInfo, can
     files[EVIDENCE_FILE] = lambda path: _write(path, outcome.evidence)
     training = TrainingRef(
         step=parent.training.step + update.stats.grad_steps,
-        state=update.baseline,
+        state={},  # no running state: advantages are within a round's task groups
         file=STATE_FILE,
         sha256="0" * 64,
         **_reference_ref(candidate.reference),

@@ -93,9 +93,10 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
     info, est = result.candidate, result.estimate
     stats = result.stats
     print(
-        f"  update: {stats.grad_steps} steps over {stats.epochs_run} epoch(s), "
-        f"{stats.tokens_per_s:.0f} tokens/s, KL from parent {stats.approx_kl:.4f}"
-        f"{' (stopped early at the target KL)' if stats.early_stopped else ''}",
+        f"  update: {stats.grad_steps} steps over {stats.epochs_run} epoch(s) of {stats.runs} "
+        f"runs, {stats.tokens_per_s:.0f} tokens/s, KL from parent {stats.approx_kl:.4f} a "
+        f"token, {stats.run_kl:.4f} a run (budget {stats.kl_budget:.4f}, lr x{stats.lr_scale:.3g})"
+        f"{' (a later epoch stopped at the KL rule)' if stats.early_stopped else ''}",
         flush=True,
     )
     print(

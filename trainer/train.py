@@ -139,9 +139,10 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     round_evals = RoundEvals(policy, options.gate, options.eval_engine, adapter, main)
     with _timed(seconds, "update"):
         result = update(policy, data.train, learner, accelerator,
-                        baseline=parent.training.state, reference=reference,
+                        reference=reference,
                         optimizer_state=parent_state["optimizer"] if parent_state else None,
-                        old_is_behaviour=exact, resume=resume, on_step=save_state)  # fmt: skip
+                        old_is_behaviour=exact, resume=resume, on_step=save_state,
+                        gate_max_kl=options.gate.max_kl)  # fmt: skip
     if not main:
         return None
     outcome = judge(registry, parent, candidate_id, policy, data.held, alarms, options,

@@ -52,8 +52,6 @@ LEARNER_ARGS = [
     "0.002",
     "--epochs",
     "4",
-    "--minibatch",
-    "64",
     "--micro-batch",
     "64",
     "--device",

@@ -25,7 +25,7 @@ def test_a_trained_checkpoint_loads_back_to_the_same_logprobs(registry, lora):
     root = registry.get("t-0000")
     policy = load_policy(registry, root, new_lora=lora)
     examples = serve(policy, root, 16, seed=0)
-    result = update(policy, examples, LearnerConfig(lr=1e-2, epochs=1, minibatch=8))
+    result = update(policy, examples, LearnerConfig(lr=1e-2, epochs=1, minibatches=2))
     weights, files = weight_writers(policy, lora, result.optimizer_state)
     info = registry.register(
         checkpoint_id="t-0001",

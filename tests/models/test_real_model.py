@@ -33,8 +33,7 @@ def test_smollm2_generates_scores_and_takes_a_lora_step(tmp_path):
         policy.chat_prompt(
             [{"role": "user", "content": "Write a Python function `add(a, b)` that returns a + b."}]
         ),
-        policy.chat_prompt([{"role": "user", "content": "Reverse a string in Python."}]),
-    ]
+    ] * 2  # two runs of one task: the learner compares a run with its task's other runs
     params = SamplingParams(max_tokens=24, temperature=0.7, top_p=0.95)
     started = time.perf_counter()
     done = policy.sample(prompts, params, torch.Generator().manual_seed(0))
@@ -64,7 +63,7 @@ def test_smollm2_generates_scores_and_takes_a_lora_step(tmp_path):
         for k, (p, d) in enumerate(zip(prompts, done, strict=True))
     ]
     adapter = {n: p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
-    result = update(policy, examples, LearnerConfig(lr=1e-4, epochs=2, minibatch=2, micro_batch=1))
+    result = update(policy, examples, LearnerConfig(lr=1e-4, epochs=1, micro_batch=1))
     assert result.stats.grad_steps == 2 and result.stats.behaviour_ratio_dev < 1e-3
     moved = {
         n

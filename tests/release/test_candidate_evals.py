@@ -40,7 +40,7 @@ def _round(registry, tmp_path, reward_invalid: float):
         "t-0001",
         round_options(
             registry,
-            LearnerConfig(lr=1e-2, epochs=4, minibatch=32, micro_batch=32),
+            LearnerConfig(lr=1e-2, epochs=4, minibatches=2, micro_batch=32),
             GateConfig(
                 min_gain=-100,
                 max_kl=100,

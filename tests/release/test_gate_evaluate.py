@@ -168,7 +168,7 @@ def test_a_rounds_decision_is_reproduced_from_its_evidence(registry, tmp_path, c
     rewards = [None if k % 4 == 3 else r for k, r in enumerate(frame["reward"])]
     nulled = pl.Series("reward", rewards, dtype=pl.Float64)
     frame.with_columns(pl.Series("user_id", users), nulled).write_parquet(batch)
-    learner = LearnerConfig(lr=5e-3, epochs=1, minibatch=32, micro_batch=32)
+    learner = LearnerConfig(lr=5e-3, epochs=1, minibatches=2, micro_batch=32)
     gate = GateConfig(min_gain=-100, max_kl=100, min_users=2, eval_prompts=0)
     first, second = (
         train_round(

@@ -94,7 +94,7 @@ def train_rounds(registry: CheckpointRegistry, tmp: Path, scenario: Scenario,
     from trainer.train import train_round
 
     config = RewardConfig(flaw=scenario.flaw)  # type: ignore[arg-type]
-    learner = replace(LearnerConfig(lr=0.002, epochs=4, minibatch=64, micro_batch=64),
+    learner = replace(LearnerConfig(lr=0.002, epochs=4, minibatches=4, micro_batch=64),
                       **dict(scenario.learner))  # type: ignore[arg-type]  # fmt: skip
     # The off-policy rules are switched off (a bound far below any gain, a KL no update here
     # reaches, no ESS floor: the untruncated weights of these rollouts, served at top_p 1, see

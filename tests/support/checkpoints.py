@@ -57,9 +57,10 @@ def low_token_share(policy: CausalLMPolicy, ids: tuple[int, ...]) -> float:
 
 def serve(policy: CausalLMPolicy, info: CheckpointInfo, n: int, seed: int,
           params: SamplingParams = PARAMS, prefix: str = "i",
-          group: int = 1) -> list[Example]:  # fmt: skip
-    """``n`` interactions served by ``info``'s policy (``group`` completions per prompt), each
-    rewarded 1 with the chance of its low-token share, else -0.5."""
+          group: int = 4) -> list[Example]:  # fmt: skip
+    """``n`` interactions served by ``info``'s policy (``group`` completions per prompt: the
+    learner compares a run only with the other runs of its prompt, so a prompt alone gives no
+    signal), each rewarded 1 with the chance of its low-token share, else -0.5."""
     rng = random.Random(seed)
     generator = torch.Generator().manual_seed(seed)
     prompts: list[list[int]] = []

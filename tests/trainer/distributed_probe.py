@@ -19,7 +19,7 @@ from tests.support.rounds import round_options
 from trainer.learner import LearnerConfig, update
 from trainer.train import train_round
 
-LEARNER = LearnerConfig(lr=1e-3, epochs=2, minibatch=8, micro_batch=4, save_every=0)
+LEARNER = LearnerConfig(lr=1e-3, epochs=2, minibatches=2, micro_batch=4, save_every=0)
 
 
 def main(argv: list[str]) -> None:

@@ -12,7 +12,7 @@ from tests.support.rounds import round_options
 from trainer.learner import LearnerConfig
 from trainer.train import train_round
 
-LEARNER = LearnerConfig(lr=5e-3, epochs=8, minibatch=8, micro_batch=4, save_every=1)
+LEARNER = LearnerConfig(lr=5e-3, epochs=8, minibatches=4, micro_batch=4, save_every=1)
 
 
 def main(argv: list[str]) -> None:

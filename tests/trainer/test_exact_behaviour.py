@@ -17,7 +17,7 @@ from tests.support.rounds import round_options
 from trainer.learner import LearnerConfig
 from trainer.train import train_round
 
-LEARNER = LearnerConfig(lr=2e-3, epochs=2, minibatch=8, micro_batch=8, mismatch_sample=16,
+LEARNER = LearnerConfig(lr=2e-3, epochs=2, minibatches=2, micro_batch=8, mismatch_sample=16,
                         exact_behaviour_kl=1e-4)  # fmt: skip
 GATE = GateConfig(eval_prompts=0, min_examples=1, min_gain=-100, max_kl=100)
 

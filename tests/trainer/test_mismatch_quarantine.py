@@ -38,7 +38,7 @@ from trainer.mismatch import mismatch_of
 from trainer.train import train_round
 
 PARAMS = SamplingParams(temperature=0.7, max_tokens=6)
-LEARNER = LearnerConfig(lr=2e-3, epochs=1, minibatch=16, micro_batch=16, kl_coef=0.1)
+LEARNER = LearnerConfig(lr=2e-3, epochs=1, minibatches=2, micro_batch=16, kl_coef=0.1)
 GATE = GateConfig(eval_prompts=0, min_examples=1, min_gain=-100, max_kl=100)
 
 

@@ -42,7 +42,7 @@ def test_the_defaults_are_the_settings_defaults() -> None:
 def test_each_option_reaches_its_field() -> None:
     defaults = LearnerConfig()
     learner = {f.name: getattr(defaults, f.name) + 1 for f in dataclasses.fields(LearnerConfig)}
-    learner["clip"] = learner["baseline_decay"] = 0.5  # within (0, 1)
+    learner["clip"] = learner["gate_kl_share"] = 0.5  # within (0, 1)
     argv = [arg for name, value in learner.items()
             for arg in (f"--{name.replace('_', '-')}", str(value))]  # fmt: skip
     options = round_options(parse(

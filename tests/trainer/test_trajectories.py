@@ -1,6 +1,6 @@
-"""Agent runs in training: every call of a run is trained on with the run's reward, the
-environment's tokens (tool results) carry no loss, a broken call's penalty is charged to its own
-turn and those before it, and the gate weighs and counts whole trajectories."""
+"""Agent runs in training: every call of a run is trained on with the run's advantage (no
+per-turn credit), the environment's tokens (tool results) carry no loss, and the gate weighs
+and counts whole trajectories."""
 
 from __future__ import annotations
 
@@ -10,36 +10,12 @@ import torch
 
 from checkpoints.weights import load_policy
 from models.examples import Example, read_examples
-from models.rollout import Rollout, TurnRef
 from release.offpolicy import evidence_rows
-from tests.support.checkpoints import PARAMS, TS, register_variant
-from trainer.advantages import trajectory_advantages
+from tests.support.agent_runs import agent_run
+from tests.support.checkpoints import register_variant
+from trainer.advantages import run_advantages
 from trainer.learner import LearnerConfig, update
 from warehouse.manifest import BATCH_DATA_SCHEMA
-
-TOOL_RESULT = "<|im_start|>tool\n3 of 4 tests passed<|im_end|>\n<|im_start|>assistant\n"
-
-
-def _agent_run(policy, info, run: str, seed: int, broken: int = 0) -> tuple[list[Rollout], range]:
-    """Two calls of one run: the second's prompt is the first's prompt and completion, then a
-    tool result (the environment's tokens, whose span in the second prompt is returned)."""
-    generator = torch.Generator().manual_seed(seed)
-    first_prompt = policy.chat_prompt([{"role": "user", "content": f"Fix bug #{seed}."}])
-    first = policy.sample([first_prompt], PARAMS, generator)[0]
-    result = policy.tokenizer(TOOL_RESULT, add_special_tokens=False).input_ids
-    prefix = [*first_prompt, *first.token_ids]
-    second_prompt = [*prefix, *result]
-    second = policy.sample([second_prompt], PARAMS, generator)[0]
-    calls = []
-    for k, (prompt, done, turn) in enumerate([
-        (first_prompt, first, TurnRef(f"{run}-c1", None, 0, 0, broken)),
-        (second_prompt, second, TurnRef(f"{run}-c2", f"{run}-c1", 0, len(prefix))),
-    ]):  # fmt: skip
-        calls.append(Rollout(run, info.checkpoint_id, info.model.identity(), PARAMS,
-                             tuple(prompt), done.token_ids, done.logprobs, done.finish_reason,
-                             TS, turn=turn))  # fmt: skip
-        assert k == 0 or calls[k].prompt_ids[: len(prefix)] == (*first_prompt, *first.token_ids)
-    return calls, range(len(prefix), len(second_prompt))
 
 
 def test_tool_result_tokens_get_no_gradient(registry):
@@ -50,8 +26,9 @@ def test_tool_result_tokens_get_no_gradient(registry):
     (tool result included) gave those positions gradients up to 2e-4, and this failed."""
     info = registry.get("t-0000")
     policy = load_policy(registry, info)
-    calls, result_span = _agent_run(policy, info, "run-1", seed=3)
-    examples = [Example(c, 1.0) for c in calls]
+    calls, result_span = agent_run(policy, info, "run-1", seed=3)
+    same, _ = agent_run(policy, info, "run-2", seed=3)  # its task's other run, the same tokens
+    examples = [Example(c, 1.0) for c in calls] + [Example(c, 0.0) for c in same]
     grads: list[torch.Tensor] = []
 
     def keep_grad(_module, _inputs, output):
@@ -60,30 +37,33 @@ def test_tool_result_tokens_get_no_gradient(registry):
 
     hook = policy.model.model.norm.register_forward_hook(keep_grad)
     try:
-        config = LearnerConfig(lr=1e-3, epochs=1, minibatch=2, micro_batch=1, target_kl=0.0)
-        stats = update(policy, examples, config, baseline={"mean": 0.0, "var": 1.0}).stats
+        config = LearnerConfig(lr=1e-3, epochs=1, minibatches=2, micro_batch=1, target_kl=0.0)
+        stats = update(policy, examples, config).stats
     finally:
         hook.remove()
-    assert stats.has_signal and stats.grad_steps == 1
+    assert stats.has_signal and stats.grad_steps == 2  # one run a minibatch
     second = calls[1]
     width = len(second.prompt_ids) + len(second.completion_ids)
-    (grad,) = [g[0] for g in grads if g.shape[1] == width]
-    per_position = grad.abs().sum(dim=-1)  # position p predicts token p + 1
-    predicts_result = [p - 1 for p in result_span]
-    predicts_earlier_answer = range(len(calls[0].prompt_ids) - 1, result_span.start - 1)
-    predicts_own = range(len(second.prompt_ids) - 1, width - 1)
-    assert per_position[predicts_result].max() == 0.0
-    assert per_position[list(predicts_earlier_answer)].max() == 0.0
-    assert (per_position[list(predicts_own)] > 0).all()
+    found = [g[0] for g in grads if g.shape[1] == width]
+    assert len(found) == 2  # the second call of each run
+    for grad in found:
+        per_position = grad.abs().sum(dim=-1)  # position p predicts token p + 1
+        predicts_result = [p - 1 for p in result_span]
+        predicts_earlier_answer = range(len(calls[0].prompt_ids) - 1, result_span.start - 1)
+        predicts_own = range(len(second.prompt_ids) - 1, width - 1)
+        assert per_position[predicts_result].max() == 0.0
+        assert per_position[list(predicts_earlier_answer)].max() == 0.0
+        assert (per_position[list(predicts_own)] > 0).all()
 
 
-def test_a_batch_trains_every_call_of_a_run_once_with_per_turn_credit(registry, tmp_path):
+def test_a_batch_trains_every_call_of_a_run_once_with_the_runs_advantage(registry, tmp_path):
     """The batch row of an agent run holds all its rollouts (one published twice); the trainer
-    reads each call once with the run's reward, and the broken call of the first turn is
-    charged to that turn, not to the second."""
+    reads each call once with the run's reward and both calls get the run's one advantage
+    (per-turn credit, the reward less the broken calls of earlier turns, is read but no longer
+    trained on: it gave the answer after a broken call +5.0 in a group of equal runs)."""
     info = registry.get("t-0000")
     policy = load_policy(registry, info)
-    calls, _ = _agent_run(policy, info, "run-1", seed=4, broken=1)
+    calls, _ = agent_run(policy, info, "run-1", seed=4, broken=1)
     raws = [c.to_json().decode() for c in (calls[0], calls[1], calls[1])]
     base = {name: None for name in BATCH_DATA_SCHEMA.names()}
     row = {**base, "batch_id": "b", "interaction_id": "run-1", "checkpoint_id": "t-0000",
@@ -96,8 +76,9 @@ def test_a_batch_trains_every_call_of_a_run_once_with_per_turn_credit(registry, 
     assert [e.reward for e in read.examples] == [-1.5, -1.5]
     # one of the two invalid calls was the gateway's to see, in turn 1: -0.5 of r_tool is its
     assert [e.credited for e in read.examples] == [-1.5, -1.0]
-    adv, _ = trajectory_advantages(read.examples, {"mean": 0.0, "var": 1.0}, 0.1)
-    assert adv == [-1.5, -1.0]
+    assert run_advantages(read.examples, 1.0) == [0.0, 0.0]  # alone with its task: no signal
+    other = [Example(c, 0.5) for c in agent_run(policy, info, "run-2", seed=4)[0]]  # same task
+    assert run_advantages([*read.examples, *other], 1.0) == [-2.0, -2.0, 2.0, 2.0]
 
 
 def test_the_gate_weighs_a_trajectory_by_the_product_of_its_calls(registry):
@@ -105,7 +86,7 @@ def test_the_gate_weighs_a_trajectory_by_the_product_of_its_calls(registry):
     sequence weight is the product of the calls' weights) and the ESS counts runs."""
     info = registry.get("t-0000")
     policy = load_policy(registry, info)
-    runs = [_agent_run(policy, info, f"run-{k}", seed=k)[0] for k in range(3)]
+    runs = [agent_run(policy, info, f"run-{k}", seed=k)[0] for k in range(3)]
     examples = [Example(c, 0.5, user_id=f"u{k}") for k, run in enumerate(runs) for c in run]
     candidate = load_policy(registry, register_variant(registry, "t-0001", "t-0000", seed=9))
     rows = evidence_rows(candidate, examples)

@@ -16,9 +16,11 @@ Per-turn terms: a broken tool call is a negative term of the reward (``r_tool``,
 call, floored); the gateway records in each call's rollout how many of its calls it could not
 read (``turn.broken_calls``). That share of ``r_tool`` is charged to the turn that made the
 calls: a call's ``credited`` reward is the trajectory's reward less the terms of the turns
-before it (its ancestors), so the learner blames a broken call on its own turn and those that
-led to it, never on later turns. Invalid calls the gateway could read but the agent could not
-carry out (an unknown path) stay a term of the whole trajectory. The user and
+before it (its ancestors), which would blame a broken call on its own turn and those that led
+to it, never on later turns. It is still read, but the learner does not train on it
+(``trainer.advantages``: one advantage per run, since per-turn credit divided by a spread of
+whole-run rewards paid the answer after a broken call). Invalid calls the gateway could read but
+the agent could not carry out (an unknown path) stay a term of the whole trajectory. The user and
 session of each interaction come along (null when the record has none): the gate holds out and
 resamples whole users. A rollout decoded under a constraint carries it (``rollout.constraint``),
 for scoring to replay; one this process cannot replay (another grammar library or version) is

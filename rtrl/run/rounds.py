@@ -52,6 +52,8 @@ LEARNER_ARGS = [
     "0.002",
     "--epochs",
     "4",
+    "--minibatches",
+    "4",
     "--micro-batch",
     "64",
     "--device",

@@ -96,18 +96,20 @@ class CodeWorldSettings(BaseModel):
     )
     learner: tuple[str, ...] = (
         "--lora-r", "16", "--lora-alpha", "32", "--lr", "0.0004", "--epochs", "2",
-        "--minibatch", "16", "--micro-batch", "8", "--device", "cpu", "--clip", "0.3",
+        "--minibatches", "4", "--micro-batch", "8", "--device", "cpu", "--clip", "0.3",
         "--target-kl", "0.006", "--held-out", "0.5", "--mismatch-sample", "16",
         "--exact-behaviour-kl", "0.0001",
     )  # fmt: skip
     """`rtrl train`'s options: a LoRA adapter (minutes on a CPU, not an hour of full
     fine-tuning) at a learning rate that keeps a round inside the gate's KL limit (1 nat a
     rollout, about 0.015 a token for a 64-token answer; on SmolLM2's own answers four steps
-    moved it 9e-6 nats a token at 3e-5, 0.009 at 3e-4 and 0.067 at 1e-3), stopped early past
-    0.006 nats a token (eight steps at 2e-4 moved it 0.0058: the gate measured KL 0.5 a
-    rollout and kept an ESS of 35 %). At 4e-4 the first round of the learning run stops after
-    7 steps instead of 12 (126 s of update instead of 185), its gate gain +0.56 with a lower
-    bound of +0.26 where 2e-4 gave +0.42 and +0.18 (KL 0.58 a rollout, ESS 28 %). Half the
+    moved it 9e-6 nats a token at 3e-5, 0.009 at 3e-4 and 0.067 at 1e-3). The first epoch
+    covers every run in 4 minibatches of whole runs, its rate lowered where the measured KL
+    runs ahead of half the gate's limit; the second runs only while that and 0.006 nats a
+    token hold (``trainer.epochs``). (Measured under the earlier rule, which stopped inside
+    the first epoch past 0.006 nats a token: eight steps at 2e-4 moved it 0.0058, the gate
+    measured KL 0.5 a rollout and kept an ESS of 35 %; at 4e-4 the gate gain was +0.56 with a
+    lower bound of +0.26, where 2e-4 gave +0.42 and +0.18.) Half the
     users are held out, since the gate judges only with 50 held-out interactions or more (the
     split is by user id: 112 users held out 51, and the gate passed nothing below about 165
     users a round). Where the mismatch check finds the recorded log-probs the learner's own (an

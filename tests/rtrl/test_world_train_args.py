@@ -1,0 +1,24 @@
+"""Each world's `rtrl train` options are ones `rtrl train` takes, and give a valid learner: a
+renamed learner option must fail here, not an hour into a world's run."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from rtrl.worlds.agent_world import AgentWorldSettings
+from rtrl.worlds.code_world import CodeWorldSettings
+from trainer.cli import register
+from trainer.learner_cli import learner_from
+
+
+@pytest.mark.parametrize("settings", [CodeWorldSettings(), AgentWorldSettings()],
+                         ids=["code", "agent"])  # fmt: skip
+def test_a_worlds_train_options_parse_into_a_learner(settings) -> None:  # noqa: ANN001
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    register(parser.add_subparsers())
+    args, unknown = parser.parse_known_args(["train", *settings.train_args()])
+    assert unknown == []
+    learner = learner_from(args)
+    assert 2 <= learner.minibatches <= 4

@@ -66,6 +66,9 @@ class GateConfig:
     # the task group whose pass rate under the hidden tests must not fall (harness reader only):
     # shipped, easy or held_out (agent/tasks.toml)
     eval_tasks: Group = "shipped"
+    # before the candidate serves, its probability of opening an agent task's first answer with
+    # a tool call, against its parent's (release.tool_opening); a fall past its limits blocks it
+    tool_opening: bool = False
 
     def __post_init__(self) -> None:
         if not _finite(self.min_gain):

@@ -127,6 +127,7 @@ def _rejudge(registry_dir: Path, checkpoint_id: str) -> dict[str, Any]:
     # what decide added besides the estimate: the recorded alarms, in the order it gives them
     alarms = [f"monitor alarm: {message}" for message in info.evals.get("alarms", [])]
     alarms += [t["message"] for t in info.evals.get("candidate_evals", []) if t.get("alarm")]
+    alarms += info.evals.get("tool_opening_alarms", [])
     # the bound the record names (a decision from before the CR2 bound was a percentile one)
     method = gate.get("method")
     outcome = _judge(path, config, int(gate["attempt"]), int(gate["seed"]), alarms, method)

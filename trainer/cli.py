@@ -73,6 +73,9 @@ GATE_OPTIONS = SettingsOptions(
         "eval_tasks": "the tasks (agent/tasks.toml) whose pass rate under their hidden tests "
         "the candidate must not lower, with the harness reader: shipped (the default), easy, or "
         "held_out (tasks no user asks, so never trained on)",
+        "tool_opening": "before the candidate serves, score its probability of opening each "
+        "agent task's first answer with a tool call against its parent's: a fall past "
+        "release.tool_opening's limits blocks it as tool avoidance (the agent world's runs)",
     },
     omit=("min_ess_fraction", "min_examples", "min_users", "block_on_alarms", "resamples",
           "weight_cap", "reward_min", "reward_max", "eval_alpha"),

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from agent.tasks import Task
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from models.examples import Example
@@ -32,6 +33,7 @@ from models.snapshot import SnapshotPolicy, trainable_snapshot
 from release.candidate_evals import RateTest
 from release.eval_round import candidate_evals
 from release.gate import GateConfig
+from release.tool_opening import OpeningConfig, tool_opening_check
 
 if TYPE_CHECKING:
     from llamacpp.fleet import EngineSettings
@@ -53,10 +55,9 @@ class RoundEvals:
         self.engine = engine if adapter is not None else None
         self.adapter = adapter
         self.by = LLAMA_CPP if self.engine is not None else TRANSFORMERS
-        runs_here = main_process and gate.eval_prompts > 0
-        self._parent_weights = (
-            trainable_snapshot(policy) if runs_here and self.engine is None else {}
-        )
+        sampled_here = main_process and gate.eval_prompts > 0 and self.engine is None
+        scored_here = main_process and gate.tool_opening
+        self._parent_weights = trainable_snapshot(policy) if sampled_here or scored_here else {}
 
     def run(self, registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: str,
             candidate: CausalLMPolicy, held: Sequence[Example], seed: int
@@ -72,6 +73,18 @@ class RoundEvals:
         with engine_pair(self.engine, registry, parent, candidate_id, candidate,
                          self.adapter) as (before, after):  # fmt: skip
             return self._tests(before, after, held, seed, candidate)
+
+    def opening_alarms(self, candidate: CausalLMPolicy, config: OpeningConfig | None = None,
+                       tasks: Sequence[Task] | None = None) -> list[str]:  # fmt: skip
+        """With ``gate.tool_opening``: the candidate's probability of opening each agent task's
+        first answer with a tool call against its parent's (scored on the learner's weights,
+        whichever engine samples the evals), its message an alarm when the fall blocks it."""
+        if not self.gate.tool_opening:
+            return []
+        parent = SnapshotPolicy(candidate, self._parent_weights)
+        check = tool_opening_check(parent, candidate, config, tasks)
+        log.info("%s", check.message)
+        return [check.message] if check.blocked else []
 
     def _tests(self, parent: Sampler, candidate: Sampler, held: Sequence[Example], seed: int,
                model: CausalLMPolicy) -> list[RateTest]:  # fmt: skip

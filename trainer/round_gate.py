@@ -8,7 +8,9 @@ traffic already gave (``release.gate``).
 2. The off-policy estimate: the held-out interactions scored under the candidate
    (``release.offpolicy``, no new traffic needed) and its gain's user-level lower bound
    (``release.evidence``); those rows are the evidence file the record keeps.
-3. The candidate evals: the candidate's behaviour against its parent's (``round_evals``).
+3. The candidate evals: the candidate's behaviour against its parent's (``round_evals``), and
+   with ``gate.tool_opening`` its probability of opening an agent task with a tool call
+   (``release.tool_opening``).
 4. The decision, from the estimate, the monitors' alarms of the served checkpoint against its
    parent (reward hacking shows there before it shows in the reward) and the evals' alarms.
 """
@@ -43,6 +45,7 @@ class GateOutcome:
     evidence: bytes  # the evidence file: one JSON line per held-out interaction
     evidence_rows: int
     tests: list[RateTest]  # the candidate evals
+    opening_alarms: list[str]  # the tool-opening check's, when it blocks (gate.tool_opening)
     evals_by: str  # the engine that sampled them
     alarms: list[str]  # the monitors'
     decision: GateDecision
@@ -71,7 +74,8 @@ def judge(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: st
                              reward_min=gate.reward_min, reward_max=gate.reward_max)  # fmt: skip
     scored = time.perf_counter()
     tests = evals.run(registry, parent, candidate_id, candidate, held, seed)
+    opening = evals.opening_alarms(candidate)
     seconds = {"gate_scoring": scored - started, "candidate_evals": time.perf_counter() - scored}
-    decision = decide(estimate, alarms, gate, [t.message for t in tests if t.alarm])
-    return GateOutcome(attempt, estimate, evidence_bytes(rows), len(rows), tests, evals.by,
-                       [a.message for a in alarms], decision, seconds)  # fmt: skip
+    decision = decide(estimate, alarms, gate, [t.message for t in tests if t.alarm] + opening)
+    return GateOutcome(attempt, estimate, evidence_bytes(rows), len(rows), tests, opening,
+                       evals.by, [a.message for a in alarms], decision, seconds)  # fmt: skip

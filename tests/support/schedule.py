@@ -14,7 +14,7 @@ in xdist's order, since each of the others took under 15 s.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 LONGEST_FILES: dict[str, float] = {
     "tests/rtrl/test_code_world.py": 563,
@@ -38,14 +38,18 @@ LONGEST_FILES: dict[str, float] = {
 
 
 class Item(Protocol):
-    nodeid: str
+    @property
+    def nodeid(self) -> str: ...
+
+
+T = TypeVar("T", bound=Item)
 
 
 def file_of(item: Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
-def longest_first(items: Sequence[Item]) -> list[Item]:
+def longest_first(items: Sequence[T]) -> list[T]:
     """``items`` with the listed files' tests first, longest file first, then every other file
     by its number of tests (xdist's order), each file's tests in their own order.
 
@@ -57,7 +61,7 @@ def longest_first(items: Sequence[Item]) -> list[Item]:
     ['tests/rtrl/test_code_world.py::v', 'tests/rtrl/test_run_loop.py::z',
      'tests/a.py::x', 'tests/a.py::y', 'tests/b.py::w']
     """
-    by_file: dict[str, list[Item]] = {}
+    by_file: dict[str, list[T]] = {}
     for item in items:
         by_file.setdefault(file_of(item), []).append(item)
     first = sorted((f for f in by_file if f in LONGEST_FILES), key=lambda f: -LONGEST_FILES[f])

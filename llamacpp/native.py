@@ -16,6 +16,13 @@ temperature *after* top-p. ``models.sampling`` divides by the temperature first,
 nucleus; so the request names that chain, ``samplers: ["temperature", "top_p"]``, and asks for
 the post-sampling probabilities. Only the recorded sampling parameters are sent.
 
+**Under a grammar** (``grammar``, GBNF: ``llamacpp.gbnf``) our build samples grammar-first
+(``llamacpp/patches/grammar-first.patch``): the grammar sets every token it refuses to -inf
+before the chain, so with the chain exactly the temperature and ``top_p = 1`` the draw and its
+reported probability are of the masked softmax, the distribution the learner replays. Any other
+truncation in the chain would mix two distributions: :func:`chain_refusal` names what is
+refused.
+
 **Stop strings.** A whole ``/completion`` answer leaves out the probabilities of as many final
 tokens as the stop string has when tokenised on its own. Streamed, the server sends every
 sampled id with its probability, one event each: so a request with stop strings is asked
@@ -46,14 +53,17 @@ class LlamaCppError(RuntimeError):
 
 
 # --- requests and answers (pure) -----------------------------------------------------------
-def completion_body(prompt_ids: list[int], params: SamplingParams) -> dict[str, Any]:
-    """The native ``/completion`` request for ``prompt_ids`` sampled with ``params``.
+def completion_body(
+    prompt_ids: list[int], params: SamplingParams, grammar: str | None = None
+) -> dict[str, Any]:
+    """The native ``/completion`` request for ``prompt_ids`` sampled with ``params`` (under the
+    GBNF ``grammar`` when given).
 
     >>> b = completion_body([1, 2], SamplingParams(temperature=0.7, top_p=0.9, max_tokens=8))
-    >>> b["prompt"], b["n_predict"], b["samplers"], b["post_sampling_probs"]
-    ([1, 2], 8, ['temperature', 'top_p'], True)
+    >>> b["prompt"], b["n_predict"], b["samplers"], b["post_sampling_probs"], "grammar" in b
+    ([1, 2], 8, ['temperature', 'top_p'], True, False)
     """
-    return {
+    body = {
         "prompt": prompt_ids,
         "n_predict": params.max_tokens,
         "temperature": params.temperature,
@@ -66,6 +76,44 @@ def completion_body(prompt_ids: list[int], params: SamplingParams) -> dict[str, 
         "cache_prompt": True,
         "stream": False,
     }
+    if grammar is not None:
+        body["grammar"] = grammar
+    return body
+
+
+GRAMMAR_WITH_TOP_P = "grammar_with_top_p"
+GRAMMAR_WITH_SAMPLER = "grammar_with_sampler"
+# samplers llama-server would add to the chain, and each one's value that leaves it out
+_NEUTRAL: dict[str, tuple[Any, ...]] = {
+    "top_k": (None, 0, -1), "min_p": (None, 0, 0.0), "typical_p": (None, 1, 1.0),
+    "presence_penalty": (None, 0, 0.0), "frequency_penalty": (None, 0, 0.0),
+    "repetition_penalty": (None, 1, 1.0), "repeat_penalty": (None, 1, 1.0),
+    "logit_bias": (None, {}, []), "mirostat": (None, 0), "xtc_probability": (None, 0, 0.0),
+    "dry_multiplier": (None, 0, 0.0), "top_n_sigma": (None, -1, -1.0),
+}  # fmt: skip
+
+
+def chain_refusal(top_p: float | None, extra: dict[str, Any]) -> tuple[str, str, str] | None:
+    """Why a request under a grammar cannot be sampled exactly (reason code, message, the
+    parameter), or None. Grammar-first with temperature alone draws from the masked softmax;
+    ``top_p < 1`` keeps the nucleus of the masked distribution, which the learner's scoring
+    (the nucleus of the model's, then the mask) is not: a mixture of two nuclei. Any other
+    sampler (top-k, min-p, penalties, a logit bias) is another distribution still.
+
+    >>> chain_refusal(1.0, {})
+    >>> chain_refusal(0.9, {})[0], chain_refusal(None, {"top_k": 40})[0]
+    ('grammar_with_top_p', 'grammar_with_sampler')
+    >>> chain_refusal(None, {"presence_penalty": 0, "logit_bias": {}}) is None
+    True
+    """
+    if top_p is not None and top_p < 1:
+        message = f"top_p {top_p} with a tool_choice that needs a grammar: exact only at 1"
+        return GRAMMAR_WITH_TOP_P, message, "top_p"
+    for name, neutral in _NEUTRAL.items():
+        if name in extra and extra[name] not in neutral:
+            message = f"{name} with a tool_choice that needs a grammar: exact only without it"
+            return GRAMMAR_WITH_SAMPLER, message, name
+    return None
 
 
 def token_ids(value: Any) -> tuple[int, ...] | None:

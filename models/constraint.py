@@ -23,7 +23,7 @@ import functools
 import importlib.metadata
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -62,11 +62,21 @@ class Constraint(BaseModel):
 
     library: str = Field(min_length=1, max_length=64)
     version: str = Field(min_length=1, max_length=64)
-    grammar: str = Field(min_length=1, description="a Lark grammar for the library")
+    grammar: str = Field(min_length=1, description="the grammar, in ``syntax``")
     options: ConstraintOptions
+    syntax: Literal["lark", "gbnf"] = Field(
+        "lark",
+        description="lark: llguidance's Lark (the local sampler's); gbnf: llama.cpp's GBNF "
+        "(llama-server's), read by llguidance for replay",
+    )
 
     def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        """The record; ``syntax`` only when it is not the default (a Lark constraint is
+        recorded as before it had one)."""
+        data = self.model_dump(mode="json")
+        if self.syntax == "lark":
+            data.pop("syntax")
+        return data
 
 
 @functools.cache
@@ -141,16 +151,37 @@ def tool_call_grammar(tools: Sequence[Mapping[str, Any]], options: ConstraintOpt
     return "\n".join(lines)
 
 
-def check_grammar(grammar: str) -> None:
+def check_grammar(grammar: str, syntax: str = "lark") -> None:
     """Raise ``ValueError`` with llguidance's message when it cannot compile ``grammar`` (a
     schema keyword or string format it does not support, for example)."""
     import llguidance
 
     is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(
-        llguidance.LLMatcher.grammar_from_lark(grammar)
+        llguidance.grammar_from(syntax, grammar)  # type: ignore[arg-type]
     )
     if is_error:
         raise ValueError(f"the tools' schemas cannot be decoded under a grammar: {messages[0]}")
+
+
+def tool_call_options(
+    tools: Sequence[Mapping[str, Any]], tool_choice: Any, parallel: bool = True
+) -> ConstraintOptions | None:
+    """The options of the constraint an OpenAI ``tool_choice`` asks for, or None when it asks
+    for none (:func:`tool_call_constraint`); ``ValueError`` for a choice the tools cannot
+    satisfy."""
+    if tool_choice in (None, "auto", "none"):
+        return None
+    names = [str(function_of(t)["name"]) for t in tools]
+    if not names:
+        raise ValueError("tool_choice asks for a call, but there are no tools")
+    if tool_choice == "required":
+        return ConstraintOptions(functions=tuple(names), parallel=parallel)
+    if isinstance(tool_choice, Mapping) and isinstance(tool_choice.get("function"), Mapping):
+        name = tool_choice["function"].get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError("tool_choice's function has no name")
+        return ConstraintOptions(functions=(name,))
+    raise ValueError(f"tool_choice: none, auto, required or a function, got {tool_choice!r}")
 
 
 def tool_call_constraint(
@@ -167,25 +198,14 @@ def tool_call_constraint(
     >>> tools = [{"type": "function", "function": {"name": "f", "parameters": {
     ...     "type": "object", "properties": {"a": {"type": "integer"}}}}}]
     >>> c = tool_call_constraint(tools, {"type": "function", "function": {"name": "f"}})
-    >>> c.library, c.options.functions, c.options.parallel
-    ('llguidance', ('f',), False)
+    >>> c.library, c.options.functions, c.options.parallel, c.syntax
+    ('llguidance', ('f',), False, 'lark')
     >>> tool_call_constraint(tools, "auto") is None
     True
     """
-    if tool_choice in (None, "auto", "none"):
+    options = tool_call_options(tools, tool_choice, parallel)
+    if options is None:
         return None
-    names = [str(function_of(t)["name"]) for t in tools]
-    if not names:
-        raise ValueError("tool_choice asks for a call, but there are no tools")
-    if tool_choice == "required":
-        options = ConstraintOptions(functions=tuple(names), parallel=parallel)
-    elif isinstance(tool_choice, Mapping) and isinstance(tool_choice.get("function"), Mapping):
-        name = tool_choice["function"].get("name")
-        if not isinstance(name, str) or not name:
-            raise ValueError("tool_choice's function has no name")
-        options = ConstraintOptions(functions=(name,))
-    else:
-        raise ValueError(f"tool_choice: none, auto, required or a function, got {tool_choice!r}")
     grammar = tool_call_grammar(tools, options)
     check_grammar(grammar)
     return Constraint(

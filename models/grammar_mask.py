@@ -107,7 +107,7 @@ class Matcher:
         reason = unreplayable_reason(constraint)
         if reason is not None:
             raise ConstraintNotReplayable(reason)
-        grammar = llguidance.LLMatcher.grammar_from_lark(constraint.grammar)
+        grammar = llguidance.grammar_from(constraint.syntax, constraint.grammar)
         self._matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
         if self._matcher.is_error():
             raise ValueError(f"the constraint's grammar: {self._matcher.get_error()}")

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from ingest.contract import uuid7
 from ingest.contract.response_ids import response_id
+from llamacpp.native import chain_refusal
 from models.constraint import Constraint, tool_call_constraint
 from models.rollout import Experiment
 from models.sampling import SamplingParams
@@ -142,7 +143,8 @@ class Admission:
         constraint = self._constraints.get(key)
         if constraint is None:
             try:
-                constraint = tool_call_constraint(tools, choice_raw, req.parallel_tool_calls)
+                build = getattr(self.backend, "tool_call_constraint", tool_call_constraint)
+                constraint = build(tools, choice_raw, req.parallel_tool_calls)
             except ValueError as exc:
                 raise ApiError(
                     400, str(exc), "invalid_request_error", "invalid_tools", "tools"
@@ -152,4 +154,9 @@ class Admission:
             if len(self._constraints) >= PARAMS_KEPT:
                 self._constraints.clear()
             self._constraints[key] = constraint
+        if constraint.syntax == "gbnf":  # llama-server's chain: exact with the temperature alone
+            refused = chain_refusal(req.top_p, req.model_extra or {})
+            if refused is not None:
+                code, message, param = refused
+                raise ApiError(400, message, "invalid_request_error", code, param)
         return constraint

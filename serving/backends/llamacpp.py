@@ -3,15 +3,17 @@ behaviour log-probabilities of the distribution the learner scores.
 
 How each completion is asked (the chat template, the tokenizer, then ``/completion`` on the
 prompt's ids, streamed when it has stop strings) and why: ``llamacpp.native``. A completion
-whose log-probabilities llama.cpp does not give for every sampled id (a token ending inside a
-multi-byte character, which it never sends on its own) is served, and its rollout refused as
-``missing_logprobs`` or ``missing_token_ids``: never filled in.
+whose log-probabilities llama.cpp does not give for every sampled id (an unpatched server never
+sends a token ending inside a multi-byte character on its own; our build,
+``llamacpp/patches``, does) is served, and its rollout refused as ``missing_logprobs`` or
+``missing_token_ids``: never filled in.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -29,6 +31,7 @@ from llamacpp.native import (
     token_ids,
     with_text,
 )
+from models.constraint import Constraint
 from models.generation import Generation
 from models.sampling import SamplingParams
 from serving.backends.base import BackendRequest
@@ -102,10 +105,10 @@ class LlamaCppNative(Generic[RouteT]):
 
     async def chat(self, asked: BackendRequest[RouteT, ChatCompletionRequest]) -> Generation:
         route, request, params = asked.target, asked.request, asked.params
-        seed = request_seed(asked.raw)
+        seed, constraint = request_seed(asked.raw), asked.constraint
         if asked.splice is not None:
             prompt_ids = await self._spliced(route, asked.splice)
-            return await self._generate(route, prompt_ids, params, seed)
+            return await self._generate(route, prompt_ids, params, seed, constraint)
         if request.uses_tools():  # rendered in the default tool format
             template: dict[str, Any] = {"messages": request.prompt_messages()}
         else:
@@ -113,15 +116,23 @@ class LlamaCppNative(Generic[RouteT]):
         prompt = (await self._call(route, "/apply-template", template)).get("prompt")
         if not isinstance(prompt, str):
             raise bad_gateway("llama-server's /apply-template gave no prompt")
-        return await self._generate(route, prompt, params, seed)
+        return await self._generate(route, prompt, params, seed, constraint)
 
     async def complete(self, asked: BackendRequest[RouteT, CompletionRequest]) -> Generation:
         raw = asked.raw
         return await self._generate(asked.target, raw["prompt"], asked.params, request_seed(raw))
 
     async def _generate(
-        self, route: RouteT, prompt: str | list[int], params: SamplingParams, seed: int | None
+        self,
+        route: RouteT,
+        prompt: str | list[int],
+        params: SamplingParams,
+        seed: int | None,
+        constraint: Constraint | None = None,
     ) -> Generation:
+        """The completion of ``prompt``, decoded under ``constraint``'s GBNF grammar when given
+        (only the ``--engine llama.cpp`` backend's servers, our patched build, are asked one:
+        ``admission`` refuses it for any other llama-server)."""
         if isinstance(prompt, str):
             asked = {"content": prompt, "add_special": True, "parse_special": True}
             ids = token_ids((await self._call(route, "/tokenize", asked)).get("tokens"))
@@ -131,7 +142,8 @@ class LlamaCppNative(Generic[RouteT]):
             ids = tuple(prompt)
         # every prompt, fresh or spliced: llama-server would otherwise shift or cut the context
         check_length(len(ids), params.max_tokens, await self._context(route))
-        body = completion_body(list(ids), params) | self._adapter_of(route)
+        grammar = None if constraint is None else constraint.grammar
+        body = completion_body(list(ids), params, grammar) | self._adapter_of(route)
         if seed is not None:
             body["seed"] = seed
         if params.stop:  # streamed: the whole answer drops the stop string's probabilities
@@ -144,7 +156,8 @@ class LlamaCppNative(Generic[RouteT]):
             answer = await self._held_back_text(route, answer)
         else:
             answer = await self._call(route, "/completion", body)
-        return parse_native(answer, ids, route.checkpoint_id, route.identity)
+        generation = parse_native(answer, ids, route.checkpoint_id, route.identity)
+        return generation if constraint is None else replace(generation, constraint=constraint)
 
     async def _held_back_text(self, route: RouteT, answer: dict[str, Any]) -> dict[str, Any]:
         """A streamed answer whose last tokens' text llama-server held back at the budget

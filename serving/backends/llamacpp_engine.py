@@ -27,19 +27,30 @@ guarantee, one server's threads instead of a divided share each.
 Each completion is asked of its route's server as a llama-server upstream asks its one
 (``serving.backends.llamacpp.LlamaCppNative``, held here), with the route's adapter chosen in
 the request when its server is shared.
+
+``tool_choice: required`` or a named function is decoded under a GBNF grammar of calls
+(``llamacpp.gbnf``, converted by llama.cpp's own schema converter): the servers are our patched
+build, which samples grammar-first, so the recorded log-probabilities are of the masked
+softmax, and the rollout records the grammar for the learner to replay
+(``llamacpp.native.chain_refusal`` names the sampling parameters refused with it).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
+from llamacpp.build import ensure_schema_converter
 from llamacpp.convert import EngineWeights
 from llamacpp.fleet import EngineFleet, ServedEngine
+from llamacpp.gbnf import gbnf_tool_call_constraint
+from models.constraint import Constraint
 from models.generation import Generation
 from serving.backends.base import BackendRequest
 from serving.backends.llamacpp import LlamaCppNative
@@ -59,6 +70,7 @@ class EngineRoute(Route):
 
 class EngineBackend:
     kind = "llama.cpp engine"
+    constrains_tool_calls = True  # under a GBNF grammar, sampled grammar-first (our build)
 
     def __init__(
         self,
@@ -75,6 +87,9 @@ class EngineBackend:
         # each route names its server; the servers are our own children: no API key
         self._http = UpstreamHttp({}, timeout_s)
         self._native = LlamaCppNative[EngineRoute](self._http, {}, _url_of, self._adapter_fields)
+        self._schema_converter: Path = ensure_schema_converter(
+            fleet.settings.cache_root, log=lambda line: log.info("%s", line)
+        )
         self._boot = self._start_shared(registry, {checkpoint_id, *pinned})
         info = registry.get(checkpoint_id)
         self._current_info = info
@@ -220,6 +235,12 @@ class EngineBackend:
         if retire:
             assert isinstance(route, EngineRoute)
             self._fleet.retire(route.engine)
+
+    def tool_call_constraint(
+        self, tools: Sequence[Mapping[str, Any]], tool_choice: Any, parallel: bool = True
+    ) -> Constraint | None:
+        """The grammar ``tool_choice`` asks for, in GBNF (what llama-server reads)."""
+        return gbnf_tool_call_constraint(tools, tool_choice, parallel, self._schema_converter)
 
     async def chat(self, asked: BackendRequest[EngineRoute, ChatCompletionRequest]) -> Generation:
         try:

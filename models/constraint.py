@@ -67,7 +67,8 @@ class Constraint(BaseModel):
     syntax: Literal["lark", "gbnf"] = Field(
         "lark",
         description="lark: llguidance's Lark (the local sampler's); gbnf: llama.cpp's GBNF "
-        "(llama-server's), read by llguidance for replay",
+        "(llama-server's), read by llguidance for replay without forced tokens "
+        "(llguidance_grammar)",
     )
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -151,13 +152,33 @@ def tool_call_grammar(tools: Sequence[Mapping[str, Any]], options: ConstraintOpt
     return "\n".join(lines)
 
 
+_FORCING = "%llguidance {}"
+_NO_FORCING = '%llguidance {"no_forcing": true}'
+
+
+def llguidance_grammar(syntax: str, grammar: str) -> str:
+    """``grammar`` as llguidance's matcher takes it. A GBNF grammar is llama-server's, whose
+    sampler allows every token whose bytes continue the grammar; llguidance, where the grammar
+    forces bytes, allows only their canonical tokens unless told ``no_forcing``, which is how a
+    GBNF grammar is read here (else the replayed masks are not the ones llama.cpp applied). A
+    Lark grammar is the local sampler's, drawn under llguidance's own masks, forcing included."""
+    import llguidance
+
+    if syntax != "gbnf":
+        return llguidance.grammar_from("lark", grammar)
+    lark = llguidance.grammar_from("gbnf", grammar)
+    if not lark.startswith(_FORCING):
+        raise ValueError(f"llguidance read the GBNF grammar as {lark[:40]!r}...")
+    return llguidance.grammar_from("lark", _NO_FORCING + lark[len(_FORCING) :])
+
+
 def check_grammar(grammar: str, syntax: str = "lark") -> None:
     """Raise ``ValueError`` with llguidance's message when it cannot compile ``grammar`` (a
     schema keyword or string format it does not support, for example)."""
     import llguidance
 
     is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(
-        llguidance.grammar_from(syntax, grammar)  # type: ignore[arg-type]
+        llguidance_grammar(syntax, grammar)
     )
     if is_error:
         raise ValueError(f"the tools' schemas cannot be decoded under a grammar: {messages[0]}")

@@ -29,7 +29,12 @@ from typing import Any
 import llguidance
 import torch
 
-from models.constraint import Constraint, ConstraintNotReplayable, unreplayable_reason
+from models.constraint import (
+    Constraint,
+    ConstraintNotReplayable,
+    llguidance_grammar,
+    unreplayable_reason,
+)
 
 _CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[int, tuple[int, ...]], Any]]
 _CACHE = weakref.WeakKeyDictionary()
@@ -107,7 +112,7 @@ class Matcher:
         reason = unreplayable_reason(constraint)
         if reason is not None:
             raise ConstraintNotReplayable(reason)
-        grammar = llguidance.grammar_from(constraint.syntax, constraint.grammar)
+        grammar = llguidance_grammar(constraint.syntax, constraint.grammar)
         self._matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
         if self._matcher.is_error():
             raise ValueError(f"the constraint's grammar: {self._matcher.get_error()}")

@@ -50,7 +50,9 @@ from tests.support.tools import NAMED, SCHEMAS, TOOLS
 pytestmark = needs_engine
 KL_LIMIT = 1e-3  # nats, per token
 BASE = "smol-0000"
-PARAMS = SamplingParams(temperature=1.0, max_tokens=48)
+PARAMS = SamplingParams(temperature=1.0, max_tokens=64)
+WIDE = ["Write three sentences in Japanese about Tokyo.", "Écris une phrase sur l'été à Noël.",
+        "用中文写两句话。"]  # fmt: skip
 CHATS = [
     "Fix the failing test.",
     "Read the file notes.md.",
@@ -107,6 +109,14 @@ async def _ask(backend: EngineBackend) -> dict[str, list[tuple[Generation, Any]]
                 route = backend.target(CURRENT)
                 asked = BackendRequest(route, req, raw, PARAMS, None, None, constraint)
                 out[key].append((await backend.chat(asked), reading))
+        out["wide"] = []
+        for stop in ((), ("\n\n",)):  # whole, and streamed (a request with stop strings)
+            params = SamplingParams(temperature=1.0, max_tokens=32, stop=stop)
+            for content in WIDE:
+                raw = {"messages": [{"role": "user", "content": content}]}
+                req = ChatCompletionRequest.model_validate(raw)
+                asked = BackendRequest(backend.target(CURRENT), req, raw, params)
+                out["wide"].append((await backend.chat(asked), params))
     finally:
         await backend.close()
     return out
@@ -158,6 +168,17 @@ def test_constrained_calls_are_valid_and_their_log_probs_are_the_learners(
     assert worst <= KL_LIMIT, worst
     forced = sum(1 for r in rollouts for b in r.logprobs if b == 0.0)
     assert forced > 0  # the grammar forces tokens, and their recorded probability is 1
+
+
+def test_a_token_ending_inside_a_character_keeps_its_id_and_log_prob(
+    answered: dict[str, list[tuple[Generation, Any]]],
+) -> None:
+    """Unpatched, llama-server never reports such a token and its rollout is refused."""
+    records = [rollout_of(g, f"w-{k}", params, None, TS)
+               for k, (g, params) in enumerate(answered["wide"])]  # fmt: skip
+    assert all(isinstance(r, Rollout) for r in records), records
+    split = [p for g, _ in answered["wide"] for p in (g.pieces or ())[:-1] if p == ""]
+    assert split, "no token ended inside a character: the prompts test nothing"
 
 
 @pytest.mark.parametrize(("extra", "code", "param"), [

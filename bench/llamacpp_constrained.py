@@ -4,9 +4,11 @@ tokens/s of the ``--engine llama.cpp`` backend (our patched llama-server, SmolLM
 learner computes it, ``exact``) on the agent world's prompt and tools, asked
 ``tool_choice: auto`` (no grammar) and ``required`` (the GBNF grammar of calls, sampled
 grammar-first), with ``--clients`` requests in flight; and the share of constrained answers that
-are valid calls.
+are valid calls. The two kinds take turns, ``--requests`` of each a round for ``--rounds``
+rounds, so that a machine shared with other work slows both alike.
 
-    python bench/llamacpp_constrained.py [--requests 32] [--clients 4] [--max-tokens 96]
+    python bench/llamacpp_constrained.py [--requests 8] [--rounds 3] [--clients 4]
+                                         [--max-tokens 64]
 
 Needs the built server (``python -m llamacpp.build``). Figures to stdout and
 ``bench/out/llamacpp_constrained.json``.
@@ -92,18 +94,31 @@ async def _run(backend: EngineBackend, choice: str, args: argparse.Namespace) ->
 
 
 async def _both(backend: EngineBackend, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Unconstrained, then constrained, on the same server; then the server is stopped."""
+    """Unconstrained and constrained in turns on the same server, summed by kind; then the
+    server is stopped."""
+    totals: dict[str, dict[str, Any]] = {}
     try:
-        return [await _run(backend, choice, args) for choice in ("auto", "required")]
+        for _ in range(args.rounds):
+            for choice in ("auto", "required"):
+                run = await _run(backend, choice, args)
+                total = totals.setdefault(choice, dict.fromkeys(run, 0) | {"tool_choice": choice})
+                for key in ("requests", "completion_tokens", "wall_s", "valid_calls",
+                            "cut_by_budget"):  # fmt: skip
+                    total[key] += run[key]
     finally:
         await backend.close()
+    for total in totals.values():
+        total["wall_s"] = round(total["wall_s"], 1)
+        total["tokens_per_s"] = round(total["completion_tokens"] / total["wall_s"], 1)
+    return list(totals.values())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=32)
+    parser.add_argument("--requests", type=int, default=8, help="of each kind, a round")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     cache = default_cache_root(os.environ)

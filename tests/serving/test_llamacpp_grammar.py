@@ -109,6 +109,11 @@ async def _ask(backend: EngineBackend) -> dict[str, list[tuple[Generation, Any]]
                 route = backend.target(CURRENT)
                 asked = BackendRequest(route, req, raw, PARAMS, None, None, constraint)
                 out[key].append((await backend.chat(asked), reading))
+        req, raw = _request(CHATS[0], "required")  # a budget no call closes in
+        reading, cut = reading_of(req), SamplingParams(temperature=1.0, max_tokens=12)
+        constraint = admission.constraint(req, reading)
+        asked = BackendRequest(backend.target(CURRENT), req, raw, cut, None, None, constraint)
+        out["cut"] = [(await backend.chat(asked), reading)]
         out["wide"] = []
         for stop in ((), ("\n\n",)):  # whole, and streamed (a request with stop strings)
             params = SamplingParams(temperature=1.0, max_tokens=32, stop=stop)
@@ -168,6 +173,16 @@ def test_constrained_calls_are_valid_and_their_log_probs_are_the_learners(
     assert worst <= KL_LIMIT, worst
     forced = sum(1 for r in rollouts for b in r.logprobs if b == 0.0)
     assert forced > 0  # the grammar forces tokens, and their recorded probability is 1
+
+
+def test_a_call_cut_by_its_budget_is_recorded_as_sampled_and_read_as_broken(
+    answered: dict[str, list[tuple[Generation, Any]]],
+) -> None:
+    ((gen, reading),) = answered["cut"]
+    assert gen.finish_reason == "length" and read(gen, reading).broken == "unclosed_call"
+    params = SamplingParams(temperature=1.0, max_tokens=12)
+    record = rollout_of(gen, "cut", params, None, TS)
+    assert isinstance(record, Rollout) and record.constraint is not None, record
 
 
 def test_a_token_ending_inside_a_character_keeps_its_id_and_log_prob(

@@ -114,12 +114,16 @@ class Matcher:
             raise ConstraintNotReplayable(reason)
         grammar = llguidance_grammar(constraint.syntax, constraint.grammar)
         self._matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+        self._width = bitmask_width(tokenizer.vocab_size)
         if self._matcher.is_error():
             raise ValueError(f"the constraint's grammar: {self._matcher.get_error()}")
 
     def allowed(self) -> torch.Tensor:
-        """The packed mask ``int32 [W]`` of the tokens that may come next."""
-        return torch.frombuffer(bytearray(self._matcher.compute_bitmask()), dtype=torch.int32)
+        """The packed mask ``int32 [W]`` of the tokens that may come next. llguidance's mask
+        may be a word wider than the vocabulary (SmolLM2's 49,152 tokens get 1,537 words, not
+        1,536): the words past the vocabulary are dropped."""
+        packed = torch.frombuffer(bytearray(self._matcher.compute_bitmask()), dtype=torch.int32)
+        return packed[: self._width]
 
     def consume(self, token: int) -> bool:
         """Advance past ``token``; False (and stuck in an error state) if the grammar refuses."""

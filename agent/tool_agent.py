@@ -43,6 +43,7 @@ from typing import Any
 
 from agent.harness import MALFORMED_TOOL, UNKNOWN_TOOL, CallProblem, Edit, ToolCall, ToolSpec, Turn
 from agent.tasks import Task
+from agent.tool_schemas import CALL_MAX_TOKENS, all_tools, constrained_tools, turn_choice
 from agent.workspace import MODULE, Refused, Workspace
 
 USER_HEADER = "X-Rtrl-User-Id"
@@ -54,31 +55,17 @@ TOOLS = (
     ToolSpec("run_tests"),
     ToolSpec(FINISH),
 )
-_DESCRIPTIONS = {
-    "read_file": ("Read a file of the repository.", {"path": "file name"}),
-    "write_file": ("Write a whole file.", {"path": "file name", "content": "the whole text"}),
-    "run_tests": ("Run the repository's tests.", {}),
-    FINISH: ("Say the task is done.", {}),
-}
 SYSTEM = "You are a coding agent in a small repository. You act only by calling tools."
 NOT_READ = "Your tool call could not be read. Call one tool, with its arguments as JSON."
 NUDGE = "Do not answer in prose: act by calling one of the tools."
 _NAME = re.compile(r'"name"\s*:\s*"(?P<name>[^"\\]{1,128})"')
 
 
-def tool_definitions() -> list[dict[str, Any]]:
-    """The tools as OpenAI function tools, each argument a required string."""
-    out = []
-    for spec in TOOLS:
-        what, args = _DESCRIPTIONS[spec.name]
-        parameters = {
-            "type": "object",
-            "properties": {a: {"type": "string", "description": d} for a, d in args.items()},
-            "required": list(spec.required_args),
-        }
-        out.append({"type": "function", "function": {"name": spec.name, "description": what,
-                                                     "parameters": parameters}})  # fmt: skip
-    return out
+def tool_definitions(constrained: bool = False) -> list[dict[str, Any]]:
+    """The tools as OpenAI function tools (``agent.tool_schemas``): closed schemas, every
+    argument required; a constrained run is offered ``write_file``, ``run_tests`` and
+    ``finish`` only."""
+    return constrained_tools() if constrained else all_tools()
 
 
 def _example_call(n: int, name: str, arguments: dict[str, str]) -> dict[str, Any]:
@@ -109,11 +96,15 @@ def task_message(task: Task) -> str:
 @dataclass(frozen=True)
 class AgentSettings:
     max_calls: int = 4  # requests per run
-    max_tokens: int = 96  # per answer: a one-line function's write_file call takes ~50
+    max_tokens: int = CALL_MAX_TOKENS  # per answer: an easy task's write_file call takes <= 59
     temperature: float = 0.7
     top_p: float = 1.0
     example: bool = True  # start the history with EXAMPLE
     nudges: int = 1  # answers in prose the agent answers with NUDGE before it ends the run
+    constrained: bool = False
+    """Valid actions by construction (``agent.tool_schemas.turn_choice``): the first request
+    names ``write_file``, the later ones require one call of ``write_file``, ``run_tests`` or
+    ``finish``, and a write's result shows the visible tests' report."""
 
 
 @dataclass(frozen=True)
@@ -179,10 +170,11 @@ def broken_calls(text: str, tools: Sequence[ToolSpec] = TOOLS) -> tuple[ToolCall
     return tuple(out)
 
 
-def execute(workspace: Workspace, name: str, arguments: str | None,
-            edits_before: int) -> tuple[list[Edit | ToolCall], str]:  # fmt: skip
+def execute(workspace: Workspace, name: str, arguments: str | None, edits_before: int,
+            show_tests: bool = False) -> tuple[list[Edit | ToolCall], str]:  # fmt: skip
     """Carry out one call the gateway returned: its actions (the call, then the edit it made)
-    and the result the model is sent. ``edits_before``: the run's edits so far (for ids)."""
+    and the result the model is sent. ``edits_before``: the run's edits so far (for ids);
+    ``show_tests``: a write's result goes on with the visible tests' report."""
     spec = next((t for t in TOOLS if t.name == name), None)
     if spec is None:
         return [ToolCall(UNKNOWN_TOOL, CallProblem.unknown_tool)], f"no tool named {name!r}"
@@ -205,6 +197,8 @@ def execute(workspace: Workspace, name: str, arguments: str | None,
             edit = Edit(f"e{edits_before + 1}", "python" if change.path.endswith(".py") else "",
                         args["content"], change.lines_added, change.lines_removed)  # fmt: skip
             done = f"wrote {change.path} (+{change.lines_added} -{change.lines_removed} lines)"
+            if show_tests:
+                done += "\n" + workspace.run_tests()
             return [ToolCall(name, None), edit], done
         if name == "run_tests":
             return [ToolCall(name, None)], workspace.run_tests()
@@ -225,11 +219,13 @@ def run_agent(
         messages += [dict(m) for m in EXAMPLE]
     messages.append({"role": "user", "content": task_message(workspace.task)})
     run, started, edits, nudged = AgentRun(user_id), time.perf_counter(), 0, 0
-    for _ in range(settings.max_calls):
+    for request in range(settings.max_calls):
         sent = time.perf_counter()
+        choice = turn_choice(request) if settings.constrained else openai.NOT_GIVEN
         try:
             raw = client.chat.completions.with_raw_response.create(
-                model=model, messages=messages, tools=tool_definitions(),
+                model=model, messages=messages, tools=tool_definitions(settings.constrained),
+                tool_choice=choice,
                 parallel_tool_calls=False, max_tokens=settings.max_tokens,
                 temperature=settings.temperature, top_p=settings.top_p,
                 extra_headers={USER_HEADER: user_id},
@@ -252,7 +248,8 @@ def run_agent(
             for call in calls:
                 function = getattr(call, "function", None)
                 done, result = execute(workspace, getattr(function, "name", ""),
-                                       getattr(function, "arguments", None), edits)  # fmt: skip
+                                       getattr(function, "arguments", None), edits,
+                                       settings.constrained)  # fmt: skip
                 edits += sum(isinstance(a, Edit) for a in done)
                 actions += done
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})

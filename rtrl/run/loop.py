@@ -33,7 +33,6 @@ kept and the share of broken tool calls.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -53,6 +52,7 @@ from rtrl.run.settings import RunPlan, RunSettings
 from rtrl.worlds.scenarios import SCENARIOS
 
 if TYPE_CHECKING:
+    from rewards.config import RewardConfig
     from rtrl.run.gateway import GatewaySetup
     from rtrl.run.rounds import TrainingRounds
 
@@ -93,6 +93,9 @@ def run(settings: RunSettings) -> int:
     if refusal:
         log.error("%s", refusal)
         return 2
+    design = plan.agent_design()
+    if design:
+        log.info("%s", design)
     root: Path = settings.data_dir.resolve()
     if settings.fresh and root.exists():
         shutil.rmtree(root)
@@ -132,17 +135,10 @@ def _loop(
     config_file = root / "reward.json"
     late_s, grace_s = max(5, settings.window_s // 2), 2
     scenario = SCENARIOS[settings.scenario]
-    config_file.write_text(
-        json.dumps(
-            {
-                "window_s": settings.window_s,
-                "late_s": late_s,
-                "grace_s": grace_s,
-                "remember_closed_s": 24 * 3600,
-                "flaw": scenario.flaw,
-            }
-        )
-    )
+    reward = run_reward(plan.reward_config, settings.window_s, late_s, grace_s, scenario.flaw)
+    config_file.write_text(reward.model_dump_json(indent=2))
+    log.info("reward: %s (%s)", plan.reward_config or "reward spec v1's defaults",
+             reward.reward_version)  # fmt: skip
     if scenario.flaw != "none":
         log.warning("scenario %s: the stream scores rewards with the flaw %r", scenario.name,
                     scenario.flaw)  # fmt: skip
@@ -209,7 +205,11 @@ def _loop(
         scenario.eval_reader,
         # the code world's learner is its own (CodeWorldSettings.learner): a scenario's, made
         # for the tiny model's token world, would override its learning rate
-        tuple(scenario.train_args()) if plan.world == "tokens" else (),
+        (
+            *(scenario.train_args() if plan.world == "tokens" else ()),
+            "--reward-config",
+            str(config_file),
+        ),
         gateway_setup=gateway,
         world=plan.world,
         code=plan.code,
@@ -224,6 +224,24 @@ def _loop(
                                settings.window_s + late_s + grace_s + 8, gateway)  # fmt: skip
     finally:
         rounds.close()
+
+
+def run_reward(name: str | None, window_s: int, late_s: int, grace_s: int,
+               flaw: str) -> RewardConfig:  # fmt: skip
+    """The run's reward configuration: the one ``name`` gives (a shipped name or a file; None:
+    reward spec v1's numbers) with the run's short windows and the scenario's flaw, as the
+    stream scores it and the trainer reads it (one file, ``reward.json``).
+
+    >>> c = run_reward("agent", 20, 10, 2, "none")
+    >>> (c.window_s, c.invalid_tool_call), run_reward(None, 20, 10, 2, "none").invalid_tool_call
+    ((20, -0.1), -0.5)
+    """
+    from rewards.config import RewardConfig, load_config
+
+    base = load_config(name) if name else RewardConfig()
+    fields = {**base.model_dump(), "window_s": window_s, "late_s": late_s, "grace_s": grace_s,
+              "remember_closed_s": 24 * 3600, "flaw": flaw}  # fmt: skip
+    return RewardConfig.model_validate(fields)
 
 
 def rounds_planned(last: int, rounds: int, extra: int, promoted: bool) -> int:

@@ -212,7 +212,7 @@ class TrainingRounds:
 
         assert self._http is not None
         with self.clock.stage("serve"), Client(self.sdk) as client:
-            asks = round_asks(self.interactions, self.seed * 1000 + number)
+            asks = round_asks(self.interactions, self.seed * 1000 + number, self.agent)
             outcomes = play_agents(self._http, client, asks, self.agent)
             left = client.flush(timeout=60)
         self.played_until = time.monotonic()

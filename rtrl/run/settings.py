@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rtrl.worlds.agent_world import AgentWorldSettings
+from rtrl.worlds.agent_groups import held_per_task
+from rtrl.worlds.agent_world import AB_POWER, AgentWorldSettings
 from rtrl.worlds.code_world import CodeWorldSettings
 from rtrl.worlds.scenarios import SCENARIOS
 
@@ -35,6 +36,9 @@ model's (its users react to token ids); the code and agent worlds ask a real lan
 real work, served by llama.cpp (several times faster than transformers on a CPU)."""
 
 _CODE, _AGENT = CodeWorldSettings(), AgentWorldSettings()
+WORLD_REWARDS = {"agent": "agent"}
+"""Each world's reward configuration when --reward-config names none (``rewards/configs``); a
+world not named here scores by reward spec v1's defaults."""
 
 
 def _help(text: str | None) -> dict[str, Any]:
@@ -90,7 +94,9 @@ class RunSettings:
         default=None,
         metadata=_help(
             f"simulated users served per training round (default 1000; code world "
-            f"{_CODE.round_users}, agent world {_AGENT.round_users})"
+            f"{_CODE.round_users}; agent world {_AGENT.round_users}: {_AGENT.runs_per_task} "
+            f"runs of each of its {len(_AGENT.tasks)} tasks, and any number is rounded down to "
+            "the same number of runs a task)"
         ),
     )
     ab_users: int | None = field(
@@ -98,13 +104,25 @@ class RunSettings:
         metadata=_help(
             "users of the closing A/B test, two asks each: the last promoted checkpoint "
             f"against the first through the gateway's split (default 1000, code world "
-            f"{_CODE.ab_users}, agent world {_AGENT.ab_users}; 0: none)"
+            f"{_CODE.ab_users}, agent world {_AGENT.ab_users}: sized for 95 percent power to "
+            f"detect tasks solved rising from {_AGENT.ab_base_rate:.2f} by {_AGENT.ab_effect:.2f}; "
+            "0: none)"
         ),
     )
-    max_tokens: int = field(
-        default=_CODE.max_tokens,
+    max_tokens: int | None = field(
+        default=None,
         metadata=_help(
-            f"code and agent worlds: tokens per answer at most (default {_CODE.max_tokens})"
+            f"code and agent worlds: tokens per answer at most (default {_CODE.max_tokens}; "
+            f"agent world {_AGENT.max_tokens}, what 99 percent of its constrained calls need)"
+        ),
+    )
+    reward_config: str | None = field(
+        default=None,
+        metadata=_help(
+            "the reward configuration: a shipped one by name (agent, default) or a file "
+            "(.toml, .json, .yaml), given to the stream that scores the run's rewards and to "
+            "the trainer (default: reward spec v1's numbers; agent world: agent, where trying "
+            "never scores below hiding)"
         ),
     )
     agent_calls: int = field(
@@ -224,9 +242,11 @@ class RunSettings:
         else:
             world = self.world
         model, engine = WORLD_MODELS[world]
-        code = CodeWorldSettings(max_tokens=self.max_tokens, eval_samples=self.held_out_samples,
+        code = CodeWorldSettings(max_tokens=_given(self.max_tokens, _CODE.max_tokens),
+                                 eval_samples=self.held_out_samples,
                                  gate_eval_samples=self.gate_eval_samples)  # fmt: skip
-        agent = AgentWorldSettings(max_tokens=self.max_tokens, max_calls=self.agent_calls)
+        agent = AgentWorldSettings(max_tokens=_given(self.max_tokens, _AGENT.max_tokens),
+                                   max_calls=self.agent_calls)  # fmt: skip
         extra_rounds = _given(self.extra_rounds, code.extra_rounds if world == "code" else 0)
         if extra_rounds < 0:
             raise SystemExit("--extra-rounds: 0 or more")
@@ -246,6 +266,7 @@ class RunSettings:
                             "agent": agent.ab_users}[world]),
             code=code,
             agent=agent,
+            reward_config=self.reward_config or WORLD_REWARDS.get(world),
         )  # fmt: skip
 
 
@@ -269,6 +290,7 @@ class RunPlan:
     ab_users: int
     code: CodeWorldSettings
     agent: AgentWorldSettings
+    reward_config: str | None = None  # a shipped name or a file; None: reward spec v1's numbers
 
     def refusal(self) -> str | None:
         """Why the run cannot be played as asked, in a sentence for the log; None: it can."""
@@ -287,6 +309,22 @@ class RunPlan:
                 "(the tiny model's own tokenizer cannot be converted)"
             )
         return None
+
+    def agent_design(self) -> str | None:
+        """The agent world's design, in a sentence for the log: its groups and the closing
+        A/B's size and what it was sized for; None in the other worlds."""
+        if self.world != "agent":
+            return None
+        a = self.agent
+        per_task = max(1, self.round_users // len(a.tasks))
+        held = held_per_task(per_task, a.held_out)
+        sized = (f"sized for {AB_POWER * 100:.0f} % power to detect tasks solved rising from "
+                 f"{a.ab_base_rate:.2f} to {a.ab_base_rate + a.ab_effect:.2f} (two-sided 5 %, "
+                 f"{a.ab_users} runs an arm)" if self.settings.ab_users is None
+                 else "as --ab-users says")  # fmt: skip
+        return (f"agent world: tasks {', '.join(a.tasks)}, {per_task} runs of each a round "
+                f"({held} of each held out); closing A/B {self.ab_users} users, two runs each, "
+                f"{sized}")  # fmt: skip
 
     def serve_args(self) -> list[str]:
         """The options every `rtrl serve` of the run gets for its engine."""

@@ -28,7 +28,6 @@ v1 a solved task earns about +2, a wrong edit -2, no edit -1, less 0.5 per inval
 from __future__ import annotations
 
 import logging
-import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,12 +38,15 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.sandbox import Grade, grade
-from agent.tasks import Task, load_tasks
+from agent.tasks import Task, get_task
 from agent.tool_agent import AgentRun, AgentSettings, run_agent
+from agent.tool_schemas import CALL_MAX_TOKENS
 from agent.workspace import Workspace
+from rtrl.worlds.agent_groups import balanced_asks, cycled_tasks
 from rtrl.worlds.code_world import CodeWorldSettings
 from rtrl.worlds.http_users import LOOK_AGAIN_S, Emitter, Later
 from rtrl.worlds.text_users import Reaction, by_rule, later_events, now_events
+from stats.power import runs_per_arm
 
 if TYPE_CHECKING:
     from rtrl.worlds.token_world import RoundFigures
@@ -63,19 +65,41 @@ def _with_option(options: Sequence[str], name: str, value: str) -> tuple[str, ..
     return tuple(out)
 
 
+AGENT_TASKS = ("add", "first", "double", "square")
+"""The tasks the agent world's users ask for, chosen by SmolLM2's pass rate on them with a
+constrained ``write_file`` (``bench/agent_pass_rate.py``; ``bench/RESULTS.md``, "Agent pass rate
+under constraint"): a group of runs should hold both solves and failures."""
+AB_BASE_RATE = 0.35
+"""Tasks solved a run by the parent on ``AGENT_TASKS`` (the same bench)."""
+AB_EFFECT = 0.15
+"""The rise in tasks solved the closing A/B is sized to detect: the code world's promoted rounds
+moved the kept share by +0.15 and more a round on SmolLM2 (``bench/RESULTS.md``); the agent
+world's two rounds under reward v1 moved it by 0, which is what this world's changes address."""
+AB_POWER = 0.95
+
+
 class AgentWorldSettings(BaseModel):
     """The agent world's defaults, for SmolLM2-135M on two CPU cores: a run is up to four
-    requests of up to 96 tokens (a one-line function's ``write_file`` call takes ~50), three to
-    four times a code-world answer, so a round has fewer users than the code world's."""
+    requests of up to ``CALL_MAX_TOKENS`` tokens, each one call sampled under the tools' grammar
+    (``agent.tool_schemas``); every task gets ``runs_per_task`` runs a round."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    round_users: int = Field(192, ge=1, description="users per round, one agent run each")
-    ab_users: int = Field(200, ge=0, description="closing A/B users, two runs each")
+    tasks: tuple[str, ...] = Field(AGENT_TASKS, min_length=1, description="the users' tasks")
+    runs_per_task: int = Field(8, ge=2, description="runs of each task a round: its group")
+    held_out: float = Field(
+        0.5,
+        ge=0,
+        lt=1,
+        description="the learner's held-out share (the code world's: the gate's evidence)",
+    )
     max_calls: int = Field(4, ge=1, description="requests per run")
-    max_tokens: int = Field(96, ge=16, description="tokens per answer at most")
+    max_tokens: int = Field(CALL_MAX_TOKENS, ge=16, description="tokens per answer at most")
     temperature: float = Field(0.7, gt=0)
     example: bool = Field(True, description="start each run's history with one worked run")
+    constrained: bool = Field(True, description="valid actions by construction (tool_choice)")
+    ab_base_rate: float = Field(AB_BASE_RATE, gt=0, lt=1)
+    ab_effect: float = Field(AB_EFFECT, gt=0, lt=1)
     learner: tuple[str, ...] = _with_option(
         CodeWorldSettings.model_fields["learner"].default, "--target-kl", "0.002"
     )
@@ -84,15 +108,33 @@ class AgentWorldSettings(BaseModel):
     calls, about 300 model tokens in all against a code-world answer's 60-90. At 0.006 a
     token, two rounds of 40 runs ended at 1.44 and 1.30 nats a run, both rejected for it."""
 
+    @property
+    def round_users(self) -> int:
+        """Users a round: ``runs_per_task`` for each task."""
+        return len(self.tasks) * self.runs_per_task
+
+    @property
+    def ab_users(self) -> int:
+        """The closing A/B's users, two runs each, so its runs per arm: sized in advance for
+        ``AB_POWER`` to detect tasks solved moving from ``ab_base_rate`` by ``ab_effect``
+        (``stats.power.runs_per_arm``, two-sided 5 %)."""
+        return runs_per_arm(self.ab_base_rate, self.ab_base_rate + self.ab_effect,
+                            power=AB_POWER)  # fmt: skip
+
+    def task_list(self) -> tuple[Task, ...]:
+        return tuple(get_task(name) for name in self.tasks)
+
     def train_args(self) -> list[str]:
-        """`rtrl train`'s options: the learner's, without candidate evals (they read one
-        answer's text with the harness, not a run of calls)."""
-        return [*self.learner, "--eval-prompts", "0"]
+        """`rtrl train`'s options: the learner's, with the world's held-out share (which the
+        users' ids are drawn for: ``rtrl.worlds.agent_groups``), without candidate evals (they
+        read one answer's text with the harness, not a run of calls)."""
+        learner = _with_option(self.learner, "--held-out", str(self.held_out))
+        return [*learner, "--eval-prompts", "0"]
 
     @property
     def agent(self) -> AgentSettings:
         return AgentSettings(self.max_calls, self.max_tokens, self.temperature, 1.0,
-                             self.example)  # fmt: skip
+                             self.example, constrained=self.constrained)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -169,16 +211,19 @@ def play_agents(
     return outcomes
 
 
-def round_asks(users: int, seed: int) -> list[tuple[str, Task]]:
-    """``users`` users, each with one easy task; the user ids are the round's own (``seed``),
-    so that no run's text is ever found under another round's user.
+def round_asks(users: int, seed: int,
+               settings: AgentWorldSettings | None = None) -> list[tuple[str, Task]]:  # fmt: skip
+    """A round's users: the same number of runs for each of the world's tasks (``users`` //
+    tasks, at least one), as many of each held out (``rtrl.worlds.agent_groups``); the
+    user ids are the round's own (``seed``), so that no run's text is ever found under another
+    round's user.
 
-    >>> [(u, t.function) for u, t in round_asks(2, 1001)]
-    [('u_agent1001_0000', 'add'), ('u_agent1001_0001', 'first')]
+    >>> sorted({t.function for _, t in round_asks(8, 1001)}) == sorted(AGENT_TASKS)
+    True
     """
-    rng = random.Random(seed)
-    pool = load_tasks("easy")
-    return [(f"u_agent{seed}_{n:04d}", rng.choice(pool)) for n in range(users)]
+    settings = settings or AgentWorldSettings()
+    per_task = max(1, users // len(settings.tasks))
+    return balanced_asks(settings.task_list(), per_task, settings.held_out, seed)
 
 
 def tally(outcomes: Sequence[AgentOutcome]) -> Counter[str]:
@@ -230,8 +275,8 @@ def play_agent_ab(http: httpx.Client, client: Emitter, users: int, per_user: int
                   settings: AgentWorldSettings, concurrency: int = 32) -> Counter[str]:  # fmt: skip
     """The closing A/B test's users, ``per_user`` runs each, through the gateway's split (each
     user's runs stay in one arm: the split hashes the user id); runs per arm."""
-    drawn = round_asks(users * per_user, seed)
-    asks = [(f"u_agentab{seed}_{n // per_user:05d}", task) for n, (_, task) in enumerate(drawn)]
+    drawn = cycled_tasks(users * per_user, settings.task_list(), seed)
+    asks = [(f"u_agentab{seed}_{n // per_user:05d}", task) for n, task in enumerate(drawn)]
     outcomes = play_agents(http, client, asks, settings, concurrency)
     return Counter(o.run.steps[0].experiment[1] if o.run.steps[0].experiment
                    else "outside the experiment" for o in outcomes)  # fmt: skip

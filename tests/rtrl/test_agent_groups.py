@@ -1,0 +1,57 @@
+"""The agent world's rounds by design: every task the same number of runs, the same number of
+each held out by the learner's own split; the closing A/B sized by the power rule; the agent
+reward configuration by default."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from release.offpolicy_bound import user_key
+from rtrl.run.loop import run_reward
+from rtrl.run.settings import RunSettings
+from rtrl.worlds.agent_groups import balanced_asks, held_per_task
+from rtrl.worlds.agent_world import AgentWorldSettings, round_asks
+from stats.power import runs_per_arm
+from trainer.round_examples import held_out
+
+
+@pytest.mark.parametrize(("runs", "fraction"), [(8, 0.5), (6, 0.3), (4, 0.25), (2, 0.5)])
+def test_every_task_gets_k_runs_and_the_same_share_held_out(runs: int, fraction: float) -> None:
+    settings = AgentWorldSettings(runs_per_task=runs, held_out=fraction)
+    asks = balanced_asks(settings.task_list(), runs, fraction, seed=3)
+    assert Counter(t.function for _, t in asks) == {name: runs for name in settings.tasks}
+    assert len({u for u, _ in asks}) == len(asks)  # one run a user
+    held = Counter(t.function for u, t in asks if held_out(user_key(u, None, "i"), fraction))
+    assert held == {name: held_per_task(runs, fraction) for name in settings.tasks}
+    assert 0 < held_per_task(runs, fraction) < runs
+
+
+def test_a_round_rounds_its_users_down_to_whole_groups() -> None:
+    settings = AgentWorldSettings()
+    asks = round_asks(len(settings.tasks) * 5 + 3, seed=11, settings=settings)
+    assert set(Counter(t.function for _, t in asks).values()) == {5}
+    assert round_asks(8, 11, settings) == round_asks(8, 11, settings)  # reproducible
+
+
+def test_the_agent_plan_sizes_its_closing_ab_by_the_power_rule_and_says_so() -> None:
+    plan = RunSettings(world="agent").plan()
+    a = plan.agent
+    assert plan.ab_users == runs_per_arm(a.ab_base_rate, a.ab_base_rate + a.ab_effect, 0.05, 0.95)
+    assert plan.round_users == len(a.tasks) * a.runs_per_task
+    design = plan.agent_design()
+    assert design is not None and f"closing A/B {plan.ab_users} users" in design
+    assert RunSettings(world="agent", ab_users=10).plan().ab_users == 10
+    assert RunSettings(world="code").plan().agent_design() is None
+
+
+def test_the_agent_world_scores_by_the_agent_config_unless_told_otherwise(tmp_path) -> None:
+    assert RunSettings(world="agent").plan().reward_config == "agent"
+    assert RunSettings(world="code").plan().reward_config is None
+    given = tmp_path / "mine.toml"
+    given.write_text("[reward]\ninvalid_tool_call = -0.05\n")
+    plan = RunSettings(world="agent", reward_config=str(given)).plan()
+    reward = run_reward(plan.reward_config, 20, 10, 2, "none")
+    assert (reward.invalid_tool_call, reward.window_s, reward.late_s) == (-0.05, 20, 10)
+    assert run_reward("agent", 20, 10, 2, "free-deferral").flaw == "free-deferral"

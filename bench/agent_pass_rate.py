@@ -21,6 +21,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, reexec_in_venv, write_results  # noqa: E402
@@ -30,13 +31,13 @@ reexec_in_venv(__file__)
 os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 
 
-def first_request(task: object, tool_choice: object) -> object:
+def first_request(task: Any, tool_choice: Any) -> Any:
     """The agent's first request on ``task``, as the gateway parses it."""
     from agent.tool_agent import EXAMPLE, SYSTEM, task_message, tool_definitions
     from serving.protocol import ChatCompletionRequest
 
     messages = [{"role": "system", "content": SYSTEM}, *EXAMPLE,
-                {"role": "user", "content": task_message(task)}]  # type: ignore[arg-type]  # fmt: skip
+                {"role": "user", "content": task_message(task)}]  # fmt: skip
     return ChatCompletionRequest.model_validate({
         "model": "default", "messages": messages, "tools": tool_definitions(constrained=True),
         "tool_choice": tool_choice, "parallel_tool_calls": False,
@@ -59,6 +60,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--model", default="smollm2-135m", help="a catalog name or a local path")
     p.add_argument("--groups", nargs="+", default=["easy"])
+    p.add_argument("--tasks", nargs="*", default=[], help="only these tasks (default: all)")
     p.add_argument("--samples", type=int, default=8, help="answers per task")
     p.add_argument("--max-tokens", type=int, default=CALL_MAX_TOKENS)
     p.add_argument("--temperature", type=float, default=0.7)
@@ -77,6 +79,8 @@ def main() -> int:
     started = time.perf_counter()
     for group in args.groups:
         for task in load_tasks(group):  # type: ignore[arg-type]
+            if args.tasks and task.function not in args.tasks:
+                continue
             prompt = policy.chat_prompt(first_request(task, choice).prompt_messages())
             generator = torch.Generator().manual_seed(args.seed)
             answers = policy.sample([prompt] * args.samples, params, generator,

@@ -105,7 +105,7 @@ class RunSettings:
             "users of the closing A/B test, two asks each: the last promoted checkpoint "
             f"against the first through the gateway's split (default 1000, code world "
             f"{_CODE.ab_users}, agent world {_AGENT.ab_users}: sized for 95 percent power to "
-            f"detect tasks solved rising from {_AGENT.ab_base_rate:.2f} by {_AGENT.ab_effect:.2f}; "
+            f"detect tasks solved rising from {_AGENT.ab_base_rate:.3f} by {_AGENT.ab_effect:.2f}; "
             "0: none)"
         ),
     )
@@ -319,7 +319,7 @@ class RunPlan:
         per_task = max(1, self.round_users // len(a.tasks))
         held = held_per_task(per_task, a.held_out)
         sized = (f"sized for {AB_POWER * 100:.0f} % power to detect tasks solved rising from "
-                 f"{a.ab_base_rate:.2f} to {a.ab_base_rate + a.ab_effect:.2f} (two-sided 5 %, "
+                 f"{a.ab_base_rate:.3f} to {a.ab_base_rate + a.ab_effect:.3f} (two-sided 5 %, "
                  f"{a.ab_users} runs an arm)" if self.settings.ab_users is None
                  else "as --ab-users says")  # fmt: skip
         return (f"agent world: tasks {', '.join(a.tasks)}, {per_task} runs of each a round "

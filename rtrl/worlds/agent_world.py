@@ -65,15 +65,16 @@ def _with_option(options: Sequence[str], name: str, value: str) -> tuple[str, ..
     return tuple(out)
 
 
-AGENT_TASKS = ("add", "first", "double", "square")
-"""The tasks the agent world's users ask for, chosen by SmolLM2's pass rate on them with a
-constrained ``write_file`` (``bench/agent_pass_rate.py``; ``bench/RESULTS.md``, "Agent pass rate
-under constraint"): a group of runs should hold both solves and failures."""
-AB_BASE_RATE = 0.35
-"""Tasks solved a run by the parent on ``AGENT_TASKS`` (the same bench)."""
+AGENT_TASKS = ("add", "negate", "upper")
+"""The tasks the agent world's users ask for: the easy tasks SmolLM2 solved 20-50 % of the time
+with a constrained ``write_file`` (4, 2 and 3 of 8; ``bench/agent_pass_rate.py``,
+``bench/RESULTS.md``, "Agent pass rate under constraint"), so that a group of runs holds both
+solves and failures."""
+AB_BASE_RATE = 0.375
+"""Tasks solved a run by the base model on ``AGENT_TASKS``: 9 of 24 (the same bench)."""
 AB_EFFECT = 0.15
-"""The rise in tasks solved the closing A/B is sized to detect: the code world's promoted rounds
-moved the kept share by +0.15 and more a round on SmolLM2 (``bench/RESULTS.md``); the agent
+"""The rise in tasks solved the closing A/B is sized to detect: under half of what the code
+world's rounds moved SmolLM2's users' pass rate (0.15 to 0.48, ``bench/RESULTS.md``); the agent
 world's two rounds under reward v1 moved it by 0, which is what this world's changes address."""
 AB_POWER = 0.95
 
@@ -86,7 +87,7 @@ class AgentWorldSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     tasks: tuple[str, ...] = Field(AGENT_TASKS, min_length=1, description="the users' tasks")
-    runs_per_task: int = Field(8, ge=2, description="runs of each task a round: its group")
+    runs_per_task: int = Field(16, ge=2, description="runs of each task a round: its group")
     held_out: float = Field(
         0.5,
         ge=0,

@@ -290,8 +290,9 @@ def served(
 def test_the_real_loop_joins_each_run_and_emits_contract_events(served) -> None:
     serve, key = served
     emitter = Contract()
-    settings = AgentWorldSettings(max_tokens=16, max_calls=3)
-    asks = round_asks(4, seed=7)
+    settings = AgentWorldSettings(max_tokens=16, max_calls=3,
+                                  tasks=("add", "negate", "upper", "double"))  # fmt: skip
+    asks = round_asks(4, seed=7, settings=settings)  # one run of each task
     with httpx.Client(base_url=serve.url, headers={"Authorization": f"Bearer {key}"},
                       timeout=120) as http:  # fmt: skip
         outcomes = play_agents(http, emitter, asks, settings, concurrency=4)
@@ -322,7 +323,7 @@ def test_agent_world_run_lands_every_run_and_reports_the_round(tmp_path: Path) -
     done = run_rtrl(
         ["--world", "agent", "--port", str(kafka_port), "--collector-port", str(http_port),
          "--gateway-port", str(http_port + 1), "--interactions", "30", "--window-s", "4",
-         "--rounds", "1", "--round-users", "8", "--ab-users", "0", "--max-tokens", "16",
+         "--rounds", "1", "--round-users", "9", "--ab-users", "0", "--max-tokens", "16",
          "--agent-calls", "2", "--seed", "1", "--model", "tiny", "--engine", "transformers"],
         tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -335,7 +336,7 @@ def test_agent_world_run_lands_every_run_and_reports_the_round(tmp_path: Path) -
         rollouts = {i for (i,) in con.execute("select interaction_id from stg_rollouts").fetchall()}
         scored = con.execute("select count(*) from rewards where user_id like 'u_agent%' "
                              "and status = 'scored'").fetchone()  # fmt: skip
-    assert len(runs) == 16 and scored == (16,)  # two rounds of 8 runs, one interaction each
+    assert len(runs) == 18 and scored == (18,)  # two rounds of 3 tasks x 3 runs, one each
     assert rollouts == runs  # every request's rollout under its run's interaction
     summary = read_summary(tmp_path / "summary.json")
     assert summary.world == "agent" and len(summary.rounds) == 2

@@ -128,9 +128,11 @@ class AgentWorldSettings(BaseModel):
     def train_args(self) -> list[str]:
         """`rtrl train`'s options: the learner's, with the world's held-out share (which the
         users' ids are drawn for: ``rtrl.worlds.agent_groups``), without candidate evals (they
-        read one answer's text with the harness, not a run of calls)."""
+        read one answer's text with the harness, not a run of calls), and with the pre-serve
+        tool-opening check (``release.tool_opening``: a candidate far less likely than its
+        parent to open a task with a tool call is blocked as tool avoidance)."""
         learner = _with_option(self.learner, "--held-out", str(self.held_out))
-        return [*learner, "--eval-prompts", "0"]
+        return [*learner, "--eval-prompts", "0", "--tool-opening"]
 
     @property
     def agent(self) -> AgentSettings:

@@ -22,3 +22,5 @@ def test_a_worlds_train_options_parse_into_a_learner(settings) -> None:  # noqa:
     assert unknown == []
     learner = learner_from(args)
     assert 2 <= learner.minibatches <= 4
+    # an agent world's candidate is checked for tool avoidance before it serves
+    assert args.tool_opening == isinstance(settings, AgentWorldSettings)

@@ -55,8 +55,12 @@ def phase_name(command: str) -> str:
     ('ruff format', 'bootstrap')
     >>> phase_name('.venv/bin/python -m pytest -p no:cacheprovider -n 2')
     'pytest'
+    >>> phase_name('env A="${A:-1}" .venv/bin/python -m pytest -n 2')
+    'pytest'
     """
     words = command.split()
+    if words and words[0] == "env":  # env NAME=VALUE... PROGRAM: the program's name
+        words = [w for w in words[1:] if "=" not in w] or words
     program = Path(words[0]).name
     if program == "python" and words[1:3] == ["-m", "pytest"]:
         return "pytest"

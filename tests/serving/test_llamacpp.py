@@ -25,7 +25,6 @@ import pytest
 import torch
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
-from checkpoints.record import PROMOTED, TrainingRef, WeightsRef
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import model_ref
 from infra.kafka_dist import default_cache_root
@@ -42,6 +41,7 @@ from models.sampling import SamplingParams
 from serving.backends.llamacpp import LLAMA_CPP, OPENAI, LlamaCppBackend, detect_kind
 from serving.rollouts.build import rollout_of
 from tests.support.backend_requests import chat_asked, completion_asked
+from tests.support.engine import base_registry as engine_registry
 from tests.support.gateway import Serve, api_key, rollouts
 
 BINARY = server_binary(default_cache_root(os.environ))
@@ -85,11 +85,7 @@ def engine(base: LoadedBase, tmp_path_factory: pytest.TempPathFactory):
 
 
 def base_registry(root: Path, base: LoadedBase) -> CheckpointRegistry:
-    registry = CheckpointRegistry(root)
-    registry.register(checkpoint_id=CHECKPOINT, parent=None, model=model_ref(base),
-                      weights=WeightsRef(kind="base"), training=TrainingRef(), files={},
-                      evals={}, batches=(), status=PROMOTED)  # fmt: skip
-    return registry
+    return engine_registry(root, base, CHECKPOINT)
 
 
 def test_rollouts_are_exact_and_the_learner_scores_them_as_sampled(

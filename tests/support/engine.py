@@ -4,12 +4,17 @@ not built: ``python -m llamacpp.build``) and the learner's scoring of what an en
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
 
+from checkpoints.record import PROMOTED, TrainingRef, WeightsRef
+from checkpoints.store import CheckpointRegistry
+from checkpoints.weights import model_ref
 from infra.kafka_dist import default_cache_root
 from llamacpp.build import server_binary
+from models.loading import LoadedBase
 from models.policy import CausalLMPolicy
 from models.rollout import Rollout
 
@@ -19,6 +24,15 @@ needs_engine = pytest.mark.skipif(
     not BINARY.is_file(),
     reason=f"llama-server is not built at {BINARY} (python -m llamacpp.build)",
 )
+
+
+def base_registry(root: Path, base: LoadedBase, checkpoint_id: str) -> CheckpointRegistry:
+    """A registry whose one checkpoint, ``checkpoint_id``, is ``base`` (a GGUF file) itself."""
+    registry = CheckpointRegistry(root)
+    registry.register(checkpoint_id=checkpoint_id, parent=None, model=model_ref(base),
+                      weights=WeightsRef(kind="base"), training=TrainingRef(), files={},
+                      evals={}, batches=(), status=PROMOTED)  # fmt: skip
+    return registry
 
 
 def scored(policy: CausalLMPolicy, records: list[Rollout]) -> list[list[float]]:

@@ -10,6 +10,7 @@ from checkpoints.record import PROMOTED
 from llamacpp.convert import EngineWeights
 from serving.backends.llamacpp_engine import EngineBackend
 from tests.support.checkpoints import register_variant
+from tests.support.engine import CACHE
 
 
 class _Server:
@@ -24,7 +25,8 @@ class _Fleet:
     """Converts and starts nothing: each checkpoint's weights are its id, each server a name."""
 
     def __init__(self, share_base: bool) -> None:
-        self.settings = SimpleNamespace(share_base=share_base)
+        # the llama.cpp cache: the backend reads its schema converter from there at start
+        self.settings = SimpleNamespace(share_base=share_base, cache_root=CACHE)
         self.retired: list[str] = []
 
     def weights(self, info):

@@ -31,10 +31,11 @@ from models.constraint import (
     Constraint,
     ConstraintOptions,
     check_grammar,
+    functions_by_name,
     installed_version,
     tool_call_options,
 )
-from models.tool_format import CALL_CLOSE, CALL_OPEN, function_of
+from models.tool_format import CALL_CLOSE, CALL_OPEN
 
 SYNTAX = "gbnf"
 JSON_CHAR = r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
@@ -157,12 +158,7 @@ def tool_call_gbnf(
 ) -> str:
     """The GBNF grammar of calls of ``options.functions``, each with its ``parameters``
     schema: the text of ``models.constraint.tool_call_grammar``'s calls, in GBNF."""
-    by_name: dict[str, Mapping[str, Any]] = {}
-    for tool in tools:
-        function = function_of(tool)
-        if function["name"] in by_name:
-            raise ValueError(f"two tools name the function {function['name']!r}")
-        by_name[function["name"]] = function
+    by_name = functions_by_name(tools)
     schemas = []
     for name in options.functions:
         if name not in by_name:

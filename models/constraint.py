@@ -123,6 +123,17 @@ def _lark(text: str) -> str:
     return json.dumps(text)
 
 
+def functions_by_name(tools: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Each tool's function by its name; two tools of one name are refused."""
+    by_name: dict[str, Mapping[str, Any]] = {}
+    for tool in tools:
+        function = function_of(tool)
+        if function["name"] in by_name:
+            raise ValueError(f"two tools name the function {function['name']!r}")
+        by_name[function["name"]] = function
+    return by_name
+
+
 def tool_call_grammar(tools: Sequence[Mapping[str, Any]], options: ConstraintOptions) -> str:
     """The Lark grammar of calls of ``options.functions``, each with its ``parameters`` schema.
 
@@ -134,12 +145,7 @@ def tool_call_grammar(tools: Sequence[Mapping[str, Any]], options: ConstraintOpt
     call_0: "<tool_call>\\n{\\"name\\": \\"f\\", \\"arguments\\": " args_0 "}\\n</tool_call>"
     args_0: %json {"type": "object", "x-guidance": {...}}
     """
-    by_name: dict[str, Mapping[str, Any]] = {}
-    for tool in tools:
-        function = function_of(tool)
-        if function["name"] in by_name:
-            raise ValueError(f"two tools name the function {function['name']!r}")
-        by_name[function["name"]] = function
+    by_name = functions_by_name(tools)
     lines = ["%llguidance {}", 'start: call ("\\n" call)*' if options.parallel else "start: call"]
     lines.append("call: " + " | ".join(f"call_{i}" for i in range(len(options.functions))))
     for i, name in enumerate(options.functions):

@@ -21,7 +21,7 @@ import functools
 import importlib.util
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -104,7 +104,31 @@ def schema_converter(path: Path) -> ModuleType:
         raise ValueError(f"{path}: not a Python module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module._build_repetition = _counted(module._build_repetition)
     return module
+
+
+def _counted(build: Callable[..., str]) -> Callable[..., str]:
+    """The converter's repetition rule, written ``(item){m,n}`` where it has no separator.
+
+    The converter spells "at most n" as n nested optionals, ``(a (a (a)?)?)?``: a content
+    string of at most 256 characters (the agent's ``write_file``) becomes 256 levels deep, which
+    llguidance's reader of GBNF refuses (recursion depth). llama.cpp's grammars and llguidance's
+    both read the counted form.
+    """
+
+    def counted(
+        item_rule: str,
+        min_items: int,
+        max_items: int | None,
+        separator_rule: str | None = None,
+        item_rule_is_literal: bool = False,
+    ) -> str:
+        if separator_rule or item_rule_is_literal or max_items is None or max_items <= 1:
+            return build(item_rule, min_items, max_items, separator_rule, item_rule_is_literal)
+        return f"({item_rule}){{{min_items},{max_items}}}"
+
+    return counted
 
 
 def gbnf_literal(text: str) -> str:

@@ -130,3 +130,15 @@ def test_each_function_has_its_own_rules(converter) -> None:
     options = ConstraintOptions(functions=("read_file", "set_mode"))
     grammar = tool_call_gbnf(TOOLS, options, schema_converter(converter))
     assert "args-0 ::= " in grammar and "args-1 ::= " in grammar and " space" not in grammar
+
+
+@pytest.mark.parametrize("turn", [0, 1])
+def test_the_agent_worlds_closed_tools_compile_to_gbnf(converter: Path, turn: int) -> None:
+    """Its 256-character content bound is one counted repetition, which llguidance reads (the
+    converter's 256 nested optionals were refused: maximum recursion depth)."""
+    from agent.tool_schemas import CONTENT_MAX_CHARS, constrained_tools, turn_choice
+
+    constraint = gbnf_tool_call_constraint(constrained_tools(), turn_choice(turn), False,
+                                           converter)  # fmt: skip
+    assert constraint is not None
+    assert f"(char){{0,{CONTENT_MAX_CHARS}}}" in constraint.grammar

@@ -104,7 +104,7 @@ def schema_converter(path: Path) -> ModuleType:
         raise ValueError(f"{path}: not a Python module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module._build_repetition = _counted(module._build_repetition)
+    vars(module)["_build_repetition"] = _counted(vars(module)["_build_repetition"])
     return module
 
 

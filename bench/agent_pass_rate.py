@@ -73,8 +73,8 @@ def main() -> int:
     policy = CausalLMPolicy(base.model, base.tokenizer)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
     choice = {"type": "function", "function": {"name": FIRST_TOOL}}
-    constraint = tool_call_constraint(constrained_tools(), choice, parallel=False)
     tools = constrained_tools()
+    constraint = tool_call_constraint(tools, choice, parallel=False)
     per_task: dict[str, dict[str, int]] = {}
     started = time.perf_counter()
     for group in args.groups:

@@ -24,17 +24,22 @@ unused sub-agents, a share of sub-agents, not of interactions.
 
 Records without ``n_tool_calls`` (written before reward v1 counted every call) have no tool rates.
 
-How a move is decided (:func:`assess`): a move alarms when it is past the thresholds *and* a
-one-sided test in the rate's bad direction, over users (a user's interactions counted together,
-``stats.cluster_ratio``), rejects "no move" at ``alpha`` after Holm's adjustment across the rates
-tested. The stated error rate: a checkpoint whose rates did not move raises any alarm with
-probability at most ``alpha`` (0.05), users with many interactions and thin arms included
-(tests/rewards/test_monitor_decision.py simulates both). A quiet rate is called ``ok`` only when
-its sample was large enough that a true move of ``sized_move`` (1.5) times its thresholds' would
-have alarmed with probability ``power`` (0.8) at the test's strictest Holm level; else it is
-``underpowered`` and says how many interactions a side it needs: the minimum sample is sized
-from the decision's error rates, not fixed at 200 (which the agent world's 128 runs a round
-never reached). Under the floors (``min_interactions``, ``min_users``) a rate is not tested.
+How a move is decided (:func:`assess`): past the thresholds *and* a one-sided test in the bad
+direction over users (``stats.cluster_ratio``) rejecting "no move" at ``alpha`` after Holm
+across the rates tested. The stated error rate is *per look*: a checkpoint whose rates did not
+move raises any alarm with probability at most ``alpha`` (0.05) each time it is judged, with
+users of many alike interactions, heavy-tailed activity, censoring and thin arms
+(tests/rewards/test_monitor_calibration.py, ``bench/monitor_calibration.py``). Judged again as
+its data grow, at ``alpha`` each time, it alarms at *some* look more often (five looks as users
+arrive: 13 % at 5 %); a caller wanting ``alpha`` over all its looks at one pair passes ``look``
+(1, 2, ...), tested at ``stats.multiple.look_alpha``. A privacy-mode record has no ``user_id``
+and counts under its organisation (``user_key``); where records carry no ``org_id`` it counts
+by session, a user of many sessions weighs as several, and the stated rate does not hold.
+A quiet rate is ``ok`` only when a true move of ``sized_move`` (1.5) times its thresholds' would
+have alarmed with probability ``power`` (0.8) at Holm's strictest level; else ``underpowered``,
+with the interactions a side it needs (sized from the error rates and the test's degrees of
+freedom, not a fixed 200). Under the floors (``min_interactions``,
+``min_users``) a rate is not tested.
 """
 
 from __future__ import annotations
@@ -49,8 +54,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rewards.config import read_mapping
 from rewards.record import CENSORED
-from stats.cluster_ratio import ClusterRatio, alarm_sample, cluster_ratio, one_sided_move
-from stats.multiple import holm
+from stats.cluster_ratio import (
+    ClusterRatio,
+    alarm_sample,
+    cluster_ratio,
+    one_sided_move,
+    satterthwaite_df,
+)
+from stats.multiple import holm, look_alpha
 
 METRICS = (
     "edit_rate",
@@ -86,17 +97,14 @@ class MonitorThresholds(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    # floors: interactions (sub-agents for the unused share) and users, each side; the error
-    # rates size the sample above them (see the module)
+    # floors each side: interactions (sub-agents for the unused share) and users
     min_interactions: int = Field(20, ge=1)
     min_users: int = Field(5, ge=2)
-    # the canary's guardrails only (``release.canary``): interactions each arm before one may
-    # alarm; their anytime-valid test is the canary's own
+    # the canary's guardrails only (``release.canary``, whose anytime-valid test is its own)
     min_samples: int = Field(200, ge=1)
     alpha: float = Field(0.05, gt=0, lt=0.5)  # any false alarm on a checkpoint that did not move
-    # a quiet rate is "ok" when a true move of ``sized_move`` times its thresholds' smallest
-    # alarming move would have alarmed with probability ``power`` (at the threshold itself an
-    # alarm can be no likelier than a coin: the observed move falls short half the time)
+    # a quiet rate is "ok" when a true move of ``sized_move`` times its smallest alarming move
+    # would have alarmed with probability ``power`` (at the threshold itself: a coin's)
     power: float = Field(0.8, gt=0, lt=1)
     sized_move: float = Field(1.5, gt=1)
     edit_rate: MetricThreshold = MetricThreshold(relative=0.2, absolute=0.05, direction="down")
@@ -178,9 +186,11 @@ def _terms(columns: list[str]) -> dict[str, tuple[pl.Expr, pl.Expr]]:
 
 
 def user_key(columns: list[str]) -> pl.Expr:
-    """Whose interaction it is: the user, else the session, else the interaction itself (the
-    unit the decision counts together)."""
-    keys = [pl.col(c) for c in ("user_id", "session_id") if c in columns]
+    """Whose interaction it is, the unit the decision counts together: the user, else (privacy
+    mode keeps no ``user_id``) the organisation, which holds all of the user's interactions,
+    else the session, else the interaction itself. Keyed by session, a privacy-mode user's
+    sessions would count as unrelated users and the test would alarm too often."""
+    keys = [pl.col(c) for c in ("user_id", "org_id", "session_id") if c in columns]
     return pl.coalesce([*keys, pl.col("interaction_id")]).alias("unit")
 
 
@@ -290,9 +300,8 @@ def needed_samples(metric: str, parent: ClusterRatio, child: ClusterRatio,
     probability ``power`` (test at ``alpha`` and observed move past the thresholds,
     ``stats.cluster_ratio.alarm_sample``); None when no move can alarm.
 
-    The spread is that of the moved rate (binomial for a share, Poisson for a count) times the
-    design effect the data show: the observed variance over the one interactions taken alone
-    would have, at least 1, so users with many alike interactions ask for more of them.
+    The spread: the moved rate's (binomial for a share, Poisson for a count) times the design
+    effect the data show (observed variance over the i.i.d. one, at least 1).
     """
     threshold = smallest_alarm(limit, parent.value)
     if threshold <= 0:
@@ -308,20 +317,22 @@ def needed_samples(metric: str, parent: ClusterRatio, child: ClusterRatio,
     )
     effect = max(1.0, (parent.variance + child.variance) / alone) if alone > 0 else 1.0
     spread = _unit_variance(metric, parent.value) + _unit_variance(metric, moved)
-    return alarm_sample(threshold, move, math.sqrt(effect * spread), alpha, thresholds.power)
+    df = satterthwaite_df(parent, child)  # the test's: few or heavy users ask for more
+    return alarm_sample(threshold, move, math.sqrt(effect * spread), alpha, thresholds.power, df)
 
 
-def assess(
-    child: CheckpointRates, parent: CheckpointRates, thresholds: MonitorThresholds
-) -> list[Verdict]:
-    """Every rate of ``child`` against ``parent``, decided (see the module)."""
+def assess(child: CheckpointRates, parent: CheckpointRates, thresholds: MonitorThresholds,
+           look: int | None = None) -> list[Verdict]:  # fmt: skip
+    """Every rate of ``child`` against ``parent``, decided (see the module); ``look``: the
+    how-manieth look at this pair when it is judged repeatedly as data grow."""
+    alpha = thresholds.alpha if look is None else look_alpha(thresholds.alpha, look)
     tested = [m for m in METRICS if comparable(child, parent, m, thresholds)]
     p_values = []
     for metric in tested:
         limit: MetricThreshold = getattr(thresholds, metric)
         p_values.append(_p_value(parent.ratios[metric], child.ratios[metric], limit.direction))
     adjusted = dict(zip(tested, holm(p_values), strict=True))
-    level = thresholds.alpha / max(len(tested), 1)  # Holm's strictest step, for the sizing
+    level = alpha / max(len(tested), 1)  # Holm's strictest step, for the sizing
     verdicts = []
     for metric in METRICS:
         if metric not in tested:
@@ -334,7 +345,7 @@ def assess(
         p_adjusted = adjusted[metric]
         assert p_adjusted is not None
         needed = needed_samples(metric, before, after, limit, thresholds, level)
-        if p_adjusted < thresholds.alpha and _past(limit, before.value, after.value):
+        if p_adjusted < alpha and _past(limit, before.value, after.value):
             status: Status = "alarm"
         elif needed is None or needed <= min(child.samples(metric), parent.samples(metric)):
             status = "ok"
@@ -355,13 +366,13 @@ def _past(limit: MetricThreshold, parent_value: float, value: float) -> bool:
     )
 
 
-def compare(
-    child: CheckpointRates, parent: CheckpointRates, thresholds: MonitorThresholds
-) -> list[Alarm]:
+def compare(child: CheckpointRates, parent: CheckpointRates, thresholds: MonitorThresholds,
+            look: int | None = None) -> list[Alarm]:  # fmt: skip
     """The alarms of ``child`` against ``parent``: each rate past its thresholds the bad way
-    and beyond chance (:func:`assess`); empty when none is."""
+    and beyond chance (:func:`assess`, ``look`` as there); empty when none is."""
     alarms = []
-    for verdict in assess(child, parent, thresholds):
+    alpha = thresholds.alpha if look is None else look_alpha(thresholds.alpha, look)
+    for verdict in assess(child, parent, thresholds, look):
         if verdict.status != "alarm":
             continue
         limit: MetricThreshold = getattr(thresholds, verdict.metric)
@@ -382,7 +393,7 @@ def compare(
                     f"{verdict.metric} of {child.checkpoint_id} moved {parent_value:.4f} -> "
                     f"{value:.4f} ({change:+.1%}) against {parent.checkpoint_id}: past "
                     f"{limit.relative:.0%} relative and {limit.absolute:.4f} absolute, one-sided "
-                    f"p {verdict.adjusted_p:.2g} (Holm) < {thresholds.alpha:g} over users"
+                    f"p {verdict.adjusted_p:.2g} (Holm) < {alpha:.2g} over users"
                 ),
             )
         )

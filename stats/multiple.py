@@ -1,4 +1,4 @@
-"""Multiple comparisons: Holm's step-down adjustment.
+"""Multiple comparisons: Holm's step-down adjustment, and alpha spent over repeated looks.
 
 Five metrics each tested at 5 % raise a false alarm on at least one of them about 23 % of the
 time when nothing changed. Holm (1979) keeps that family-wise rate at ``alpha`` for any
@@ -11,6 +11,7 @@ probability ``1 - alpha / m'``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 
@@ -31,3 +32,19 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
         running = max(running, min(1.0, (m - rank) * p))
         out[i] = running
     return out
+
+
+def look_alpha(alpha: float, look: int) -> float:
+    """The level of the ``look``-th look (1-based) at one comparison whose data keep growing,
+    when ``alpha`` is the chance of a false rejection at *any* look: alpha spent as
+    ``alpha * 6 / (pi^2 k^2)``, which sums to at most ``alpha`` over any number of looks (the
+    union bound needs nothing about how the looks' data overlap; ``release.gate.attempt_level``
+    spends the gate's alpha over attempts the same way). Looked at ten times at ``alpha`` each,
+    a test of growing data errs at some look 2 to 4 times as often as ``alpha``.
+
+    >>> round(look_alpha(0.05, 1), 4), round(look_alpha(0.05, 2), 4)
+    (0.0304, 0.0076)
+    """
+    if not isinstance(look, int) or look < 1:
+        raise ValueError(f"look must be an integer >= 1, got {look!r}")
+    return alpha * 6 / (math.pi**2 * look**2)

@@ -31,15 +31,14 @@ move raises any alarm with probability at most ``alpha`` (0.05) each time it is 
 users of many alike interactions, heavy-tailed activity, censoring and thin arms
 (tests/rewards/test_monitor_calibration.py, ``bench/monitor_calibration.py``). Judged again as
 its data grow, at ``alpha`` each time, it alarms at *some* look more often (five looks as users
-arrive: 13 % at 5 %); a caller wanting ``alpha`` over all its looks at one pair passes ``look``
+arrive: 12 % at 5 %); a caller wanting ``alpha`` over all its looks at one pair passes ``look``
 (1, 2, ...), tested at ``stats.multiple.look_alpha``. A privacy-mode record has no ``user_id``
 and counts under its organisation (``user_key``); where records carry no ``org_id`` it counts
 by session, a user of many sessions weighs as several, and the stated rate does not hold.
 A quiet rate is ``ok`` only when a true move of ``sized_move`` (1.5) times its thresholds' would
-have alarmed with probability ``power`` (0.8) at Holm's strictest level; else ``underpowered``,
-with the interactions a side it needs (sized from the error rates and the test's degrees of
-freedom, not a fixed 200). Under the floors (``min_interactions``,
-``min_users``) a rate is not tested.
+have alarmed with probability ``power`` (0.8) at Holm's strictest level (not met among Lomax-
+sized users: 0.54 to 0.68 measured); else ``underpowered``, with the interactions a side it
+needs (sized on the test's degrees of freedom). Under the floors a rate is not tested.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ class Traffic:
     session_mean: float = 3.0  # interactions a session
     orgs: int = 0  # organisations the users belong to; 0: records without ``org_id``
 
-    def moved(self, **changes: float) -> Traffic:
+    def moved(self, **changes: float | str) -> Traffic:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 

@@ -18,9 +18,9 @@ import polars as pl
 from rewards.monitors import (
     CheckpointRates,
     MonitorThresholds,
+    Verdict,
     assess,
     checkpoint_rates,
-    compare,
 )
 from stats.cluster_ratio import ClusterRatio, one_sided_move
 from stats.clustered_traffic import Side, Traffic, draw_side, side_ratios
@@ -92,27 +92,35 @@ def records(name: str, side: Side, rng: np.random.Generator,
     )  # fmt: skip
 
 
-def censored_alarms(traffic: Traffic, trials: int, seed: int,
-                    extra_censored: float) -> list[set[str]]:  # fmt: skip
-    """The alarmed rates of each trial, the records read by ``checkpoint_rates``."""
+def censored_verdicts(traffic: Traffic, trials: int, seed: int,
+                      extra_censored: float) -> list[list[Verdict]]:  # fmt: skip
+    """Each trial's verdicts, the records read by ``checkpoint_rates``."""
     rng, out = np.random.default_rng(seed), []
     for _ in range(trials):
         child = records("child", draw_side(rng, traffic), rng, extra_censored)
         parent = records("parent", draw_side(rng, traffic), rng)
         both = pl.concat([child, parent])
-        alarms = compare(checkpoint_rates(both, "child"), checkpoint_rates(both, "parent"),
-                         NO_THRESHOLDS)  # fmt: skip
-        out.append({a.metric for a in alarms})
+        out.append(assess(checkpoint_rates(both, "child"), checkpoint_rates(both, "parent"),
+                          NO_THRESHOLDS))  # fmt: skip
     return out
+
+
+def alarmed(verdicts: list[Verdict]) -> set[str]:
+    return {v.metric for v in verdicts if v.status == "alarm"}
 
 
 def test_privacy_mode_users_of_many_sessions_keep_the_stated_rate():
     """30 % of users in privacy mode (no ``user_id``, all censored) and 10 % of the rest with
-    no outcome, alike in both arms: any alarm, the censored share's included, at most
-    ``alpha``. Counted by session instead of organisation, the censored share alone alarmed
-    13 % (``bench/monitor_calibration.py``)."""
+    no outcome, alike in both arms: each rate's one-sided test alone, and any alarm across them,
+    at most ``alpha``. Counted by session instead of organisation, the censored share alone
+    alarmed 13 % (``bench/monitor_calibration.py``)."""
     trials = 600
-    rate = sum(bool(hit) for hit in censored_alarms(CENSORED, trials, 11, 0.0)) / trials
+    trial_verdicts = censored_verdicts(CENSORED, trials, 11, 0.0)
+    for metric in BAD_WAY:
+        rate = sum(next(v for v in verdicts if v.metric == metric).p_value < ALPHA
+                   for verdicts in trial_verdicts) / trials  # fmt: skip
+        assert rate <= ALPHA + margin(ALPHA, trials), (metric, rate)
+    rate = sum(bool(alarmed(verdicts)) for verdicts in trial_verdicts) / trials
     assert rate <= ALPHA + margin(ALPHA, trials), rate
 
 
@@ -123,7 +131,7 @@ def test_censoring_heavier_in_one_arm_moves_no_behaviour_rate():
     the denominators, those interactions would make the child look as if it stopped calling
     tools."""
     trials = 300
-    hits = censored_alarms(CENSORED.moved(privacy=0.0), trials, 12, 0.3)
+    hits = [alarmed(v) for v in censored_verdicts(CENSORED.moved(privacy=0.0), trials, 12, 0.3)]
     assert sum("censored_share" in hit for hit in hits) / trials >= 0.9
     behaviour = sum(bool(hit - {"censored_share"}) for hit in hits) / trials
     assert behaviour <= ALPHA + margin(ALPHA, trials), behaviour

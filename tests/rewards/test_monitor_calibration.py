@@ -24,7 +24,7 @@ from rewards.monitors import (
 )
 from stats.cluster_ratio import ClusterRatio, one_sided_move
 from stats.clustered_traffic import Side, Traffic, draw_side, side_ratios
-from tests.rewards.test_monitor_decision import ALPHA, NO_THRESHOLDS, margin
+from tests.support.monitor_calibration import ALPHA, NO_THRESHOLDS, margin
 
 BAD_WAY = {"tool_call_rate": -1, "tool_calls_per_interaction": +1, "edit_rate": -1,
            "censored_share": +1}  # fmt: skip

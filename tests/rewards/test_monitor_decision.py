@@ -15,19 +15,13 @@ import numpy as np
 import polars as pl
 
 from rewards.monitors import (
-    MetricThreshold,
     MonitorThresholds,
     assess,
     checkpoint_rates,
     compare,
 )
 from stats.cluster_ratio import cluster_ratio, one_sided_move
-
-ALPHA = 0.05
-
-
-def margin(rate: float, trials: int) -> float:
-    return 3 * math.sqrt(rate * (1 - rate) / trials)
+from tests.support.monitor_calibration import ALPHA, NO_THRESHOLDS, margin
 
 
 def clustered_calls(rng: np.random.Generator, users: int, per_user: np.ndarray,
@@ -110,15 +104,6 @@ def frame(checkpoint: str, calls: list[np.ndarray], rng: np.random.Generator,
 def alarms(child: pl.DataFrame, parent: pl.DataFrame, thresholds: MonitorThresholds) -> list:
     both = pl.concat([child, parent])
     return compare(checkpoint_rates(both, "child"), checkpoint_rates(both, "parent"), thresholds)
-
-
-# every rate's thresholds at 0: only the test stands between noise and an alarm
-NO_THRESHOLDS = MonitorThresholds(**{
-    m: MetricThreshold(relative=0, absolute=0, direction=d) for m, d in (
-        ("edit_rate", "down"), ("clarifying_rate", "up"), ("invalid_tool_call_rate", "up"),
-        ("tool_call_rate", "down"), ("tool_calls_per_interaction", "up"),
-        ("subagent_rate", "both"), ("unused_subagent_share", "up"), ("censored_share", "up"))
-})  # fmt: skip
 
 
 def test_any_false_alarm_across_the_rates_stays_at_alpha_with_clustered_users():

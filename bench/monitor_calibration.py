@@ -52,6 +52,7 @@ NULL_WORLDS = {  # name: traffic of both arms
         users=60, sizes="pareto", calls_shape=1.0, edit_spread=0.5, activity_tilt=0.5),
     "censored: 30 % privacy-mode users, 10 % no outcome, 8 orgs": Traffic(
         mean_size=10, calls_shape=1.0, edit_spread=0.5, privacy=0.3, no_outcome=0.1, orgs=8),
+    "rare: 0.5 % censored, 100 users x 10": Traffic(users=100, mean_size=10, no_outcome=0.005),
     "thin: 5 users x 4 (the floors)": Traffic(users=5, sizes="equal", mean_size=4,
                                               calls_shape=1.0),
     "thin: 6 users, geometric sizes of mean 4": Traffic(users=6, mean_size=4, calls_shape=1.0),

@@ -113,7 +113,7 @@ def test_privacy_mode_users_of_many_sessions_keep_the_stated_rate():
     """30 % of users in privacy mode (no ``user_id``, all censored) and 10 % of the rest with
     no outcome, alike in both arms: each rate's one-sided test alone, and any alarm across them,
     at most ``alpha``. Counted by session instead of organisation, the censored share alone
-    alarmed 13 % (``bench/monitor_calibration.py``)."""
+    alarmed 10 to 13 % (``bench/monitor_calibration.py``)."""
     trials = 600
     trial_verdicts = censored_verdicts(CENSORED, trials, 11, 0.0)
     for metric in BAD_WAY:

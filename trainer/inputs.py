@@ -66,8 +66,12 @@ def untrained(batches: list[OfferedBatch], registry: CheckpointRegistry, checkpo
 
 
 def alarms_of(catalog: Path, registry: CheckpointRegistry, checkpoint_id: str,
-              thresholds: Path | None = None) -> list[Alarm]:  # fmt: skip
-    """The monitors' alarms of ``checkpoint_id`` against its registered parent (none for a root)."""
+              thresholds: Path | None = None, look: int | None = None) -> list[Alarm]:  # fmt: skip
+    """The monitors' alarms of ``checkpoint_id`` against its registered parent (none for a root).
+
+    ``look``: the how-manieth time this pair is judged. A served checkpoint is judged again each
+    time a candidate is trained from it, on more data each time; at ``look`` the monitors test at
+    ``stats.multiple.look_alpha``, so the stated alpha holds over all its looks, not per look."""
     parent = registry.get(checkpoint_id).parent
     if parent is None:
         return []
@@ -75,5 +79,5 @@ def alarms_of(catalog: Path, registry: CheckpointRegistry, checkpoint_id: str,
         records = con.sql("SELECT * FROM rewards").pl()
     limits = load_thresholds(thresholds) if thresholds else MonitorThresholds()
     return compare(
-        checkpoint_rates(records, checkpoint_id), checkpoint_rates(records, parent), limits
+        checkpoint_rates(records, checkpoint_id), checkpoint_rates(records, parent), limits, look
     )

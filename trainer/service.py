@@ -24,6 +24,7 @@ from infra.periodic import run_every
 from models.devices import make_accelerator
 from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
 from trainer.inputs import alarms_of, offered_batches, untrained
+from trainer.round_gate import attempt_of
 from trainer.round_options import RoundOptions
 from trainer.train import train_round
 
@@ -65,12 +66,14 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
         )
         return EXIT_NOTHING_TO_TRAIN
     catalog = options.catalog or options.warehouse / "warehouse.duckdb"
-    alarms = alarms_of(catalog, registry, parent.checkpoint_id, options.thresholds)
+    look = attempt_of(registry, parent.checkpoint_id)  # one look at the served pair a round
+    alarms = alarms_of(catalog, registry, parent.checkpoint_id, options.thresholds, look)
     log.info(
-        "training %s on %d batch(es), %d monitor alarm(s) of it against its parent",
+        "training %s on %d batch(es), %d monitor alarm(s) of it against its parent (look %d)",
         parent.checkpoint_id,
         len(batches),
         len(alarms),
+        look,
     )
     accelerator = make_accelerator(options.device, options.bf16)
     log.info(

@@ -20,44 +20,43 @@ from checkpoints.cli_options import (
     ROLLBACK_OPTIONS,
 )
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg
+from infra.settings_cli import add_command, add_group
 
 log = logging.getLogger("rtrl.train")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    c = sub.add_parser("checkpoints", help="the checkpoint registry: create the first, announce, "
-                       "list",
-                       description="Checkpoints live in a registry folder, one sub-folder per "
-                       "checkpoint (weights.safetensors and checkpoint.json); an id names one set "
-                       "of weights forever.")  # fmt: skip
-    csub = c.add_subparsers(dest="checkpoints_command", metavar="ACTION", required=True)
-    init = csub.add_parser("init", help="register a base model as the first promoted checkpoint "
-                           "(and announce it with --publish)",
-                           description="The first checkpoint of a lineage is its base model: "
-                           "nothing is copied, the checkpoint names the base by path and "
-                           "content hash.")  # fmt: skip
-    INIT_OPTIONS.add_to(init)
-    init.set_defaults(func=_init)
-    back = csub.add_parser(
+    csub = add_group(sub, "checkpoints", help="the checkpoint registry: create the first, "
+                     "announce, list",
+                     description="Checkpoints live in a registry folder, one sub-folder per "
+                     "checkpoint (weights.safetensors and checkpoint.json); an id names one set "
+                     "of weights forever.")  # fmt: skip
+    add_command(csub, "init", _init, INIT_OPTIONS, help="register a base model as the first "
+                "promoted checkpoint (and announce it with --publish)",
+                description="The first checkpoint of a lineage is its base model: nothing is "
+                "copied, the checkpoint names the base by path and content hash.")  # fmt: skip
+    add_command(
+        csub,
         "rollback",
+        _rollback,
+        ROLLBACK_OPTIONS,
         help="serve an earlier checkpoint's weights again: "
         "register them under a new id, promoted, and announce it",
         description="Serving only moves forward, to a promoted checkpoint "
         "newer than the one it serves, and an id names one set of weights "
         "forever: a rollback is a new checkpoint with old weights.",
     )
-    ROLLBACK_OPTIONS.add_to(back)
-    back.set_defaults(func=_rollback)
-    announce = csub.add_parser(
+    add_command(
+        csub,
         "announce",
+        _announce_all,
+        ANNOUNCE_OPTIONS,
         help="announce every registered checkpoint the "
         "checkpoints topic does not hold yet (after a crash)",
     )
-    ANNOUNCE_OPTIONS.add_to(announce)
-    announce.set_defaults(func=_announce_all)
-    ls = csub.add_parser("list", help="every checkpoint: parent, status, eval figures")
-    LIST_OPTIONS.add_to(ls)
-    ls.set_defaults(func=_list)
+    add_command(
+        csub, "list", _list, LIST_OPTIONS, help="every checkpoint: parent, status, eval figures"
+    )
 
 
 def add_registry(p: argparse.ArgumentParser) -> None:

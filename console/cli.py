@@ -10,7 +10,7 @@ import argparse
 import logging
 
 from console.settings import ConsoleSettings
-from infra.settings_cli import Option, SettingsOptions
+from infra.settings_cli import Option, SettingsOptions, add_command
 
 log = logging.getLogger("rtrl.console")
 
@@ -30,8 +30,11 @@ OPTIONS = SettingsOptions(
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    add_command(
+        sub,
         "console",
+        _serve,
+        OPTIONS,
         help="the live page of a running loop: serving, gate and canary decisions, rewards, "
         "ingest and stream health",
         description="Serve a page that shows, and updates without a reload (server-sent "
@@ -44,8 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the services' Prometheus metrics. Example: rtrl console --data-dir .rtrl/run "
         "--metrics http://127.0.0.1:9101/metrics",
     )
-    OPTIONS.add_to(p)
-    p.set_defaults(func=_serve)
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
 
@@ -14,7 +13,8 @@ from infra.broker_config import ClusterLayout
 from infra.cluster_options import APPLY_OPTIONS, DATA_DIR_OPTIONS, LIST_OPTIONS, START_OPTIONS
 from infra.kafka_dist import BrokerSetupError, default_cache_root
 from infra.kafka_options import BOOTSTRAP_HELP, TOPIC_PREFIX_HELP, resolved_bootstrap
-from infra.settings_cli import Option
+from infra.lifetime import sigterm_stops
+from infra.settings_cli import Option, add_command, add_group
 from infra.topics import TOPICS, PartitionChangeRefused, TopicNames
 
 
@@ -111,33 +111,31 @@ def bootstrap_from(args: argparse.Namespace) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    b = sub.add_parser(
+    bsub = add_group(
+        sub,
         "broker",
         help="start, stop or inspect a local Apache Kafka (KRaft) cluster",
         description="A local Kafka 4 cluster from Maven Central's jars (needs Java 17 "
         "and Maven the first time). Nodes run in the background; logs are under "
         "the data dir.",
     )
-    bsub = b.add_subparsers(dest="broker_command", metavar="ACTION", required=True)
     for action, helptext in (
         ("start", "format storage if new, start, wait until it answers"),
         ("stop", "shut down the cluster started with this data dir"),
         ("status", "say whether the cluster of this data dir is up"),
     ):
-        p = bsub.add_parser(action, help=helptext)
-        (START_OPTIONS if action == "start" else DATA_DIR_OPTIONS).add_to(p)
-        p.set_defaults(func=_broker)
+        options = START_OPTIONS if action == "start" else DATA_DIR_OPTIONS
+        add_command(bsub, action, _broker, options, help=helptext)
 
-    t = sub.add_parser("topics", help="declare the platform's topics on a cluster (idempotent)")
-    tsub = t.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
-    ap = tsub.add_parser(
-        "apply", help="create missing topics, align configs, refuse partition changes"
+    tsub = add_group(sub, "topics", help="declare the platform's topics on a cluster (idempotent)")
+    add_command(
+        tsub,
+        "apply",
+        _topics_apply,
+        APPLY_OPTIONS,
+        help="create missing topics, align configs, refuse partition changes",
     )
-    APPLY_OPTIONS.add_to(ap)
-    ap.set_defaults(func=_topics_apply)
-    lp = tsub.add_parser("list", help="print the declared topics")
-    LIST_OPTIONS.add_to(lp)
-    lp.set_defaults(func=_topics_list)
+    add_command(tsub, "list", _topics_list, LIST_OPTIONS, help="print the declared topics")
 
 
 def _layout(args: argparse.Namespace) -> ClusterLayout:
@@ -202,10 +200,9 @@ def _broker(args: argparse.Namespace) -> int:
 
 
 def _stay_attached(layout: ClusterLayout) -> int:
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    stopping = sigterm_stops()
     try:
-        while not stopping and len(broker.running_nodes(layout)) == layout.nodes:
+        while not stopping() and len(broker.running_nodes(layout)) == layout.nodes:
             time.sleep(1)
     except KeyboardInterrupt:
         pass

@@ -25,6 +25,14 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def sigterm_stops() -> Callable[[], bool]:
+    """A loop's ``should_stop``: true once this process got SIGTERM, so that a consumer ends
+    its batch cleanly (commits what it delivered) instead of dying in the middle of it."""
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    return lambda: bool(stopping)
+
+
 @contextmanager
 def stop_signals_call(handler: Callable[[int, Any], None]) -> Iterator[None]:
     """Within the block, SIGTERM and SIGINT call ``handler`` (e.g. to pass the stop on to

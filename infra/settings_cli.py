@@ -191,6 +191,37 @@ class SettingsOptions(Generic[T]):
         return self.cls(**self.values(args), **given)
 
 
+def add_command(
+    sub: argparse._SubParsersAction,
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    *options: SettingsOptions[Any],
+    help: str,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """The subcommand ``name``: its help, the options of its settings classes, and ``run`` as
+    the handler (``args.func``) that ``rtrl`` calls. Returned for options given by hand."""
+    parser = sub.add_parser(name, help=help, description=description)
+    for one in options:
+        one.add_to(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def add_group(
+    sub: argparse._SubParsersAction,
+    name: str,
+    *,
+    help: str,
+    description: str | None = None,
+    metavar: str = "ACTION",
+) -> argparse._SubParsersAction:
+    """The command ``name`` whose actions are subcommands of their own (one required), the one
+    given read back as ``args.<name>_command``."""
+    parser = sub.add_parser(name, help=help, description=description)
+    return parser.add_subparsers(dest=f"{name}_command", metavar=metavar, required=True)
+
+
 def _positional(flags: tuple[str, ...]) -> bool:
     return not flags[0].startswith("-")
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from infra.settings_cli import Option, SettingsOptions
+from infra.settings_cli import Option, SettingsOptions, add_command, add_group
 from ingest.contract import ContractError, Origin, parse_event
 from ingest.contract.schema import SCHEMA_PATH, is_stale, write_schema
 
@@ -57,31 +57,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     from ingest.collector.cli import register_collector
 
     register_collector(sub)
-    schema = sub.add_parser(
+    actions = add_group(
+        sub,
         "schema",
         help="export the event JSON Schema or validate events against the contract",
         description="The telemetry event contract (version 1) as JSON Schema, and a validator.",
     )
-    actions = schema.add_subparsers(dest="schema_command", metavar="ACTION", required=True)
-
-    export = actions.add_parser(
+    add_command(
+        actions,
         "export",
+        _export,
+        SCHEMA_EXPORT_OPTIONS,
         help="write the JSON Schema of an event",
         description="Render the JSON Schema from the code and write it, or check it is current.",
     )
-    SCHEMA_EXPORT_OPTIONS.add_to(export)
-    export.set_defaults(func=_export)
-
-    validate = actions.add_parser(
+    add_command(
+        actions,
         "validate",
+        _validate,
+        SCHEMA_VALIDATE_OPTIONS,
         help="validate a JSON-lines file of events, printing a reason code per bad line",
         description=(
             "Validate one event per line (blank lines skipped). Each invalid line prints "
             "'LINE<TAB>REASON<TAB>FIELD<TAB>DETAIL'; the exit code is 1 if any line is invalid."
         ),
     )
-    SCHEMA_VALIDATE_OPTIONS.add_to(validate)
-    validate.set_defaults(func=_validate)
 
 
 def _export(args: argparse.Namespace) -> int:

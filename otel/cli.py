@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from
-from infra.settings_cli import Option, SettingsOptions
+from infra.lifetime import sigterm_stops
+from infra.settings_cli import Option, SettingsOptions, add_command, add_group
 from otel.settings import ExportSettings, parse_headers
 
 HEADERS_ENV = "OTEL_EXPORTER_OTLP_HEADERS"  # the OpenTelemetry SDKs' own variable
@@ -36,15 +36,17 @@ EXPORT_OPTIONS = SettingsOptions(
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    o = sub.add_parser(
+    osub = add_group(
+        sub,
         "otel",
         help="export rewards to the team's OpenTelemetry endpoint",
         description="Rewards as GenAI gen_ai.evaluation.result events, beside the spans the "
         "team already sends (docs/contracts/otel-export-v1.md).",
     )
-    osub = o.add_subparsers(dest="otel_command", metavar="ACTION", required=True)
-    e = osub.add_parser(
+    e = add_command(
+        osub,
         "export",
+        _export,
         help="consume rewards and deliver each as an evaluation (OTLP logs, or Phoenix)",
         description="Delivers each batch until the endpoint accepted it (retrying with "
         "backoff while it is down), THEN commits its offsets: a crash delivers the batch "
@@ -53,7 +55,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_bootstrap_arg(e)
     add_topic_prefix_arg(e)
     EXPORT_OPTIONS.add_to(e)
-    e.set_defaults(func=_export)
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -75,10 +76,8 @@ def _export(args: argparse.Namespace) -> int:
     from otel.delivery import EndpointRefused
     from otel.exporter import Exporter
 
-    stopping: list[int] = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     try:
-        stats = Exporter(settings).run(should_stop=lambda: bool(stopping))
+        stats = Exporter(settings).run(should_stop=sigterm_stops())
     except EndpointRefused as exc:
         print(f"rtrl otel export: {exc} (nothing of that batch was committed)", file=sys.stderr)
         return 1

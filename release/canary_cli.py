@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from infra.settings_cli import add_command
 from release.cli_options import CANARY_EVALUATE_OPTIONS
 
 log = logging.getLogger("rtrl.canary")
@@ -22,8 +23,11 @@ _OUTCOMES = {"rolled_out": "rollout", "rolled_back": "rollback", None: "undecide
 
 
 def register(csub: argparse._SubParsersAction) -> None:
-    e = csub.add_parser(
+    add_command(
+        csub,
         "evaluate",
+        _evaluate,
+        CANARY_EVALUATE_OPTIONS,
         help="re-run a canary's course from its evidence file (or a checkpoint's)",
         description="Replays a canary look by look from its evidence: JSON lines, a header "
         "(experiment, start, look times, shares, the canary's settings) then one row per reward "
@@ -32,8 +36,6 @@ def register(csub: argparse._SubParsersAction) -> None:
         "canary-evidence-v1.md has the format. Exit 0 when every file ends rolled out or "
         f"undecided, {EXIT_ROLLED_BACK} when one is rolled back, 2 on a bad file.",
     )
-    CANARY_EVALUATE_OPTIONS.add_to(e)
-    e.set_defaults(func=_evaluate)
 
 
 def _evaluate(args: argparse.Namespace) -> int:

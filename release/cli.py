@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from infra.settings_cli import add_command, add_group
 from release import canary_cli, gate_cli
 from release.cli_options import CANARY_DECIDE_OPTIONS, CanaryDecideOptions
 
@@ -13,7 +14,8 @@ log = logging.getLogger("rtrl.canary")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    c = sub.add_parser(
+    csub = add_group(
+        sub,
         "canary",
         help="judge live canaries on their A/B: roll out, roll back, or wait",
         description="A candidate that passed the gate with `rtrl train --canary PERCENT` "
@@ -28,10 +30,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "worse by more than it. Undecided at its deadline, it is rolled back. Every look is "
         "recorded on the checkpoint.",
     )
-    csub = c.add_subparsers(dest="canary_command", metavar="ACTION", required=True)
-    d = csub.add_parser("decide", help="one look at every live canary (or --candidate)")
-    CANARY_DECIDE_OPTIONS.add_to(d)
-    d.set_defaults(func=_decide)
+    add_command(
+        csub,
+        "decide",
+        _decide,
+        CANARY_DECIDE_OPTIONS,
+        help="one look at every live canary (or --candidate)",
+    )
     canary_cli.register(csub)
     gate_cli.register(sub)
 

@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from infra.settings_cli import add_command, add_group
 from release.cli_options import GATE_OPTIONS
 
 log = logging.getLogger("rtrl.gate")
@@ -23,7 +24,8 @@ _COMPARED = ("value", "behaviour_mean", "lower", "level", "ess", "kl", "n", "use
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    g = sub.add_parser(
+    gsub = add_group(
+        sub,
         "gate",
         help="recompute and audit gate decisions from their evidence files",
         description="The offline gate's decision (clipped importance weights on rewards "
@@ -35,10 +37,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "user_id, interaction_id, reward, behaviour_logprobs, candidate_logprobs and optional "
         "session_id.",
     )
-    gsub = g.add_subparsers(dest="gate_command", metavar="ACTION", required=True)
-    e = gsub.add_parser("evaluate", help="one decision per evidence file or checkpoint")
-    GATE_OPTIONS.add_to(e)
-    e.set_defaults(func=_evaluate)
+    add_command(
+        gsub,
+        "evaluate",
+        _evaluate,
+        GATE_OPTIONS,
+        help="one decision per evidence file or checkpoint",
+    )
 
 
 def _evaluate(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from infra.settings_cli import add_command
 from rewards.backfill import backfill_files, format_table
 from rewards.cli_options import BACKFILL_OPTIONS, MONITORS_OPTIONS, REPLAY_OPTIONS, WORKLOAD_OPTIONS
 from rewards.config import RewardConfig, load_config
@@ -28,37 +29,38 @@ from rewards.workload import generate_workload
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``replay``, ``backfill``, ``monitors`` and ``workload``."""
-    p = sub.add_parser(
+    add_command(
+        sub,
         "replay",
+        _replay,
+        REPLAY_OPTIONS,
         help="recompute reward records from event files",
         description="One reward record per interaction, every window closed at end of input.",
     )
-    REPLAY_OPTIONS.add_to(p)
-    p.set_defaults(func=_replay)
-
-    p = sub.add_parser(
+    add_command(
+        sub,
         "backfill",
+        _backfill,
+        BACKFILL_OPTIONS,
         help="compare two reward versions per checkpoint",
         description="Recompute records under two configs; show how each checkpoint's reward moves.",
     )
-    BACKFILL_OPTIONS.add_to(p)
-    p.set_defaults(func=_backfill)
-
-    p = sub.add_parser(
+    add_command(
+        sub,
         "monitors",
+        _monitors,
+        MONITORS_OPTIONS,
         help="reward-hacking monitors of a checkpoint against its parent",
         description="Print behaviour rates of CHECKPOINT and PARENT; exit 1 when an alarm fires.",
     )
-    MONITORS_OPTIONS.add_to(p)
-    p.set_defaults(func=_monitors)
-
-    p = sub.add_parser(
+    add_command(
+        sub,
         "workload",
+        _workload,
+        WORKLOAD_OPTIONS,
         help="write a seeded synthetic event workload",
         description="Realistic events (late, duplicate, orphan, privacy...) in arrival order.",
     )
-    WORKLOAD_OPTIONS.add_to(p)
-    p.set_defaults(func=_workload)
 
 
 def _config(path: Path | None) -> RewardConfig:

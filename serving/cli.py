@@ -15,7 +15,7 @@ from pathlib import Path
 
 from infra.api_keys import DEFAULT_KEY_DB
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, bootstrap_from, positive_int
-from infra.settings_cli import Option, SettingsOptions
+from infra.settings_cli import Option, SettingsOptions, add_command
 from llamacpp.cli import add_engine_args, engine_settings_from
 from llamacpp.engine_settings import EngineSettings
 from serving.completions import GatewayConfig
@@ -72,8 +72,11 @@ GATEWAY_OPTIONS = SettingsOptions(
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    s = sub.add_parser(
+    s = add_command(
+        sub,
         "serve",
+        _serve,
+        SERVE_OPTIONS,
         help="an OpenAI-compatible server that records every completion as a rollout",
         description="POST /v1/chat/completions and /v1/completions (stream and logprobs "
         "included), GET /v1/models, /livez, /readyz, /openapi.json; API keys as the collector's "
@@ -82,7 +85,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "answer says X-Rtrl-Interaction-Id, X-Rtrl-Checkpoint-Id and X-Rtrl-Experiment. "
         "Follows the checkpoints topic and moves to each newly promoted checkpoint.",
     )
-    SERVE_OPTIONS.add_to(s)
     add_bootstrap_arg(s)
     add_topic_prefix_arg(s)
     s.add_argument(
@@ -114,7 +116,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="serve CKPT to PERCENT of users against the followed checkpoint, as "
         "experiment canary-CKPT (arms parent and canary)",
     )
-    s.set_defaults(func=_serve)
 
 
 def _split(args: argparse.Namespace):  # -> Split | None

@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import signal
 import sys
 from pathlib import Path
 
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, add_watch_args, bootstrap_from
-from infra.settings_cli import SettingsOptions
+from infra.lifetime import sigterm_stops
+from infra.settings_cli import SettingsOptions, add_command, add_group
 from warehouse.cli_options import (
     AB_REPORT_OPTIONS,
     BATCH_LIST_OPTIONS,
@@ -49,16 +49,16 @@ def _add_root(p: argparse.ArgumentParser, db: bool = True) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    w = sub.add_parser("warehouse",
-                       help="land Kafka topics in Parquet and build the DuckDB catalog",
-                       description="The sink writes rewards, the raw event archive, rollouts, "
-                       "late events, the DLQ and checkpoint announcements as hive-partitioned "
-                       "Parquet; the catalog puts staging views and marts on "
-                       "them for reports, batches and dashboards.")  # fmt: skip
-    wsub = w.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
-
-    s = wsub.add_parser(
+    wsub = add_group(sub, "warehouse",
+                     help="land Kafka topics in Parquet and build the DuckDB catalog",
+                     description="The sink writes rewards, the raw event archive, rollouts, "
+                     "late events, the DLQ and checkpoint announcements as hive-partitioned "
+                     "Parquet; the catalog puts staging views and marts on "
+                     "them for reports, batches and dashboards.")  # fmt: skip
+    s = add_command(
+        wsub,
         "sink",
+        _sink,
         help="consume rewards, telemetry.events, rollouts, telemetry.late, telemetry.dlq and "
         "checkpoints into Parquet",
         description="Writes each flush durably (temporary name, fsync, rename), "
@@ -68,29 +68,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_topic_prefix_arg(s)
     _add_root(s, db=False)
     SINK_OPTIONS.add_to(s)
-    s.set_defaults(func=_sink)
-
-    c = wsub.add_parser(
+    add_command(
+        wsub,
         "catalog",
+        _catalog,
+        CATALOG_OPTIONS,
         help="(re)build the DuckDB views and marts, check invariants",
         description="Prints the read-only SQLAlchemy URL for dashboards.",
     )
-    CATALOG_OPTIONS.add_to(c)
-    c.set_defaults(func=_catalog)
-
-    k = wsub.add_parser(
+    add_command(
+        wsub,
         "compact",
+        _compact,
+        COMPACT_OPTIONS,
         help="merge small committed Parquet files",
         description="Merges only files whose offsets the sink's group committed "
         "(asks Kafka), unless --all says no sink is running.",
     )
-    COMPACT_OPTIONS.add_to(k)
-    k.set_defaults(func=_compact)
 
-    b = sub.add_parser("batches", help="build and list training batches (quality-gated)")
-    bsub = b.add_subparsers(dest="batches_command", metavar="ACTION", required=True)
-    bb = bsub.add_parser(
+    bsub = add_group(sub, "batches", help="build and list training batches (quality-gated)")
+    bb = add_command(
+        bsub,
         "build",
+        _batches_build,
         help="validate new rewards per checkpoint; offer or quarantine",
         description="Runs the Great Expectations suite on each candidate batch. "
         "A passing batch is written, added to the manifest and announced on the "
@@ -102,15 +102,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     bb.add_argument("--no-publish", action="store_true", help="do not announce on Kafka")
     BUILD_OPTIONS.add_to(bb)
     add_watch_args(bb, "rebuild the catalog, then build and announce what is due", 60.0)
-    bb.set_defaults(func=_batches_build)
-    bl = bsub.add_parser("list", help="show the manifest")
-    BATCH_LIST_OPTIONS.add_to(bl)
-    bl.set_defaults(func=_batches_list)
+    add_command(bsub, "list", _batches_list, BATCH_LIST_OPTIONS, help="show the manifest")
 
-    r = sub.add_parser("report", help="reports on the warehouse")
-    rsub = r.add_subparsers(dest="report_command", metavar="REPORT", required=True)
-    ab = rsub.add_parser(
+    rsub = add_group(sub, "report", help="reports on the warehouse", metavar="REPORT")
+    add_command(
+        rsub,
         "ab",
+        _report_ab,
+        AB_REPORT_OPTIONS,
         help="A/B experiment: per-arm metrics, relative change, 95%% CI, p-value, SRM check",
         description="Kept edits, dissatisfied follow-ups, latency (mean, p50) "
         "and mean reward per arm; each treatment against the control arm, with its 95% CI, "
@@ -120,19 +119,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "With --sequential, anytime-valid intervals and p-values instead, for a mart refreshed "
         "and read repeatedly. The numbers are those of the ab_report and ab_srm marts.",
     )
-    AB_REPORT_OPTIONS.add_to(ab)
-    ab.set_defaults(func=_report_ab)
-
-    f = sub.add_parser(
+    add_command(
+        sub,
         "forget",
+        _forget,
+        FORGET_OPTIONS,
         help="remove a user's rows from every table and file",
         description="Sends a tombstone for each of the user's interactions to the "
         "compacted rewards topic, rewrites every warehouse file holding the user, "
         "records them so the sink and batch builder drop their future rows, and "
         "rebuilds the catalog. If Kafka fails nothing is rewritten: run it again.",
     )
-    FORGET_OPTIONS.add_to(f)
-    f.set_defaults(func=_forget)
 
 
 def _store(root: str | None, *, must_exist: bool = True):  # noqa: ANN202
@@ -166,10 +163,8 @@ def _sink(args: argparse.Namespace) -> int:
         return 2
     from infra.kafka_errors import KafkaRefused
 
-    stopping: list[int] = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     try:
-        stats = Sink(config, store).run(should_stop=lambda: bool(stopping))
+        stats = Sink(config, store).run(should_stop=sigterm_stops())
     except KafkaRefused as exc:
         print(f"rtrl warehouse sink: {exc}", file=sys.stderr)
         return 1

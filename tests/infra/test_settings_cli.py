@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from infra.settings_cli import Option, SettingsOptions
+from infra.settings_cli import Option, SettingsOptions, add_command, add_group
 
 if TYPE_CHECKING:  # never imported: a field the command omits may name it
     from collections import OrderedDict
@@ -303,3 +303,19 @@ def test_an_argument_may_be_given_by_its_place() -> None:
     assert checks.read(parser.parse_args(checks.argv(check))) == check
     with pytest.raises(ValueError, match="positional"):
         SettingsOptions(Check, options={"file": Option(positional=True, required=True)})
+
+
+def _job(args: argparse.Namespace) -> int:
+    return 0
+
+
+def test_a_command_takes_its_settings_options_and_handler() -> None:
+    parser = argparse.ArgumentParser(prog="rtrl")
+    jobs = add_group(parser.add_subparsers(dest="command"), "jobs", help="the jobs")
+    options = _job_options()
+    add_command(jobs, "run", _job, options, help="run one", description="Runs it.")
+    args = parser.parse_args(["jobs", "run", "--workers", "2"])
+    assert (args.jobs_command, args.func, args.workers) == ("run", _job, 2)
+    assert options.read(args) == Job(name="nightly", workers=2)
+    with pytest.raises(SystemExit):  # a group without its action is refused
+        parser.parse_args(["jobs"])

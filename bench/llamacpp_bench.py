@@ -38,9 +38,8 @@ os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 
 import torch  # noqa: E402
 
-from checkpoints.record import PROMOTED, TrainingRef, WeightsRef  # noqa: E402
 from checkpoints.store import CheckpointRegistry  # noqa: E402
-from checkpoints.weights import model_ref  # noqa: E402
+from checkpoints.weights import model_ref, register_base  # noqa: E402
 from infra.kafka_dist import default_cache_root  # noqa: E402
 from infra.ports import free_port_block  # noqa: E402
 from llamacpp.build import server_binary  # noqa: E402
@@ -136,9 +135,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         registry = CheckpointRegistry(Path(tmp) / "registry")
-        registry.register(checkpoint_id="smol-0000", parent=None, model=model_ref(base),
-                          weights=WeightsRef(kind="base"), training=TrainingRef(), files={},
-                          evals={}, batches=(), status=PROMOTED)  # fmt: skip
+        register_base(registry, "smol-0000", base.path)
         served = base.path
         if args.weights != "gguf":  # as rtrl serve --engine-exact serves it
             cache = default_cache_root(os.environ)

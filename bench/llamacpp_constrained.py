@@ -32,14 +32,12 @@ reexec_in_venv(__file__)
 os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 
 from agent.tool_agent import SYSTEM, tool_definitions  # noqa: E402
-from checkpoints.record import PROMOTED, TrainingRef, WeightsRef  # noqa: E402
 from checkpoints.store import CheckpointRegistry  # noqa: E402
-from checkpoints.weights import model_ref  # noqa: E402
+from checkpoints.weights import register_base  # noqa: E402
 from infra.kafka_dist import default_cache_root  # noqa: E402
 from llamacpp.build import server_binary  # noqa: E402
 from llamacpp.fleet import EngineFleet, EngineSettings  # noqa: E402
 from models.catalog import fetch, models_dir  # noqa: E402
-from models.loading import load_base  # noqa: E402
 from models.sampling import SamplingParams  # noqa: E402
 from serving.admission import Admission  # noqa: E402
 from serving.assignment import Assignment  # noqa: E402
@@ -122,12 +120,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     cache = default_cache_root(os.environ)
-    base = load_base(fetch("smollm2-135m", models_dir(), log=lambda _: None))
+    smollm2 = fetch("smollm2-135m", models_dir(), log=lambda _: None)
     with tempfile.TemporaryDirectory() as tmp:
         registry = CheckpointRegistry(Path(tmp) / "registry")
-        registry.register(checkpoint_id="smol", parent=None, model=model_ref(base),
-                          weights=WeightsRef(kind="base"), training=TrainingRef(), files={},
-                          evals={}, batches=(), status=PROMOTED)  # fmt: skip
+        register_base(registry, "smol", smollm2)
         settings = EngineSettings(binary=server_binary(cache), cache_root=cache,
                                   log_dir=Path(tmp) / "logs", threads=args.threads,
                                   slots=args.clients, exact=True)  # fmt: skip

@@ -50,6 +50,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from stats.sequential import Difference, anytime_bound
 
@@ -139,6 +140,35 @@ def relative_change(t: float | None, var_t: float | None, c: float | None,
     >>> relative_change(0.3, 0.01, 0.1, 0.01).ci_low is None  # a control of 0.1 +- 0.1
     True
     """
+    start = _compared(t, var_t, c, var_c)
+    if isinstance(start, Change):
+        return start
+    t, c, rel, var_t, var_c, sd = start
+    if sd <= _ROUNDING * max(1.0, abs(c), abs(t)):  # no spread beyond rounding: nothing varies
+        no_change = abs(rel) <= _ROUNDING
+        return Change(c, t, rel, rel, rel, 1.0 if no_change else 0.0)
+    p = normal_two_sided_p((t - c) / sd)
+    low, high = _fieller(t, var_t, c, var_c, z)
+    return Change(c, t, rel, low, high, p)
+
+
+class _Compared(NamedTuple):
+    """Two arms' means, the relative change, their variances (see :func:`_with_spread`) and
+    the difference's standard deviation."""
+
+    t: float
+    c: float
+    rel: float
+    var_t: float
+    var_c: float
+    sd: float
+
+
+def _compared(
+    t: float | None, var_t: float | None, c: float | None, var_c: float | None
+) -> Change | _Compared:
+    """Where both changes start (or, without a control mean or a spread, the Change that is
+    all there is to say)."""
     if t is None or c is None or c == 0:
         return Change(c, t, None, None, None)
     rel = (t - c) / abs(c)
@@ -146,13 +176,7 @@ def relative_change(t: float | None, var_t: float | None, c: float | None,
     if spread is None:
         return Change(c, t, rel, None, None)
     var_t, var_c = spread
-    sd = math.sqrt(var_t + var_c)
-    if sd <= _ROUNDING * max(1.0, abs(c), abs(t)):  # no spread beyond rounding: nothing varies
-        no_change = abs(rel) <= _ROUNDING
-        return Change(c, t, rel, rel, rel, 1.0 if no_change else 0.0)
-    p = normal_two_sided_p((t - c) / sd)
-    low, high = _fieller(t, var_t, c, var_c, z)
-    return Change(c, t, rel, low, high, p)
+    return _Compared(t, c, rel, var_t, var_c, math.sqrt(var_t + var_c))
 
 
 def _with_spread(var_t: float | None, var_c: float | None) -> tuple[float, float] | None:
@@ -199,14 +223,10 @@ def sequential_change(t: float | None, var_t: float | None, c: float | None,
     >>> round(ch.ci_low, 4), round(ch.ci_high, 4), ch.p_value < 0.05
     (0.0136, 0.1946, True)
     """
-    if t is None or c is None or c == 0:
-        return Change(c, t, None, None, None)
-    rel = (t - c) / abs(c)
-    spread = _with_spread(var_t, var_c)
-    if spread is None:
-        return Change(c, t, rel, None, None)
-    var_t, var_c = spread
-    sd = math.sqrt(var_t + var_c)
+    start = _compared(t, var_t, c, var_c)
+    if isinstance(start, Change):
+        return start
+    t, c, rel, var_t, var_c, sd = start
     if sd <= _ROUNDING * max(1.0, abs(c), abs(t)):
         return Change(c, t, rel, None, None)
     b = anytime_bound(Difference(t - c, sd * sd, users), alpha, tuning_users, "two")

@@ -5,6 +5,7 @@ rate."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from rtrl.worlds.code_world import rate_text
 
 if TYPE_CHECKING:
     from rtrl.run.rounds import TrainingRounds
+    from rtrl.worlds.token_world import RoundFigures
 
 
 def print_summary(rounds: TrainingRounds, db: Path) -> None:
@@ -69,14 +71,11 @@ def print_code_rounds(rounds: TrainingRounds, measured: dict[str, float]) -> Non
           "no user asks, never trained on):")  # fmt: skip
     print(f"  {'round':>5} {'served by':<15} {'users':>5} {'passed':>6} {'kept':>5} "
           f"{'dissat':>6} {'reward':>7} {'held-out':<16} candidate")  # fmt: skip
-    for i, f in enumerate(rounds.figures):
+    for i, f, reward, candidate in _round_rows(rounds, measured):
         n = f.interactions
-        reward = measured.get(f.checkpoint_id)
-        decision = rounds.decisions[i] if i < len(rounds.decisions) else None
-        print(f"  {i + 1:>5} {f.checkpoint_id:<15} {n:>5} {f.passed / n:>6.2f} {f.kept / n:>5.2f} "
-              f"{f.dissatisfied / n:>6.2f} {'-' if reward is None else f'{reward:+.3f}':>7} "
-              f"{rate_text(rounds.held_out.get(f.checkpoint_id)):<16} "
-              f"{f'{decision.checkpoint_id} {decision.status}' if decision else '-'}")  # fmt: skip
+        print(f"  {i:>5} {f.checkpoint_id:<15} {n:>5} {f.passed / n:>6.2f} {f.kept / n:>5.2f} "
+              f"{f.dissatisfied / n:>6.2f} {reward:>7} "
+              f"{rate_text(rounds.held_out.get(f.checkpoint_id)):<16} {candidate}")  # fmt: skip
     _print_rejections_and_cycles(rounds)
 
 
@@ -88,17 +87,26 @@ def print_agent_rounds(rounds: TrainingRounds, measured: dict[str, float]) -> No
           "invalid tool calls of all calls):")  # fmt: skip
     print(f"  {'round':>5} {'served by':<15} {'users':>5} {'solved':>6} {'kept':>5} "
           f"{'broken':>13} {'dissat':>6} {'reward':>7}  candidate")  # fmt: skip
-    for i, f in enumerate(rounds.figures):
+    for i, f, reward, candidate in _round_rows(rounds, measured):
         n = f.interactions
-        reward = measured.get(f.checkpoint_id)
-        decision = rounds.decisions[i] if i < len(rounds.decisions) else None
         share = f.broken_tool_calls / f.tool_calls if f.tool_calls else 0.0
         broken = f"{share:.2f} ({f.broken_tool_calls}/{f.tool_calls})"
-        print(f"  {i + 1:>5} {f.checkpoint_id:<15} {n:>5} {f.passed / n:>6.2f} {f.kept / n:>5.2f} "
-              f"{broken:>13} {f.dissatisfied / n:>6.2f} "
-              f"{'-' if reward is None else f'{reward:+.3f}':>7}  "
-              f"{f'{decision.checkpoint_id} {decision.status}' if decision else '-'}")  # fmt: skip
+        print(f"  {i:>5} {f.checkpoint_id:<15} {n:>5} {f.passed / n:>6.2f} {f.kept / n:>5.2f} "
+              f"{broken:>13} {f.dissatisfied / n:>6.2f} {reward:>7}  {candidate}")  # fmt: skip
     _print_rejections_and_cycles(rounds)
+
+
+def _round_rows(
+    rounds: TrainingRounds, measured: dict[str, float]
+) -> Iterator[tuple[int, RoundFigures, str, str]]:
+    """Each round of a world's table: its number, its figures, the reward the platform
+    measured for its served checkpoint and the candidate trained on it, as the table shows
+    them ("-": none)."""
+    for i, f in enumerate(rounds.figures):
+        reward = measured.get(f.checkpoint_id)
+        decision = rounds.decisions[i] if i < len(rounds.decisions) else None
+        candidate = f"{decision.checkpoint_id} {decision.status}" if decision else "-"
+        yield i + 1, f, "-" if reward is None else f"{reward:+.3f}", candidate
 
 
 WATCHED = ("invalid_tool_call_rate", "clarifying_rate", "edit_rate")

@@ -4,12 +4,9 @@ shows the tests so a second write can repair."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import httpx2
 import jsonschema
-import openai
 import pytest
 
 from agent.tasks import get_task, load_tasks
@@ -23,6 +20,7 @@ from agent.tool_schemas import (
 )
 from agent.workspace import MODULE, Workspace
 from models.constraint import tool_call_constraint
+from tests.support.scripted_gateway import ScriptedGateway, tool_call
 
 TASK = get_task("double")
 
@@ -65,56 +63,30 @@ def test_the_constrained_tools_compile_to_a_grammar_for_each_turn() -> None:
         assert '"additionalProperties": false' in constraint.grammar
 
 
-class Script:
-    """A gateway that answers each request with the next scripted call, keeping what it was
-    sent."""
-
-    def __init__(self, *calls: tuple[str, dict[str, Any]]) -> None:
-        self.calls = list(calls)
-        self.sent: list[dict[str, Any]] = []
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        self.sent.append(json.loads(request.content))
-        name, arguments = self.calls.pop(0)
-        call = {"id": f"call_{len(self.sent)}", "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
-        message = {"role": "assistant", "content": None, "tool_calls": [call]}
-        choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
-        body = {"id": "c", "object": "chat.completion", "created": 0, "model": "default",
-                "choices": [choice]}  # fmt: skip
-        headers = {"x-rtrl-interaction-id": "i_run1", "x-rtrl-checkpoint-id": "ck-1"}
-        return httpx2.Response(200, json=body, headers=headers)
-
-    def client(self) -> openai.OpenAI:
-        http = httpx2.Client(transport=httpx2.MockTransport(self))
-        return openai.OpenAI(base_url="http://gateway/v1", api_key="k", http_client=http,
-                             max_retries=0)  # fmt: skip
-
-
 def test_a_constrained_run_names_write_file_first_then_requires_one_of_three_tools() -> None:
     wrong = "def double(x):\n    return x + 1\n"
-    script = Script(("write_file", {"path": MODULE, "content": wrong}),
-                    ("write_file", {"path": MODULE, "content": TASK.reference}),
-                    ("finish", {}))  # fmt: skip
+    script = ScriptedGateway(tool_call("write_file", path=MODULE, content=wrong),
+                             tool_call("write_file", path=MODULE, content=TASK.reference),
+                             tool_call("finish"))  # fmt: skip
     with Workspace(TASK) as repo:
         run = run_agent(script.client(), repo, "u1", AgentSettings(constrained=True))
         assert repo.module() == TASK.reference
     assert run.ended == "finish" and len(script.sent) == 3
-    first, *later = script.sent
+    first, *later = script.bodies
     assert first["tool_choice"] == {"type": "function", "function": {"name": "write_file"}}
     assert all(r["tool_choice"] == "required" for r in later)
-    for request in script.sent:
+    for request in script.bodies:
         assert [t["function"]["name"] for t in request["tools"]] == list(CONSTRAINED_TOOLS)
         assert request["parallel_tool_calls"] is False
     # the first write's result shows the failing visible test: the second write repairs it
-    shown = script.sent[1]["messages"][-1]["content"]
+    shown = script.bodies[1]["messages"][-1]["content"]
     assert shown.startswith(f"wrote {MODULE}") and "FAILED: double(" in shown
-    assert script.sent[2]["messages"][-1]["content"].endswith("2 of 2 tests passed")
+    assert script.bodies[2]["messages"][-1]["content"].endswith("2 of 2 tests passed")
 
 
 def test_an_unconstrained_run_asks_for_no_tool_choice() -> None:
-    script = Script(("finish", {}))
+    script = ScriptedGateway(tool_call("finish"))
     with Workspace(TASK) as repo:
         run_agent(script.client(), repo, "u1", AgentSettings())
-    assert "tool_choice" not in script.sent[0]
-    assert len(script.sent[0]["tools"]) == len(all_tools())
+    assert "tool_choice" not in script.bodies[0]
+    assert len(script.bodies[0]["tools"]) == len(all_tools())

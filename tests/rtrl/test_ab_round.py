@@ -8,16 +8,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from checkpoints.store import CheckpointRegistry
-from infra.topics import TopicNames
 from models.sampling import SamplingParams
 from rtrl.run.ab_round import EXPERIMENT, arms, run_final_ab
 from rtrl.run.gateway import GatewaySetup
 from rtrl.worlds.token_users import Taste
 from serving.routing import parse_arms
-from tests.support.checkpoints import register_variant
-from tests.support.gateway import api_key
-from tests.support.kafka import free_port_block
 
 
 class Recorder:
@@ -31,20 +26,11 @@ class Recorder:
 
 
 def test_the_users_are_split_by_the_gateway_and_report_its_arm(
-    tmp_path: Path, registry: CheckpointRegistry, kafka_bootstrap: str, topic_names: TopicNames
+    tmp_path: Path, ab_gateway: GatewaySetup
 ) -> None:
-    register_variant(registry, "t-0001", "t-0000", seed=3)
-    setup = GatewaySetup(
-        str(registry.root),
-        str(tmp_path / "keys.sqlite"),
-        ["--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix],
-        free_port_block(1),
-        api_key(tmp_path / "keys.sqlite"),
-        seed=5,
-    )
     recorder = Recorder()
     users = 40
-    served = run_final_ab(setup, "t-0000", "t-0001", recorder, Taste(432), users,  # type: ignore[arg-type]
+    served = run_final_ab(ab_gateway, "t-0000", "t-0001", recorder, Taste(432), users,  # type: ignore[arg-type]
                           SamplingParams(max_tokens=4), tmp_path / "gateway.log")  # fmt: skip
 
     split = parse_arms(EXPERIMENT, arms("t-0000", "t-0001"))

@@ -14,7 +14,6 @@ tiny model lands every run's interaction in the warehouse and writes the round's
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,6 @@ from typing import Any
 import duckdb
 import httpx
 import httpx2
-import openai
 import pytest
 
 from agent.sandbox import grade
@@ -46,6 +44,7 @@ from rtrl.worlds.http_users import Later
 from tests.support.gateway import Serve, api_key
 from tests.support.kafka import free_port_block
 from tests.support.rtrl_run import run_rtrl
+from tests.support.scripted_gateway import ScriptedGateway, tool_call
 
 TASK = get_task("is_even")
 
@@ -112,47 +111,11 @@ def test_the_repository_holds_a_stub_and_visible_tests_never_a_hidden_case() -> 
 # -- scripted answers -------------------------------------------------------------------------
 
 
-class Script:
-    """A gateway that answers each request with the next scripted message (or response), under
-    one interaction id, and keeps what it was sent."""
-
-    def __init__(self, *answers: dict[str, Any] | httpx2.Response) -> None:
-        self.answers = list(answers)
-        self.sent: list[tuple[httpx2.Headers, dict[str, Any]]] = []
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        self.sent.append((request.headers, json.loads(request.content)))
-        answer = self.answers.pop(0)
-        if isinstance(answer, httpx2.Response):
-            return answer
-        finish = "tool_calls" if "tool_calls" in answer else "stop"
-        choice = {"index": 0, "message": {"role": "assistant", **answer}, "finish_reason": finish}
-        usage = {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}
-        body = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "default",
-                "choices": [choice], "usage": usage}  # fmt: skip
-        headers = {"x-rtrl-interaction-id": "i_run1", "x-rtrl-checkpoint-id": "ck-1"}
-        return httpx2.Response(200, json=body, headers=headers)
-
-    def client(self) -> openai.OpenAI:
-        http = httpx2.Client(transport=httpx2.MockTransport(self))
-        return openai.OpenAI(base_url="http://gateway/v1", api_key="k", http_client=http,
-                             max_retries=0)  # fmt: skip
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    call_id = f"call_{uuid7()[-12:]}"
-    function = {"name": name, "arguments": json.dumps(arguments)}
-    return {
-        "content": None,
-        "tool_calls": [{"id": call_id, "type": "function", "function": function}],
-    }
-
-
 def text(content: str) -> dict[str, Any]:
     return {"content": content}
 
 
-def played(script: Script, settings: AgentSettings | None = None,
+def played(script: ScriptedGateway, settings: AgentSettings | None = None,
            parent: Path | None = None) -> tuple:  # fmt: skip
     """Run the agent on the script, react by the rule; the run, the outcome, its events (the
     second look's included, each validated by the contract) and the module after the run."""
@@ -174,8 +137,11 @@ def kinds(events: list[dict[str, Any]]) -> list[tuple[str, Any]]:
 
 
 def test_a_solving_run_writes_the_file_runs_the_tests_and_is_kept() -> None:
-    script = Script(call("write_file", path=MODULE, content=TASK.reference), call("run_tests"),
-                    call("finish"))  # fmt: skip
+    script = ScriptedGateway(
+        tool_call("write_file", path=MODULE, content=TASK.reference),
+        tool_call("run_tests"),
+        tool_call("finish"),
+    )
     run, outcome, events, module = played(script)
     assert module == TASK.reference  # the call was carried out in the repository
     assert run.ended == "finish" and len(script.sent) == 3 and outcome.solved
@@ -202,8 +168,10 @@ def test_a_solving_run_writes_the_file_runs_the_tests_and_is_kept() -> None:
 
 def test_a_wrong_edit_is_accepted_then_reverted() -> None:
     wrong = "def is_even(n):\n    return True\n"
-    run, outcome, events, _ = played(Script(call("write_file", path=MODULE, content=wrong),
-                                            text("Done."), text("Done.")))  # fmt: skip
+    script = ScriptedGateway(
+        tool_call("write_file", path=MODULE, content=wrong), text("Done."), text("Done.")
+    )
+    run, outcome, events, _ = played(script)
     assert run.ended == "answered" and not outcome.solved
     assert outcome.reaction.accepted and outcome.reaction.reverted
     assert [e["type"] for e in events][-3:] == ["edit.accepted", "edit.reverted", "followup.sent"]
@@ -211,8 +179,8 @@ def test_a_wrong_edit_is_accepted_then_reverted() -> None:
 
 def test_a_broken_call_is_reported_invalid_and_the_model_is_asked_again() -> None:
     broken = '<tool_call>\n{"name": "write_file", "arguments": {"path": 1}}'  # cut off
-    script = Script(text(broken), text('<tool_call>\n{"name": "is_even"}\n</tool_call>'),
-                    text("I cannot."), text("Sorry."))  # fmt: skip
+    script = ScriptedGateway(text(broken), text('<tool_call>\n{"name": "is_even"}\n</tool_call>'),
+                             text("I cannot."), text("Sorry."))  # fmt: skip
     run, outcome, events, module = played(script)
     assert kinds(events) == [("agent.tool_call", "write_file"), ("agent.tool_call", "unknown")]
     assert not any(e["payload"]["valid"] for e in events if e["type"] == "agent.tool_call")
@@ -231,8 +199,12 @@ def test_a_broken_call_is_reported_invalid_and_the_model_is_asked_again() -> Non
 def test_a_path_outside_the_repository_is_an_invalid_call_that_reads_nothing(tmp_path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("the parent's secret")
-    script = Script(call("read_file", path=str(secret)), call("write_file", path="../x.py",
-                    content="x"), call("read_file", path="nope.py"), call("finish"))  # fmt: skip
+    script = ScriptedGateway(
+        tool_call("read_file", path=str(secret)),
+        tool_call("write_file", path="../x.py", content="x"),
+        tool_call("read_file", path="nope.py"),
+        tool_call("finish"),
+    )
     (tmp_path / "repos").mkdir()
     run, _, events, _ = played(script, parent=tmp_path / "repos")
     calls = [(e["payload"]["tool"], e["payload"]["valid"]) for e in events
@@ -247,7 +219,7 @@ def test_a_path_outside_the_repository_is_an_invalid_call_that_reads_nothing(tmp
 
 
 def test_the_budget_ends_a_run() -> None:
-    script = Script(*(call("run_tests") for _ in range(3)))
+    script = ScriptedGateway(*(tool_call("run_tests") for _ in range(3)))
     run, _, events, _ = played(script, AgentSettings(max_calls=3))
     assert run.ended == "budget" and len(script.sent) == 3
     assert sum(e["type"] == "agent.tool_call" for e in events) == 3
@@ -257,7 +229,7 @@ def test_an_over_long_history_ends_the_run() -> None:
     error = {"message": "too long", "type": "invalid_request_error",
              "code": "context_length_exceeded"}  # fmt: skip
     refused = httpx2.Response(400, json={"error": error})
-    run, _, events, _ = played(Script(call("run_tests"), refused))
+    run, _, events, _ = played(ScriptedGateway(tool_call("run_tests"), refused))
     assert run.ended == "context" and len(run.steps) == 1
     assert kinds(events) == [("agent.tool_call", "run_tests")]
     assert [e["type"] for e in events][-2:] == ["interaction.completed", "followup.sent"]

@@ -13,8 +13,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from checkpoints.store import CheckpointRegistry
-from infra.topics import TopicNames
 from models.sampling import SamplingParams
 from rewards.config import RewardConfig
 from rewards.function import compute_record
@@ -22,9 +20,6 @@ from rtrl.run.ab_round import EXPERIMENT, run_final_ab
 from rtrl.run.gateway import GatewaySetup
 from rtrl.worlds.token_users import Taste
 from rtrl.worlds.token_world import LOOK_AGAIN_S
-from tests.support.checkpoints import register_variant
-from tests.support.gateway import api_key
-from tests.support.kafka import free_port_block
 from tests.support.warehouse import land
 from warehouse.catalog import build_catalog
 from warehouse.report import ab_report
@@ -49,20 +44,11 @@ class EventLog:
 
 
 def test_the_closing_ab_reports_kept_edits_followups_and_latency(
-    tmp_path: Path, registry: CheckpointRegistry, kafka_bootstrap: str, topic_names: TopicNames
+    tmp_path: Path, ab_gateway: GatewaySetup
 ) -> None:
-    register_variant(registry, "t-0001", "t-0000", seed=3)
-    setup = GatewaySetup(
-        str(registry.root),
-        str(tmp_path / "keys.sqlite"),
-        ["--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix],
-        free_port_block(1),
-        api_key(tmp_path / "keys.sqlite"),
-        seed=5,
-    )
     log = EventLog()
     users = 150
-    run_final_ab(setup, "t-0000", "t-0001", log, Taste(432), users,  # type: ignore[arg-type]
+    run_final_ab(ab_gateway, "t-0000", "t-0001", log, Taste(432), users,  # type: ignore[arg-type]
                  SamplingParams(max_tokens=8), tmp_path / "gateway.log")  # fmt: skip
 
     by_interaction: dict[str, list[dict]] = defaultdict(list)

@@ -41,7 +41,7 @@ reexec_in_venv(__file__)
 
 import numpy as np  # noqa: E402
 
-from release.gate import GateConfig, attempt_level, decide  # noqa: E402
+from release.gate import attempt_level  # noqa: E402
 from release.offpolicy_bound import (  # noqa: E402
     BM_CENTRED_METHOD,
     BM_METHOD,
@@ -59,25 +59,16 @@ from tests.release.worlds import (  # noqa: E402
     RETRY_WORLD,
     STRONG_TASTES,
     World,
+    promoted,
+    promotion_rate,
     retry_candidate,
 )
 
-CONFIG = GateConfig(min_examples=1, min_users=1)
 FIRST = attempt_level(0.95, 1)
 
 
 def _se(rate: float, trials: int) -> float:
     return math.sqrt(max(rate * (1 - rate), 1e-12) / trials)
-
-
-def _rate(world: World, trials: int, seed: int, resamples: int, **kwargs: object) -> float:
-    rng = np.random.default_rng(seed)
-    passed = 0
-    for trial in range(trials):
-        draw = world.draw(rng, world.population(rng))
-        estimate = draw.estimate(resamples=resamples, seed=trial, **kwargs)  # type: ignore[arg-type]
-        passed += decide(estimate, [], CONFIG).passed
-    return passed / trials
 
 
 def _row(what: str, world: World | None, nominal: str, rate: float, trials: int) -> list:
@@ -99,7 +90,7 @@ def _retries(trials: int, resamples: int, spend: bool) -> list[float]:
             estimate = data.scored_by(retry_candidate(attempt)).estimate(
                 resamples=resamples, seed=trial * 8 + attempt, level=level
             )
-            if decide(estimate, [], CONFIG).passed:
+            if promoted(estimate):
                 first[attempt] += 1
                 break
     return list(np.cumsum(first) / trials)
@@ -113,7 +104,7 @@ def _strong_tastes(n: int) -> list[list]:
                           (BM_METHOD, "clipped, Bell-McCaffrey df (before)"),
                           (BM_CENTRED_METHOD, "centred, Bell-McCaffrey df (before)")):  # fmt: skip
         kwargs = {} if method is None else {"method": method}
-        rate = _rate(STRONG_TASTES, n, 9, 0, level=0.95, **kwargs)
+        rate = promotion_rate(STRONG_TASTES, n, 9, 0, level=0.95, **kwargs)
         rows.append(_row(f"{STRONG_TASTES.name}: {label}", STRONG_TASTES, "0.050", rate, n))
         print(rows[-1], flush=True)
     return rows
@@ -123,12 +114,13 @@ def _censored(n: int, b: int) -> list[list]:
     rows = []
     for world in (CENSORED_DRIFT, CENSORED_HACK, CENSORED_GAIN):
         nominal = f"{1 - FIRST:.3f}" if world.true_gain() <= 0 else "power"
-        rows.append(_row(f"{world.name} (attempt 1)", world, nominal,
-                         _rate(world, n, 7, b, level=FIRST), n))  # fmt: skip
-        rows.append(_row("… centred, full support", world, nominal,
-                         _rate(world, n, 7, b, level=FIRST, method=CENTRED_METHOD), n))  # fmt: skip
-        rows.append(_row("… censored dropped (before)", world, nominal,
-                         _rate(world, n, 7, b, level=FIRST, scored_only=True), n))  # fmt: skip
+        for label, options in (
+            (f"{world.name} (attempt 1)", {}),
+            ("… centred, full support", {"method": CENTRED_METHOD}),
+            ("… censored dropped (before)", {"scored_only": True}),
+        ):
+            rate = promotion_rate(world, n, 7, b, level=FIRST, **options)
+            rows.append(_row(label, world, nominal, rate, n))
         print(*rows[-3:], sep="\n", flush=True)
     return rows
 
@@ -152,32 +144,34 @@ def main() -> int:
     rows = _strong_tastes(n)
     for world in (*NULL_WORLDS, FEW_USERS):
         for level, label in ((FIRST, "attempt 1"), (0.95, "alpha 0.05")):
-            rate = _rate(world, n, 1, b, level=level)
+            rate = promotion_rate(world, n, 1, b, level=level)
             rows.append(_row(f"{world.name} ({label})", world, f"{1 - level:.3f}", rate, n))
-            rate = _rate(world, n, 1, b, level=level, method=PERCENTILE_METHOD)
+            rate = promotion_rate(world, n, 1, b, level=level, method=PERCENTILE_METHOD)
             rows.append(_row(f"… percentile bootstrap ({label})", world, f"{1 - level:.3f}", rate,
                              n))  # fmt: skip
-            rate = _rate(world, n, 1, b, level=level, method=CENTRED_METHOD)
+            rate = promotion_rate(world, n, 1, b, level=level, method=CENTRED_METHOD)
             rows.append(_row(f"… centred, full support ({label})", world, f"{1 - level:.3f}",
                              rate, n))  # fmt: skip
-        rate = _rate(world, n, 1, b, level=0.95, by_interaction=True)
+        rate = promotion_rate(world, n, 1, b, level=0.95, by_interaction=True)
         rows.append(_row(f"{world.name} (by interaction)", world, "0.050", rate, n))
         print(*rows[-7:], sep="\n", flush=True)
-    rows.append(_row("collapse (attempt 1)", COLLAPSE, f"{1 - FIRST:.3f}",
-                     _rate(COLLAPSE, n, 2, b, level=FIRST), n))  # fmt: skip
-    rows.append(_row("… centred, full support", COLLAPSE, f"{1 - FIRST:.3f}",
-                     _rate(COLLAPSE, n, 2, b, level=FIRST, method=CENTRED_METHOD), n))  # fmt: skip
+    for label, options in (
+        ("collapse (attempt 1)", {}),
+        ("… centred, full support", {"method": CENTRED_METHOD}),
+    ):
+        rate = promotion_rate(COLLAPSE, n, 2, b, level=FIRST, **options)
+        rows.append(_row(label, COLLAPSE, f"{1 - FIRST:.3f}", rate, n))
     for spend, label in ((True, "alpha split"), (False, "alpha each time")):
         within = _retries(n, b, spend)
         for k in (1, 4, 8):
             rows.append(_row(f"retries, {label}, within {k}", None, "0.050", within[k], n))
         print(*rows[-3:], sep="\n", flush=True)
     for world in POWER_WORLDS:
-        rate = _rate(world, n, 4, b, level=FIRST)
+        rate = promotion_rate(world, n, 4, b, level=FIRST)
         rows.append(_row(f"power: {world.name} (attempt 1)", world, f"{1 - FIRST:.3f}", rate, n))
-        rate = _rate(world, n, 4, b, level=FIRST, method=PERCENTILE_METHOD)
+        rate = promotion_rate(world, n, 4, b, level=FIRST, method=PERCENTILE_METHOD)
         rows.append(_row("… percentile bootstrap", world, f"{1 - FIRST:.3f}", rate, n))
-        rate = _rate(world, n, 4, b, level=FIRST, method=CENTRED_METHOD)
+        rate = promotion_rate(world, n, 4, b, level=FIRST, method=CENTRED_METHOD)
         rows.append(_row("… centred, full support", world, f"{1 - FIRST:.3f}", rate, n))
     rows += _censored(n, b)
     print(format_table(header, rows))

@@ -19,26 +19,28 @@ import math
 import numpy as np
 import pytest
 
-from release.gate import GateConfig, attempt_level, decide
+from release.gate import attempt_level
 from release.offpolicy_bound import (
     BM_CENTRED_METHOD,
     BM_METHOD,
     CENTRED_METHOD,
     METHOD,
     PERCENTILE_METHOD,
-    Estimate,
 )
+from tests.release import worlds
 from tests.release.worlds import (
     CENSORED_DRIFT,
     CENSORED_GAIN,
     CENSORED_HACK,
     COLLAPSE,
     FEW_USERS,
+    GATE_CONFIG,
     NULL_WORLDS,
     POWER_WORLDS,
     RETRY_WORLD,
     STRONG_TASTES,
     World,
+    promoted,
     retry_candidate,
 )
 
@@ -46,24 +48,14 @@ BOUNDS = (METHOD, CENTRED_METHOD)
 TRIALS = 200
 NULL_TRIALS = 400
 RESAMPLES = 500
-CONFIG = GateConfig(min_examples=1, min_users=1)
 
 
 def ceiling(alpha: float, trials: int = TRIALS) -> float:
     return alpha + 3 * math.sqrt(alpha * (1 - alpha) / trials)
 
 
-def promoted(estimate: Estimate) -> bool:
-    return decide(estimate, [], CONFIG).passed
-
-
 def promotion_rate(world: World, seed: int, trials: int = TRIALS, **kwargs: object) -> float:
-    rng = np.random.default_rng(seed)
-    passed = 0
-    for trial in range(trials):
-        draw = world.draw(rng, world.population(rng))
-        passed += promoted(draw.estimate(resamples=RESAMPLES, seed=trial, **kwargs))  # type: ignore[arg-type]
-    return passed / trials
+    return worlds.promotion_rate(world, trials, seed, RESAMPLES, **kwargs)
 
 
 @pytest.mark.parametrize("method", BOUNDS)
@@ -175,8 +167,8 @@ def test_a_candidate_that_piles_onto_a_disliked_rare_completion_is_rejected(meth
     # the world is the hard one: inside the KL and ESS limits on clipped weights (the rare
     # completion's whole weight, 21, is what the untruncated ESS sees), and the truncated
     # self-normalised estimate saw a gain where there is a loss
-    assert np.mean(kls) < CONFIG.max_kl
-    assert (np.mean(ess) > CONFIG.min_ess_fraction) == (method == METHOD)
+    assert np.mean(kls) < GATE_CONFIG.max_kl
+    assert (np.mean(ess) > GATE_CONFIG.min_ess_fraction) == (method == METHOD)
     assert np.mean(old_gains) > 0.05
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from release.gate import GateConfig, decide
 from release.offpolicy_bound import Estimate, estimate_gain
 
 
@@ -205,3 +206,24 @@ def retry_candidate(attempt: int) -> tuple[float, ...]:
     probs[attempt % RETRY_TYPES + 1] += 0.24
     probs[0] -= 0.24
     return tuple(float(p) for p in probs)
+
+
+# The whole gate, but for its sample floors: these worlds are small on purpose.
+GATE_CONFIG = GateConfig(min_examples=1, min_users=1)
+
+
+def promoted(estimate: Estimate) -> bool:
+    return decide(estimate, [], GATE_CONFIG).passed
+
+
+def promotion_rate(
+    world: World, trials: int, seed: int, resamples: int, **estimate_options: object
+) -> float:
+    """The share of ``trials`` seeded draws of ``world`` whose estimate (``resamples``, and the
+    options of :meth:`Draw.estimate`) the gate promotes."""
+    rng = np.random.default_rng(seed)
+    passed = 0
+    for trial in range(trials):
+        draw = world.draw(rng, world.population(rng))
+        passed += promoted(draw.estimate(resamples=resamples, seed=trial, **estimate_options))  # type: ignore[arg-type]
+    return passed / trials

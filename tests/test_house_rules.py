@@ -26,9 +26,6 @@ EXCEPTIONS: dict[str, str] = {
     "they are declared); not split yet",
     "rewards.function:_build_record": "reward v1's record, term by term in the spec's order "
     "(docs/contracts/reward-v1.md), so that it reads against the spec line by line",
-    "warehouse.cli:register": "the warehouse's command tree (sink, catalog, compact, batches, "
-    "report, forget): parsers and their descriptions, each command's options from its "
-    "settings class",
     "trainer.learner:update": "the update's entry point: the model, the runs, the optimizer "
     "state, the resume and progress hooks and the gate's KL limit, each a caller's to give",
     "trainer.service:train_once": "one `rtrl train` round from its options: publish what is "

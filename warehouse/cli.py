@@ -49,6 +49,37 @@ def _add_root(p: argparse.ArgumentParser, db: bool = True) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_warehouse(sub)
+    _register_batches(sub)
+    rsub = add_group(sub, "report", help="reports on the warehouse", metavar="REPORT")
+    add_command(
+        rsub,
+        "ab",
+        _report_ab,
+        AB_REPORT_OPTIONS,
+        help="A/B experiment: per-arm metrics, relative change, 95%% CI, p-value, SRM check",
+        description="Kept edits, dissatisfied follow-ups, latency (mean, p50) "
+        "and mean reward per arm; each treatment against the control arm, with its 95% CI, "
+        "two-sided p-value and that p-value adjusted by Holm across every arm and metric of the "
+        "report (compare it with 0.05 for a 5 % chance of any false alarm); and the "
+        "sample-ratio-mismatch check of the users per arm (chi-square, alarm at p < 0.001). "
+        "With --sequential, anytime-valid intervals and p-values instead, for a mart refreshed "
+        "and read repeatedly. The numbers are those of the ab_report and ab_srm marts.",
+    )
+    add_command(
+        sub,
+        "forget",
+        _forget,
+        FORGET_OPTIONS,
+        help="remove a user's rows from every table and file",
+        description="Sends a tombstone for each of the user's interactions to the "
+        "compacted rewards topic, rewrites every warehouse file holding the user, "
+        "records them so the sink and batch builder drop their future rows, and "
+        "rebuilds the catalog. If Kafka fails nothing is rewritten: run it again.",
+    )
+
+
+def _register_warehouse(sub: argparse._SubParsersAction) -> None:
     wsub = add_group(sub, "warehouse",
                      help="land Kafka topics in Parquet and build the DuckDB catalog",
                      description="The sink writes rewards, the raw event archive, rollouts, "
@@ -86,6 +117,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(asks Kafka), unless --all says no sink is running.",
     )
 
+
+def _register_batches(sub: argparse._SubParsersAction) -> None:
     bsub = add_group(sub, "batches", help="build and list training batches (quality-gated)")
     bb = add_command(
         bsub,
@@ -103,33 +136,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     BUILD_OPTIONS.add_to(bb)
     add_watch_args(bb, "rebuild the catalog, then build and announce what is due", 60.0)
     add_command(bsub, "list", _batches_list, BATCH_LIST_OPTIONS, help="show the manifest")
-
-    rsub = add_group(sub, "report", help="reports on the warehouse", metavar="REPORT")
-    add_command(
-        rsub,
-        "ab",
-        _report_ab,
-        AB_REPORT_OPTIONS,
-        help="A/B experiment: per-arm metrics, relative change, 95%% CI, p-value, SRM check",
-        description="Kept edits, dissatisfied follow-ups, latency (mean, p50) "
-        "and mean reward per arm; each treatment against the control arm, with its 95% CI, "
-        "two-sided p-value and that p-value adjusted by Holm across every arm and metric of the "
-        "report (compare it with 0.05 for a 5 % chance of any false alarm); and the "
-        "sample-ratio-mismatch check of the users per arm (chi-square, alarm at p < 0.001). "
-        "With --sequential, anytime-valid intervals and p-values instead, for a mart refreshed "
-        "and read repeatedly. The numbers are those of the ab_report and ab_srm marts.",
-    )
-    add_command(
-        sub,
-        "forget",
-        _forget,
-        FORGET_OPTIONS,
-        help="remove a user's rows from every table and file",
-        description="Sends a tombstone for each of the user's interactions to the "
-        "compacted rewards topic, rewrites every warehouse file holding the user, "
-        "records them so the sink and batch builder drop their future rows, and "
-        "rebuilds the catalog. If Kafka fails nothing is rewritten: run it again.",
-    )
 
 
 def _store(root: str | None, *, must_exist: bool = True):  # noqa: ANN202

@@ -4,6 +4,7 @@ child that must not outlive its parent, a parent that passes a stop on."""
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
 import signal
 import sys
@@ -12,6 +13,17 @@ from contextlib import contextmanager
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+STACKS_SIGNAL = signal.SIGUSR1
+
+
+def dump_stacks_on_signal(signum: int = STACKS_SIGNAL) -> None:
+    """On ``signum``, write every thread's Python stack to stderr (a stage's log) and go on.
+
+    Why: a process that stopped making progress says nothing in its log, and a deadline that
+    only stops it leaves no word of where it waited. ``kill -USR1 PID`` (or a test's deadline,
+    ``tests/support/rtrl_run.py``) asks; the dump is written from the signal handler itself,
+    so it comes even when the main thread is blocked in C or holds the GIL."""
+    faulthandler.register(signum, file=sys.stderr, all_threads=True, chain=False)
 
 
 def die_with_parent(parent_pid: int) -> None:

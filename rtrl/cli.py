@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from infra.cli import explain
 from infra.kafka_errors import KafkaRefused
+from infra.lifetime import dump_stacks_on_signal
 
 # What a user's input causes: said in a sentence, not a traceback.
 _USER_ERRORS = (
@@ -68,6 +69,7 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_T
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    dump_stacks_on_signal()  # first, before the stages' modules load (seconds under load)
     os.environ.update(OFFLINE)
     parser = build_parser()
     args = parser.parse_args(argv)

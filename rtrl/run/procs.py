@@ -66,16 +66,21 @@ def run_stage(
 ) -> str:
     """Run a one-shot `rtrl` subcommand to completion; return its output, raise when its exit
     code is not one of ``ok``. Its log (stderr) reaches ``log_file`` as it is written, so a
-    long stage's progress can be followed there; its output follows when it ends."""
+    long stage's progress can be followed there; its output follows when it ends. It dies with
+    the run, as a :class:`Stage` does: a run killed during `rtrl train` left the round training
+    on every core, with its llama-server, for the tests after it."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
+    run = os.getpid()
     with open(log_file, "a") as log_out:
         start = log_out.tell()
         done = subprocess.run(
             [sys.executable, "-m", "rtrl.cli", *args],
             stdout=subprocess.PIPE,
             stderr=log_out,
+            stdin=subprocess.DEVNULL,
             text=True,
             timeout=timeout,
+            preexec_fn=lambda: die_with_parent(run),  # the main thread runs every stage
         )
         log_out.write(done.stdout)
     if done.returncode not in ok:

@@ -1,15 +1,17 @@
 """A stage of `rtrl run` dies with the run: a run killed before its ``finally`` stopped its
 stages (a deadline's SIGINT, then SIGKILL) used to leave its collector behind, holding a port
-for the tests after it."""
+for the tests after it, and a one-shot stage (`rtrl train`) training on every core."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from infra.ports import free_port_block
+from tests.support.rtrl_run import process_tree
 
 REPO = Path(__file__).resolve().parents[2]
 _RUN = """
@@ -20,6 +22,14 @@ args = ["collector", "--port", sys.argv[1], "--db", sys.argv[2], "--bootstrap", 
 stage = Stage("collector", args, Path(sys.argv[3])).start()
 print(stage.proc.pid, flush=True)
 time.sleep(600)
+"""
+
+# a one-shot stage that never ends: `rtrl broker start` asking a `java -version` that never answers
+_ONE_SHOT = """
+import sys
+from pathlib import Path
+from rtrl.run.procs import run_stage
+run_stage("broker", ["broker", "start", "--data-dir", sys.argv[1]], Path(sys.argv[2]))
 """
 
 
@@ -50,4 +60,32 @@ def test_a_stage_dies_with_a_run_killed_before_it_stopped_its_stages(tmp_path: P
         if time.monotonic() > deadline:
             subprocess.run(["kill", "-9", str(stage)], check=False)
             raise AssertionError("the collector outlived the run that started it")
+        time.sleep(0.05)
+
+
+def test_a_one_shot_stage_dies_with_a_run_killed_while_it_ran(tmp_path: Path) -> None:
+    java = tmp_path / "bin" / "java"
+    java.parent.mkdir()
+    java.write_text("#!/bin/sh\nexec sleep 30\n")
+    java.chmod(0o755)
+    env = {**os.environ, "PATH": f"{java.parent}{os.pathsep}{os.environ['PATH']}"}
+    run = subprocess.Popen(
+        [sys.executable, "-c", _ONE_SHOT, str(tmp_path / "kafka"), str(tmp_path / "b.log")],
+        cwd=REPO,
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    while not (stages := process_tree()[0].get(run.pid, [])):
+        assert time.monotonic() < deadline, "the stage did not start"
+        time.sleep(0.1)
+    (stage,) = stages
+    time.sleep(1.0)
+    assert not _gone(stage)  # `rtrl broker start` waits for its java while the run waits for it
+    run.kill()  # SIGKILL: no finally, and subprocess.run's own kill never runs
+    run.wait(10)
+    deadline = time.monotonic() + 10
+    while not _gone(stage):
+        if time.monotonic() > deadline:
+            subprocess.run(["kill", "-9", str(stage)], check=False)
+            raise AssertionError("the one-shot stage outlived the run that started it")
         time.sleep(0.05)

@@ -57,9 +57,8 @@ def server_logs(texts: list[str], log_dir: Path) -> list[Path]:
     return [log for log in logs if log.is_file()]
 
 
-def rtrl_processes(root: int) -> list[int]:
-    """``root`` and its descendants that are ``rtrl`` commands (the run and its stages: each
-    dumps its stacks on SIGUSR1), from ``/proc``."""
+def process_tree() -> tuple[dict[int, list[int]], dict[int, bytes]]:
+    """Every process's children and command line, from ``/proc``."""
     children: dict[int, list[int]] = {}
     commands: dict[int, bytes] = {}
     for entry in Path("/proc").iterdir():
@@ -72,6 +71,13 @@ def rtrl_processes(root: int) -> list[int]:
             continue
         parent = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(parent, []).append(int(entry.name))
+    return children, commands
+
+
+def rtrl_processes(root: int) -> list[int]:
+    """``root`` and its descendants that are ``rtrl`` commands (the run and its stages: each
+    dumps its stacks on SIGUSR1)."""
+    children, commands = process_tree()
     found, todo = [], [root]
     while todo:
         pid = todo.pop()

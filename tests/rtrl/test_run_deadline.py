@@ -7,13 +7,16 @@ The hang is made on purpose and cheaply: a ``java`` first on the PATH that never
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from infra.broker_config import ClusterLayout
 from tests.support.kafka import free_port_block
-from tests.support.rtrl_run import run_rtrl, server_logs
+from tests.support.rtrl_run import run_rtrl, server_logs, stop_left_broker
 
 
 def test_a_run_past_its_deadline_fails_with_the_stack_it_waited_in(tmp_path: Path) -> None:
@@ -42,3 +45,19 @@ def test_the_llama_server_logs_a_run_names_are_found(tmp_path: Path) -> None:
         "INFO llamacpp.fleet: serving: llama-server for c1 on port 4343 (never logged)",
     ]
     assert server_logs(said, tmp_path) == [tmp_path / "llama-server-4242.log"]
+
+
+def test_a_killed_runs_broker_is_stopped_after_it(tmp_path: Path) -> None:
+    """The run's state file names a node still running (a stand-in process in a session of its
+    own, as `infra.broker` starts a node): the deadline stops it."""
+    node = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    layout = ClusterLayout(tmp_path / "kafka")
+    layout.data_dir.mkdir()
+    layout.state_file.write_text(json.dumps({"cluster_id": "c", "processes": [
+        {"node": 0, "pid": node.pid}]}))  # fmt: skip
+    try:
+        assert stop_left_broker(tmp_path) == 1
+        assert node.wait(5) is not None
+        assert stop_left_broker(tmp_path) == 0  # nothing left: nothing to stop
+    finally:
+        node.kill()

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from infra import broker
+from infra.broker_config import ClusterLayout
 from infra.kafka_dist import default_cache_root
 from infra.lifetime import STACKS_SIGNAL
 from llamacpp.build import engine_dir
@@ -132,6 +134,7 @@ def run_rtrl(
     except subprocess.TimeoutExpired:
         stacks, ended = ask_for_stacks(proc, data_dir)
         stdout, stderr = ended or _interrupted(proc)
+        stop_left_broker(data_dir)
         pytest.fail(
             f"rtrl run did not end within {timeout_s:.0f} s\n{stacks}\n"
             + tails(data_dir, stdout, stderr)
@@ -151,3 +154,10 @@ def _interrupted(proc: subprocess.Popen[str]) -> tuple[str, str]:
         return proc.communicate(timeout=KILL_WAIT_S)
     except subprocess.TimeoutExpired:
         return "", "(the run's output pipes were still held by its children)"
+
+
+def stop_left_broker(data_dir: Path) -> int:
+    """Stop the run's Kafka nodes that are still running (how many): a run killed before its
+    ``finally`` leaves them, each in a session of its own, holding memory and ports beside the
+    tests after it; its stages and servers die with it by themselves."""
+    return broker.stop(ClusterLayout(data_dir.resolve() / "kafka"), timeout=10)

@@ -8,7 +8,6 @@ The hang is made on purpose and cheaply: a ``java`` first on the PATH that never
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -16,16 +15,11 @@ import pytest
 
 from infra.broker_config import ClusterLayout
 from tests.support.kafka import free_port_block
-from tests.support.rtrl_run import run_rtrl, server_logs, stop_left_broker
+from tests.support.rtrl_run import run_rtrl, server_logs, stop_left_broker, with_hung_java
 
 
 def test_a_run_past_its_deadline_fails_with_the_stack_it_waited_in(tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    java = bin_dir / "java"
-    java.write_text("#!/bin/sh\nexec sleep 120\n")  # never answers `java -version`
-    java.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env = with_hung_java(tmp_path / "bin")
     args = ["--world", "tokens", "--port", str(free_port_block(2))]
     with pytest.raises(pytest.fail.Exception) as failed:
         run_rtrl(args, tmp_path / "run", timeout_s=25, env=env)

@@ -4,14 +4,13 @@ for the tests after it, and a one-shot stage (`rtrl train`) training on every co
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from infra.ports import free_port_block
-from tests.support.rtrl_run import process_tree
+from tests.support.rtrl_run import process_tree, with_hung_java
 
 REPO = Path(__file__).resolve().parents[2]
 _RUN = """
@@ -41,6 +40,21 @@ def _gone(pid: int) -> bool:
     return state == "Z"
 
 
+def _dies_with(run: subprocess.Popen, stage: int, what: str) -> None:
+    """``stage`` runs while ``run`` does, and is gone soon after ``run`` is killed (SIGKILL: no
+    ``finally``, no stop)."""
+    time.sleep(1.0)
+    assert not _gone(stage)
+    run.kill()
+    run.wait(10)
+    deadline = time.monotonic() + 10
+    while not _gone(stage):
+        if time.monotonic() > deadline:
+            subprocess.run(["kill", "-9", str(stage)], check=False)
+            raise AssertionError(f"{what} outlived the run that started it")
+        time.sleep(0.05)
+
+
 def test_a_stage_dies_with_a_run_killed_before_it_stopped_its_stages(tmp_path: Path) -> None:
     port = str(free_port_block(1))
     run = subprocess.Popen(
@@ -51,24 +65,11 @@ def test_a_stage_dies_with_a_run_killed_before_it_stopped_its_stages(tmp_path: P
     )
     assert run.stdout is not None
     stage = int(run.stdout.readline())
-    time.sleep(1.0)
-    assert not _gone(stage)  # the stage runs while the run does
-    run.kill()  # SIGKILL: no finally, no stop
-    run.wait(10)
-    deadline = time.monotonic() + 10
-    while not _gone(stage):
-        if time.monotonic() > deadline:
-            subprocess.run(["kill", "-9", str(stage)], check=False)
-            raise AssertionError("the collector outlived the run that started it")
-        time.sleep(0.05)
+    _dies_with(run, stage, "the collector")
 
 
 def test_a_one_shot_stage_dies_with_a_run_killed_while_it_ran(tmp_path: Path) -> None:
-    java = tmp_path / "bin" / "java"
-    java.parent.mkdir()
-    java.write_text("#!/bin/sh\nexec sleep 30\n")
-    java.chmod(0o755)
-    env = {**os.environ, "PATH": f"{java.parent}{os.pathsep}{os.environ['PATH']}"}
+    env = with_hung_java(tmp_path / "bin")
     run = subprocess.Popen(
         [sys.executable, "-c", _ONE_SHOT, str(tmp_path / "kafka"), str(tmp_path / "b.log")],
         cwd=REPO,
@@ -78,14 +79,5 @@ def test_a_one_shot_stage_dies_with_a_run_killed_while_it_ran(tmp_path: Path) ->
     while not (stages := process_tree()[0].get(run.pid, [])):
         assert time.monotonic() < deadline, "the stage did not start"
         time.sleep(0.1)
-    (stage,) = stages
-    time.sleep(1.0)
-    assert not _gone(stage)  # `rtrl broker start` waits for its java while the run waits for it
-    run.kill()  # SIGKILL: no finally, and subprocess.run's own kill never runs
-    run.wait(10)
-    deadline = time.monotonic() + 10
-    while not _gone(stage):
-        if time.monotonic() > deadline:
-            subprocess.run(["kill", "-9", str(stage)], check=False)
-            raise AssertionError("the one-shot stage outlived the run that started it")
-        time.sleep(0.05)
+    (stage,) = stages  # `rtrl broker start`, waiting for its java while the run waits for it
+    _dies_with(run, stage, "the one-shot stage")  # subprocess.run's own kill never runs

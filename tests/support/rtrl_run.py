@@ -161,3 +161,14 @@ def stop_left_broker(data_dir: Path) -> int:
     ``finally`` leaves them, each in a session of its own, holding memory and ports beside the
     tests after it; its stages and servers die with it by themselves."""
     return broker.stop(ClusterLayout(data_dir.resolve() / "kafka"), timeout=10)
+
+
+def with_hung_java(folder: Path, hang_s: int = 60) -> dict[str, str]:
+    """The environment with a ``java`` first on its PATH that never answers (``java -version``
+    included) for ``hang_s`` seconds: `rtrl run` and `rtrl broker start` wait for it before
+    they start a broker, a hang made on purpose, cheaply."""
+    folder.mkdir(parents=True, exist_ok=True)
+    java = folder / "java"
+    java.write_text(f"#!/bin/sh\nexec sleep {hang_s}\n")
+    java.chmod(0o755)
+    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}

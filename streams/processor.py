@@ -41,6 +41,7 @@ from streams.state import (
     decode,
     encode,
     new_interaction,
+    split_by_org,
 )
 
 # At most this many records per step, so that the pending key and one step stay small even when
@@ -49,7 +50,10 @@ MAX_RECORDS_PER_STEP = 2000
 # Deadlines kept in memory per partition (~180 bytes each); beyond, the store is rescanned.
 DEADLINES_IN_MEMORY = 200_000
 _PENDING_PREFIX = "\x00pending/"
-_INTERACTION_PREFIX = "i/"
+# An interaction is (org_id, interaction_id) (reward spec, "The record"): its key holds both.
+_INTERACTION_PREFIX = "t/"
+# Written before keys held the organisation; migrated by :meth:`PartitionProcessor.recover`.
+LEGACY_PREFIX = "i/"
 _FORWARDED = frozenset({Arrival.late, Arrival.expired, Arrival.closed})
 
 
@@ -62,8 +66,32 @@ class StateStore(Protocol):
     def items(self) -> Iterable[tuple[str, bytes]]: ...
 
 
-def interaction_key(interaction_id: str) -> str:
-    return _INTERACTION_PREFIX + interaction_id
+def interaction_ref(org_id: str, interaction_id: str) -> str:
+    """The processor's name for an interaction. The organisation's length comes first, so no
+    pair of ids can spell another pair's name.
+
+    >>> interaction_ref("acme", "i1"), interaction_ref("a/b", "c") != interaction_ref("a", "b/c")
+    ('4:acme/i1', True)
+    """
+    return f"{len(org_id)}:{org_id}/{interaction_id}"
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """Inverse of :func:`interaction_ref`.
+
+    >>> split_ref(interaction_ref("a/b", "c/d"))
+    ('a/b', 'c/d')
+    """
+    length, rest = ref.split(":", 1)
+    return rest[: int(length)], rest[int(length) + 1 :]
+
+
+def interaction_key(org_id: str, interaction_id: str) -> str:
+    return _INTERACTION_PREFIX + interaction_ref(org_id, interaction_id)
+
+
+def _ref_key(ref: str) -> str:
+    return _INTERACTION_PREFIX + ref
 
 
 def pending_key(partition: int) -> str:
@@ -93,7 +121,8 @@ class PartitionProcessor:
         self.config = config
         self.store = store
         self.clock = PartitionClock(config.grace_s * US_PER_S, last_arrival_wall_us=wall_us)
-        self._due = DeadlineIndex(deadlines_in_memory)  # of the open interactions
+        self._due = DeadlineIndex(deadlines_in_memory)  # of the open interactions, by ref
+        self._legacy_closed: dict[str, Tombstone] = {}  # legacy tombstones, by interaction id
         self.rescans = 0
         self._next_sweep = 0
         self.open_count = 0
@@ -103,23 +132,60 @@ class PartitionProcessor:
     def recover(self) -> list[RewardRecord]:
         """Rebuild the in-memory deadlines from the store; the records a crash left unpublished.
 
-        The caller publishes them, then calls :meth:`published`.
+        State written under the legacy key (the interaction id alone) is migrated here, after
+        its pending records are recomputed (see :meth:`_migrate_legacy`). The caller publishes
+        the records, then calls :meth:`published`.
         """
         self._due.reset()
         self.open_count = self.closed_count = 0
-        for interaction_id, entry in self._entries():
+        records = self._pending_records()
+        self._migrate_legacy()
+        self.closed_count = len(self._legacy_closed)
+        for ref, entry in self._entries():
             if isinstance(entry, OpenInteraction):
                 self.open_count += 1
-                self._due.push(entry.next_due(self.config), interaction_id)
+                self._due.push(entry.next_due(self.config), ref)
             else:
                 self.closed_count += 1
+        return records
+
+    def _pending_records(self) -> list[RewardRecord]:
+        """Pending ids are ``[org_id, interaction_id]`` pairs; a bare id is a legacy one."""
         raw_pending = self.store.get(pending_key(self.partition))
         records = []
-        for interaction_id in orjson.loads(raw_pending) if raw_pending else ():
-            pending = self._load(interaction_id)
+        for item in orjson.loads(raw_pending) if raw_pending else ():
+            key = (
+                _ref_key(interaction_ref(*item)) if isinstance(item, list) else LEGACY_PREFIX + item
+            )
+            raw = self.store.get(key)
+            pending = None if raw is None else decode(raw)
             if isinstance(pending, OpenInteraction) and pending.revision >= 0:
                 records.append(compute_record(pending.copies, self.config, pending.revision))
         return records
+
+    def _migrate_legacy(self) -> None:
+        """Legacy entries of this partition move to the organisation's key.
+
+        An open one is split by the ``org_id`` of its copies (:func:`streams.state.split_by_org`);
+        the new keys are written before the legacy one is deleted, so a crash in between leaves
+        the legacy entry to migrate again, to the same content. A legacy tombstone names no
+        organisation: it stays under its legacy key, closes that id for every organisation until
+        it is forgotten, and is then deleted like any tombstone.
+        """
+        self._legacy_closed = {}
+        for key, raw in list(self.store.items()):
+            if not key.startswith(LEGACY_PREFIX):
+                continue
+            entry = decode(raw)
+            if entry.partition != self.partition:
+                continue
+            interaction_id = key[len(LEGACY_PREFIX) :]
+            if isinstance(entry, Tombstone):
+                self._legacy_closed[interaction_id] = entry
+                continue
+            for org_id, part in split_by_org(entry).items():
+                self.store.put(interaction_key(org_id, interaction_id), encode(part))
+            self.store.delete(key)
 
     def published(self) -> None:
         """The records of the last step are acknowledged: nothing is pending any more."""
@@ -142,22 +208,21 @@ class PartitionProcessor:
                 out.late.append((item, arrival))
         if idle_wall_us is not None:
             self.clock.advance_to_wall(idle_wall_us)
-        self._emit_and_close(touched, out)
-        if out.records:
+        emitted = self._emit_and_close(touched, out)
+        if emitted:
             # Written first: the changelog keeps a partition's writes in order, so any durable
             # prefix that holds a new revision in a state also holds its pending id.
-            ids = [r.interaction_id for r in out.records]
-            self.store.put(pending_key(self.partition), orjson.dumps(ids))
-        for interaction_id, entry in touched.items():
-            key = interaction_key(interaction_id)
+            pairs = [list(split_ref(ref)) for ref in emitted]
+            self.store.put(pending_key(self.partition), orjson.dumps(pairs))
+        for ref, entry in touched.items():
             if entry is None:
-                self.store.delete(key)
+                self.store.delete(_ref_key(ref))
             else:
-                self.store.put(key, encode(entry))
+                self.store.put(_ref_key(ref), encode(entry))
         return out
 
     def _entries(self) -> Iterable[tuple[str, Entry]]:
-        """This partition's interactions as stored (a scan of the store)."""
+        """This partition's interactions as stored (a scan of the store), by ref."""
         for key, raw in self.store.items():
             if key.startswith(_INTERACTION_PREFIX):
                 entry = decode(raw)
@@ -168,81 +233,88 @@ class PartitionProcessor:
         """The clock passed the deadline index's horizon: push every open deadline again, the
         states of this step (``touched``, not stored yet) taking precedence over the store's."""
         self._due.reset(keep_through=now)
-        for interaction_id, entry in self._entries():
-            if isinstance(entry, OpenInteraction) and interaction_id not in touched:
-                self._due.push(entry.next_due(self.config), interaction_id)
-        for interaction_id, current in touched.items():
+        for ref, entry in self._entries():
+            if isinstance(entry, OpenInteraction) and ref not in touched:
+                self._due.push(entry.next_due(self.config), ref)
+        for ref, current in touched.items():
             if isinstance(current, OpenInteraction):
-                self._due.push(current.next_due(self.config), interaction_id)
+                self._due.push(current.next_due(self.config), ref)
         self.rescans += 1
 
-    def _load(self, interaction_id: str) -> Entry | None:
-        raw = self.store.get(interaction_key(interaction_id))
-        return None if raw is None else decode(raw)
+    def _load(self, ref: str) -> Entry | None:
+        raw = self.store.get(_ref_key(ref))
+        if raw is not None:
+            return decode(raw)
+        return self._legacy_closed.get(split_ref(ref)[1]) if self._legacy_closed else None
 
     def _apply(self, item: Incoming, touched: dict[str, Entry | None], wall_us: int) -> Arrival:
         event = item.event
         self.clock.observe(to_us(event["received_at"]), wall_us)
-        interaction_id = event["interaction_id"]
-        entry = touched[interaction_id] if interaction_id in touched else self._load(interaction_id)
+        ref = interaction_ref(event["org_id"], event["interaction_id"])
+        entry = touched[ref] if ref in touched else self._load(ref)
         if isinstance(entry, Tombstone):
             return Arrival.closed
         if entry is None:
             entry = new_interaction(self.partition, event)
             self.open_count += 1
-            self._due.push(entry.emit_due(self.config), interaction_id)
+            self._due.push(entry.emit_due(self.config), ref)
         t_open = entry.t_open
         arrival = add_copy(entry, event, self.config)
         if entry.t_open < t_open:  # an earlier copy: the window moved, and so do its deadlines
-            self._due.push(entry.emit_due(self.config), interaction_id)
-        if arrival is not Arrival.redelivered or interaction_id in touched:
-            touched[interaction_id] = entry
+            self._due.push(entry.emit_due(self.config), ref)
+        if arrival is not Arrival.redelivered or ref in touched:
+            touched[ref] = entry
         if arrival is Arrival.redelivered:
             # Its first delivery may have died before reaching telemetry.late: forward it again.
             return classify(to_us(event["received_at"]), entry.t_open, self.config)
         return arrival
 
-    def _emit_and_close(self, touched: dict[str, Entry | None], out: StepOutput) -> None:
+    def _emit_and_close(self, touched: dict[str, Entry | None], out: StepOutput) -> list[str]:
+        """Emit and close what is due; the refs whose records were emitted, in order."""
         now = self.clock.now
         candidates = [i for i, e in touched.items() if isinstance(e, OpenInteraction)]
         if self._due.needs_rescan(now):
             self._rescan(touched, now)
         candidates += self._due.pop_due(now)
         seen: set[str] = set()
-        for interaction_id in candidates:
-            if interaction_id in seen:
+        emitted: list[str] = []
+        for ref in candidates:
+            if ref in seen:
                 continue
-            seen.add(interaction_id)
-            entry = (
-                touched[interaction_id] if interaction_id in touched else self._load(interaction_id)
-            )
+            seen.add(ref)
+            entry = touched[ref] if ref in touched else self._load(ref)
             if not isinstance(entry, OpenInteraction):
                 continue
             if now < entry.emit_due(self.config):
                 continue  # still open; its deadline entry is in the heap
             if entry.dirty:
                 if len(out.records) >= MAX_RECORDS_PER_STEP:
-                    self._due.retry_now(now, interaction_id)  # next step
+                    self._due.retry_now(now, ref)  # next step
                     continue
-                self._emit(entry, out)
-                touched[interaction_id] = entry
+                if self._emit(entry, out):
+                    emitted.append(ref)
+                touched[ref] = entry
             elif now >= entry.purge_due(self.config):
-                touched[interaction_id] = Tombstone(self.partition, entry.t_close(self.config))
+                touched[ref] = Tombstone(self.partition, entry.t_close(self.config))
                 self.open_count -= 1
                 self.closed_count += 1
                 continue
-            self._due.push(entry.next_due(self.config), interaction_id)
+            self._due.push(entry.next_due(self.config), ref)
         if now >= self._next_sweep:
             self._forget_tombstones(touched, now)
+        return emitted
 
-    def _emit(self, entry: OpenInteraction, out: StepOutput) -> None:
+    def _emit(self, entry: OpenInteraction, out: StepOutput) -> bool:
+        """Append the entry's record if its content changed; say whether it did."""
         record = compute_record(entry.copies, self.config, entry.revision + 1)
         digest = content_hash(record)
         entry.dirty = False
-        if digest != entry.emitted_hash:
-            entry.revision += 1
-            entry.emitted_hash = digest
-            out.records.append(record)
+        if digest == entry.emitted_hash:
+            return False
+        entry.revision += 1
+        entry.emitted_hash = digest
+        out.records.append(record)
+        return True
 
     def _forget_tombstones(self, touched: dict[str, Entry | None], now: int) -> None:
         """Drop ids remembered long enough. A scan, but a rare one (see ``_sweep_every``)."""
@@ -250,14 +322,19 @@ class PartitionProcessor:
             if not key.startswith(_INTERACTION_PREFIX) or b'"x"' not in raw:
                 continue
             entry = decode(raw)
-            interaction_id = key[2:]
+            ref = key[len(_INTERACTION_PREFIX) :]
             if (
                 isinstance(entry, Tombstone)
                 and entry.partition == self.partition
                 and now >= entry.forget_due(self.config)
-                and interaction_id not in touched
+                and ref not in touched
             ):
-                touched[interaction_id] = None
+                touched[ref] = None
+                self.closed_count -= 1
+        for interaction_id, tombstone in list(self._legacy_closed.items()):
+            if now >= tombstone.forget_due(self.config):
+                self.store.delete(LEGACY_PREFIX + interaction_id)
+                del self._legacy_closed[interaction_id]
                 self.closed_count -= 1
         self._next_sweep = now + self._sweep_every()
 

@@ -102,6 +102,35 @@ def new_interaction(partition: int, event: dict[str, Any]) -> OpenInteraction:
     return OpenInteraction(partition=partition, t_open=to_us(event["received_at"]))
 
 
+def split_by_org(entry: OpenInteraction) -> dict[str, OpenInteraction]:
+    """A legacy entry (keyed by interaction id alone) as one entry per organisation of its copies.
+
+    One organisation keeps the entry as it is. Several (two tenants merged by the legacy key)
+    each get their own copies, marked dirty with no emitted hash, so that each emits a record at
+    the next revision, which replaces the merged one. A copy without ``org_id`` goes with ``""``.
+
+    >>> cp = [{"org_id": "a", "received_at": "2026-01-01T00:00:05Z"},
+    ...       {"org_id": "b", "received_at": "2026-01-01T00:00:01Z"}]
+    >>> parts = split_by_org(OpenInteraction(0, 0, cp, revision=2, emitted_hash="h", dirty=False))
+    >>> sorted(parts), parts["b"].t_open, parts["a"].revision, parts["a"].dirty
+    (['a', 'b'], 1767225601000000, 2, True)
+    """
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for copy in entry.copies:
+        groups.setdefault(str(copy.get("org_id") or ""), []).append(copy)
+    if len(groups) <= 1:
+        return {next(iter(groups), ""): entry}
+    return {
+        org_id: OpenInteraction(
+            entry.partition,
+            t_open=min(to_us(c["received_at"]) for c in copies),
+            copies=copies,
+            revision=entry.revision,
+        )
+        for org_id, copies in groups.items()
+    }
+
+
 def add_copy(state: OpenInteraction, event: dict[str, Any], config: RewardConfig) -> Arrival:
     """Store one copy if it can change the record; say what it was.
 

@@ -78,7 +78,7 @@ def test_stream_equals_batch_on_a_messy_workload() -> None:
     assert both, "the workload has windows with valid and invalid tool calls"
     assert {a for _, a in late} >= {Arrival.late, Arrival.expired}
     # after the idle tick everything is closed: only tombstones remain
-    assert all(isinstance(decode(v), Tombstone) for k, v in store.items() if k.startswith("i/"))
+    assert all(isinstance(decode(v), Tombstone) for k, v in store.items() if k.startswith("t/"))
 
 
 @pytest.mark.parametrize("capacity", [2, 5, 12])
@@ -132,7 +132,7 @@ def test_a_crash_between_state_and_publication_republishes_the_same_record() -> 
     assert proc.step([ev("e1", 0)], wall_us=0).records == []
     out = proc.step([ev("e2", 12, "agent.clarifying_question")], wall_us=0)  # clock past t_close
     assert [r.revision for r in out.records] == [0]
-    assert orjson.loads(store[pending_key(0)]) == ["i1"]
+    assert orjson.loads(store[pending_key(0)]) == [["o", "i1"]]
     # the worker dies here: the state is durable, the record maybe not
     survivor = PartitionProcessor(0, config, DictStore(store))
     republished = survivor.recover()
@@ -164,17 +164,18 @@ def test_expired_ids_are_remembered_then_forgotten() -> None:
     proc.step([_incoming(event)], wall_us=0)
     proc.step([], wall_us=0, idle_wall_us=t0 + 25 * US_PER_S)  # emits (clean after this)
     proc.step([], wall_us=0, idle_wall_us=t0 + 25 * US_PER_S)  # purges
-    assert isinstance(decode(store[interaction_key("i9")]), Tombstone)
+    assert isinstance(decode(store[interaction_key("o", "i9")]), Tombstone)
     again = {**event, "event_id": "b", "received_at": format_us(t0 + 50 * US_PER_S)}
     out = proc.step([_incoming(again)], wall_us=0)
     assert [a for _, a in out.late] == [Arrival.closed] and out.records == []
     proc._next_sweep = 0  # sweeps are rare; force one
     proc.step([], wall_us=0, idle_wall_us=t0 + 200 * US_PER_S)
-    assert interaction_key("i9") not in store
+    assert interaction_key("o", "i9") not in store
     reopened = proc.step(
         [_incoming({**again, "received_at": format_us(t0 + 201 * US_PER_S)})], wall_us=0
     )
-    assert reopened.late == [] and isinstance(decode(store[interaction_key("i9")]), OpenInteraction)
+    assert reopened.late == []
+    assert isinstance(decode(store[interaction_key("o", "i9")]), OpenInteraction)
 
 
 @pytest.mark.parametrize("seed", [1, 2])

@@ -111,7 +111,7 @@ def synthesise_outcomes(db: str) -> float:
     con = duckdb.connect(db)
     con.execute("""
         CREATE OR REPLACE TABLE interaction_outcomes AS
-        SELECT interaction_id,
+        SELECT org_id, interaction_id,
                CASE WHEN hash(interaction_id) % 25 = 0 THEN NULL
                     ELSE 500 + hash(interaction_id) % 60000 END AS latency_ms,
                n_accepted AS n_accepted_edits, n_accepted AS n_kept_measured,

@@ -50,10 +50,17 @@ log = logging.getLogger(__name__)
 CLAIMS_DIR = join(BATCHES_DIR, "claims")
 
 
-def _used_ids_sql(store: Store) -> str:
+def _claims_sql(store: Store) -> str:
+    """Every claimed interaction as (org_id, interaction_id). A claim written before claims held
+    the organisation has a null org_id, and still claims that id for every organisation."""
+    empty = "SELECT NULL::VARCHAR AS org_id, NULL::VARCHAR AS interaction_id WHERE false"
     if next(store.files(CLAIMS_DIR), None) is None:
-        return "SELECT NULL::VARCHAR AS interaction_id WHERE false"
-    return f"SELECT interaction_id FROM read_parquet('{store.url(join(CLAIMS_DIR, '*.parquet'))}')"
+        return empty
+    files = store.url(join(CLAIMS_DIR, "*.parquet"))
+    return (
+        f"SELECT * FROM ({empty}) "
+        f"UNION ALL BY NAME SELECT * FROM read_parquet('{files}', union_by_name = true)"
+    )
 
 
 def _candidates(store: Store, db: str, now: datetime, settle_s: int) -> pl.DataFrame:
@@ -70,12 +77,17 @@ def _candidates(store: Store, db: str, now: datetime, settle_s: int) -> pl.DataF
             LEFT JOIN (SELECT interaction_id, arg_max(rollout_json, kafka_offset) AS rollout_json,
                               list(rollout_json ORDER BY kafka_partition, kafka_offset)
                                   AS trajectory_json
-                       FROM stg_rollouts GROUP BY ALL) ro USING (interaction_id)
+                       FROM stg_rollouts GROUP BY ALL) ro
+              -- rollouts carry no org_id: one whose id two organisations use joins neither
+              ON ro.interaction_id = r.interaction_id AND r.interaction_id NOT IN (
+                  SELECT interaction_id FROM rewards GROUP BY ALL HAVING count(DISTINCT org_id) > 1)
             WHERE COALESCE(r.censor_reason, '') <> 'privacy_mode'
               AND r.t_close + to_seconds($settle) <= $now::TIMESTAMPTZ
-              AND r.interaction_id NOT IN ({_used_ids_sql(store)})
+              AND NOT EXISTS (SELECT 1 FROM ({_claims_sql(store)}) c
+                              WHERE c.interaction_id = r.interaction_id
+                                AND (c.org_id IS NULL OR c.org_id = r.org_id))
               AND NOT list_contains($forgotten, COALESCE(r.user_id, ''))
-            ORDER BY r.checkpoint_id, r.reward_version, r.interaction_id
+            ORDER BY r.checkpoint_id, r.reward_version, r.org_id, r.interaction_id
             """,
             params={"now": now, "settle": settle_s, "forgotten": forgotten},
         ).to_arrow_table()
@@ -112,7 +124,10 @@ def _gate_one(store: Store, config: BuildConfig, rows: pl.DataFrame, checkpoint:
     candidate = rows.select([*FIELD_NAMES, "age_s"]).cast(RECORD_SCHEMA)
     passed, report = validate(candidate, config.quality)
     quality = PASSED if passed else FAILED
-    bid = batch_id(checkpoint, version, rows["interaction_id"].to_list(), now)
+    interactions = rows.select(  # an interaction is (org_id, interaction_id)
+        pl.concat_str(pl.col("org_id").fill_null(""), "interaction_id", separator="\x00")
+    )
+    bid = batch_id(checkpoint, version, interactions.to_series().to_list(), now)
     if passed:
         data = rows.filter(pl.col("status") == "scored")
     else:
@@ -123,7 +138,7 @@ def _gate_one(store: Store, config: BuildConfig, rows: pl.DataFrame, checkpoint:
     store.write_parquet(files[0], data)
     store.write_bytes(report_file(bid, quality), orjson.dumps(report, default=str))
     entry = BatchEntry(bid, checkpoint, version, data.height, files, quality, passed, now)
-    store.write_parquet(join(CLAIMS_DIR, f"{bid}.parquet"), rows.select("interaction_id"))
+    store.write_parquet(join(CLAIMS_DIR, f"{bid}.parquet"), rows.select("org_id", "interaction_id"))
     store.write_parquet(manifest_file(bid), entry.to_frame())
     log.info("batch %s: %s, %d rows", bid, quality, data.height)
     return entry

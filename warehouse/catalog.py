@@ -79,7 +79,7 @@ def load_models() -> list[Model]:
     >>> [m.name for m in load_models()][:3]
     ['stg_rewards', 'stg_events', 'stg_rollouts']
     >>> next(m for m in load_models() if m.name == "rewards").keys
-    ('interaction_id',)
+    ('org_id', 'interaction_id')
     """
     models = []
     for path in sorted(SQL_DIR.glob("*.sql")):

@@ -78,7 +78,8 @@ def _suite(config: QualityConfig):  # noqa: ANN202 - great_expectations types ar
           for c in ("reward", "user_id")),
         e.ExpectColumnValuesToBeBetween(column="reward", min_value=config.reward_min,
                                         max_value=config.reward_max),
-        e.ExpectColumnValuesToBeUnique(column="interaction_id"),
+        # an interaction is (org_id, interaction_id): two organisations may share an id
+        e.ExpectCompoundColumnsToBeUnique(column_list=["org_id", "interaction_id"]),
         e.ExpectColumnMinToBeBetween(column="age_s", max_value=config.max_age_s),
         e.ExpectColumnValuesToBeInSet(column="status", value_set=["scored"],
                                       mostly=1.0 - config.max_censored_share),

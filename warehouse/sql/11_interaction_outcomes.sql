@@ -5,28 +5,29 @@
 -- An accepted edit is kept 0.0 if an edit.reverted follows its acceptance, else the
 -- retained_fraction of its last edit.retention, and unmeasured (NULL) when it has neither.
 -- materialized: table
--- grain: one row per interaction_id of the rewards mart outside privacy mode
--- keys: interaction_id
+-- grain: one row per interaction (org_id, interaction_id) of the rewards mart outside privacy mode
+-- keys: org_id, interaction_id
 -- check: SELECT * FROM interaction_outcomes WHERE n_kept_measured > n_accepted_edits OR kept_sum > n_kept_measured OR kept_sum < 0
--- check: SELECT * FROM interaction_outcomes o JOIN rewards r USING (interaction_id) WHERE o.n_accepted_edits <> r.n_accepted
+-- check: SELECT * FROM interaction_outcomes o JOIN rewards r USING (org_id, interaction_id) WHERE o.n_accepted_edits <> r.n_accepted
 CREATE OR REPLACE TABLE interaction_outcomes AS
 WITH first_copies AS (
     SELECT * FROM stg_events
     QUALIFY row_number() OVER (
-        PARTITION BY interaction_id, event_id ORDER BY received_at, kafka_partition, kafka_offset
+        PARTITION BY org_id, interaction_id, event_id ORDER BY received_at, kafka_partition, kafka_offset
     ) = 1
 ),
 in_window AS (
     SELECT e.*
     FROM first_copies e
-    JOIN rewards r USING (interaction_id)
+    JOIN rewards r USING (org_id, interaction_id)
     WHERE e.received_at < r.t_close AND COALESCE(r.censor_reason, '') <> 'privacy_mode'
 ),
 proposed AS (
-    SELECT DISTINCT interaction_id, edit_id FROM in_window WHERE event_type = 'agent.edit_proposed'
+    SELECT DISTINCT org_id, interaction_id, edit_id FROM in_window WHERE event_type = 'agent.edit_proposed'
 ),
 per_edit AS (
     SELECT
+        p.org_id,
         p.interaction_id,
         p.edit_id,
         arg_max(w.event_type, {'ts': w.ts, 'id': w.event_id})
@@ -38,33 +39,36 @@ per_edit AS (
         arg_max(w.retained_fraction, {'ts': w.ts, 'id': w.event_id})
             FILTER (WHERE w.event_type = 'edit.retention') AS retained
     FROM proposed p
-    JOIN in_window w ON w.interaction_id = p.interaction_id AND w.edit_id = p.edit_id
+    JOIN in_window w
+      ON w.org_id = p.org_id AND w.interaction_id = p.interaction_id AND w.edit_id = p.edit_id
     GROUP BY ALL
 ),
 kept AS (
     SELECT
+        org_id,
         interaction_id,
         CASE WHEN last_revert > decided_at THEN 0.0 ELSE retained END AS kept
     FROM per_edit
     WHERE decision = 'edit.accepted'
 ),
 latency AS (
-    SELECT interaction_id, arg_max(latency_ms, {'ts': ts, 'id': event_id}) AS latency_ms
+    SELECT org_id, interaction_id, arg_max(latency_ms, {'ts': ts, 'id': event_id}) AS latency_ms
     FROM in_window
     WHERE event_type = 'interaction.completed'
     GROUP BY ALL
 )
 SELECT
+    r.org_id,
     r.interaction_id,
     l.latency_ms,
     COALESCE(k.n_accepted_edits, 0) AS n_accepted_edits,
     COALESCE(k.n_kept_measured, 0) AS n_kept_measured,
     COALESCE(k.kept_sum, 0.0) AS kept_sum
 FROM rewards r
-LEFT JOIN latency l USING (interaction_id)
+LEFT JOIN latency l USING (org_id, interaction_id)
 LEFT JOIN (
-    SELECT interaction_id, count(*) AS n_accepted_edits, count(kept) AS n_kept_measured,
+    SELECT org_id, interaction_id, count(*) AS n_accepted_edits, count(kept) AS n_kept_measured,
            COALESCE(sum(kept), 0.0) AS kept_sum
     FROM kept GROUP BY ALL
-) k USING (interaction_id)
+) k USING (org_id, interaction_id)
 WHERE COALESCE(r.censor_reason, '') <> 'privacy_mode';

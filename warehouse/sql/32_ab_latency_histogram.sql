@@ -7,6 +7,6 @@
 CREATE OR REPLACE TABLE ab_latency_histogram AS
 SELECT r.experiment_name, r.experiment_arm, o.latency_ms, count(*) AS n
 FROM rewards r
-JOIN interaction_outcomes o USING (interaction_id)
+JOIN interaction_outcomes o USING (org_id, interaction_id)
 WHERE r.experiment_name IS NOT NULL AND r.user_id IS NOT NULL AND o.latency_ms IS NOT NULL
 GROUP BY ALL;

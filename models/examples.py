@@ -47,6 +47,7 @@ class Example:
     user_id: str | None = None
     session_id: str | None = None
     earlier_terms: float = 0.0  # per-turn terms of the turns before this call (<= 0)
+    org_id: str | None = None  # the ids above are unique only within their organisation
 
     @property
     def scored(self) -> float:
@@ -67,7 +68,7 @@ def trajectories(examples: Sequence[Example]) -> list[list[int]]:
     one interaction) together, each single answer alone."""
     members: dict[object, list[int]] = {}
     for index, e in enumerate(examples):
-        key = e.rollout.interaction_id if e.rollout.turn is not None else index
+        key = (e.org_id, e.rollout.interaction_id) if e.rollout.turn is not None else index
         members.setdefault(key, []).append(index)
     return list(members.values())
 
@@ -93,9 +94,9 @@ def read_examples(path: str | Path) -> BatchExamples:
     the run's reward and its per-turn credit belong to all its calls together."""
     present = pl.read_parquet_schema(path)
     wanted = ["interaction_id", "checkpoint_id", "reward", "rollout_json", "trajectory_json",
-              "user_id", "session_id", "r_tool", "n_invalid_tool_calls"]  # fmt: skip
+              "user_id", "session_id", "r_tool", "n_invalid_tool_calls", "org_id"]  # fmt: skip
     frame = pl.read_parquet(path, columns=[name for name in wanted if name in present])
-    for name in ("user_id", "session_id"):  # batches of older writers may lack them
+    for name in ("user_id", "session_id", "org_id"):  # batches of older writers may lack them
         if name not in frame.columns:
             frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(name))
     last = pl.concat_list(pl.col("rollout_json"))  # all a row written before trajectories has
@@ -119,9 +120,9 @@ def read_examples(path: str | Path) -> BatchExamples:
     censored: list[Example] = []
     skipped: Counter[str] = Counter()
     columns = ("interaction_id", "reward", "trajectory_json", "user_id", "session_id", "r_tool",
-               "n_invalid_tool_calls")  # fmt: skip
-    for interaction_id, reward, raws, user_id, session_id, r_tool, n_invalid in frame.select(
-            columns).iter_rows():  # fmt: skip
+               "n_invalid_tool_calls", "org_id")  # fmt: skip
+    for interaction_id, reward, raws, user_id, session_id, r_tool, n_invalid, org_id in (
+            frame.select(columns).iter_rows()):  # fmt: skip
         raws = [raw for raw in raws or () if raw is not None]
         if not raws:
             skipped["no_rollout"] += 1
@@ -132,10 +133,11 @@ def read_examples(path: str | Path) -> BatchExamples:
             continue
         if reward is None:
             skipped["no_reward"] += 1
-            censored.extend(Example(rollout, None, user_id, session_id) for rollout in calls)
+            censored.extend(Example(rollout, None, user_id, session_id, org_id=org_id)
+                            for rollout in calls)  # fmt: skip
             continue
         terms = _earlier_terms(calls, float(r_tool or 0.0), int(n_invalid or 0))
-        examples.extend(Example(rollout, float(reward), user_id, session_id, term)
+        examples.extend(Example(rollout, float(reward), user_id, session_id, term, org_id)
                         for rollout, term in zip(calls, terms, strict=True))  # fmt: skip
     return BatchExamples(checkpoint, examples, skipped, censored)
 

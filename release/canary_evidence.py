@@ -88,9 +88,19 @@ class Row:
     clarifying: int = 0
     edits: int = 0
     tool_calls: int = 0
+    org_id: str | None = None  # ids are unique within it; absent in files written before
+
+    @property
+    def interaction(self) -> tuple[str | None, str]:
+        return self.org_id, self.interaction_id
+
+    @property
+    def user(self) -> tuple[str | None, str]:
+        """The unit of randomisation: the organisation's user."""
+        return self.org_id, self.user_id
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body = {
             "interaction_id": self.interaction_id,
             "revision": self.revision,
             "user_id": self.user_id,
@@ -104,6 +114,9 @@ class Row:
             "edits": self.edits,
             "tool_calls": self.tool_calls,
         }
+        if self.org_id is not None:
+            body["org_id"] = self.org_id
+        return body
 
 
 def _rfc3339(value: datetime) -> str:
@@ -150,9 +163,13 @@ def _row(data: Any, where: str) -> Row:
     stratum = data.get("stratum") or ALL
     if not isinstance(stratum, str):
         raise ValueError(f"{where}: stratum must be a string, got {stratum!r}")
+    org_id = data.get("org_id")
+    if org_id is not None and (not isinstance(org_id, str) or not org_id):
+        raise ValueError(f"{where}: org_id must be a non-empty string or absent")
     return Row(data["interaction_id"], revision, data["user_id"], data["arm"],
                _time(data["at"], where, "at"), _time(data["landed_at"], where, "landed_at"),
-               None if reward is None else float(reward), stratum, **counts)  # fmt: skip
+               None if reward is None else float(reward), stratum, **counts,
+               org_id=org_id)  # fmt: skip
 
 
 def read_evidence(path: str | Path) -> tuple[Header, list[Row]]:
@@ -214,21 +231,21 @@ def users_at(rows: Sequence[Row], t: datetime, window_hours: float) -> Seen:
     >>> sorted(seen.assigned.items())
     [('canary', 1), ('parent', 1)]
     """
-    latest: dict[str, Row] = {}
+    latest: dict[tuple[str | None, str], Row] = {}
     for row in rows:
         if row.landed_at <= t:
-            held = latest.get(row.interaction_id)
+            held = latest.get(row.interaction)
             if held is None or row.revision > held.revision:
-                latest[row.interaction_id] = row
-    served: dict[tuple[str, str], list[Row]] = {}
-    first: dict[tuple[str, str], datetime] = {}
-    arms_of: dict[str, set[str]] = {}
+                latest[row.interaction] = row
+    served: dict[tuple[str, tuple[str | None, str]], list[Row]] = {}
+    first: dict[tuple[str, tuple[str | None, str]], datetime] = {}
+    arms_of: dict[tuple[str | None, str], set[str]] = {}
     for row in rows:
         if row.at <= t:
-            key = (row.arm, row.user_id)
+            key = (row.arm, row.user)
             served.setdefault(key, []).append(row)
             first[key] = min(first.get(key, row.at), row.at)
-            arms_of.setdefault(row.user_id, set()).add(row.arm)
+            arms_of.setdefault(row.user, set()).add(row.arm)
     window = timedelta(hours=window_hours)
     users: dict[str, list[UserSums]] = {PARENT_ARM: [], CANARY_ARM: []}
     assigned = {PARENT_ARM: 0, CANARY_ARM: 0}
@@ -237,17 +254,17 @@ def users_at(rows: Sequence[Row], t: datetime, window_hours: float) -> Seen:
         assigned[arm] += 1
         first_at[arm].append(first[(arm, user)])
         if window_hours == 0:  # no window: every interaction landed so far
-            inside = {r.interaction_id for r in own if r.interaction_id in latest}
+            inside = {r.interaction for r in own if r.interaction in latest}
         else:
             start = first[(arm, user)]
             if t < start + window:
                 continue  # the user's window is still open
-            inside = {r.interaction_id for r in own if r.at < start + window}
+            inside = {r.interaction for r in own if r.at < start + window}
             if any(i not in latest for i in inside):
                 continue  # a reward of the window has not landed yet
         if not inside:
             continue
-        landed = [latest[i] for i in sorted(inside)]
+        landed = [latest[i] for i in sorted(inside, key=lambda i: (i[0] or "", i[1]))]
         scored = [r for r in landed if r.reward is not None]
         flagged = {metric: sum(getattr(r, name) > 0 for r in landed)
                    for name, metric in _FLAGS.items()}  # fmt: skip

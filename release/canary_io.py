@@ -70,7 +70,11 @@ def live_rows(catalog: Path, experiment: str, config: CanaryConfig, started_at: 
     """The canary's evidence rows: those of the file so far (``known``), and every reward
     revision of the experiment in the catalog's ``rewards`` mart not among them, landed at
     ``now`` (the look that first sees it). Privacy-mode interactions carry no user id and are
-    left out, as are arms other than the canary's two."""
+    left out, as are arms other than the canary's two.
+
+    Rows name their organisation (a user is (org_id, user_id)). A file whose rows were written
+    without it goes on without it until its canary ends, so that no interaction is counted
+    once under each form."""
     if config.strata is not None and set(config.strata) - set(LIVE_STRATA):
         raise ValueError(
             f"a live canary's strata are {sorted(LIVE_STRATA)} (activity in the "
@@ -78,26 +82,33 @@ def live_rows(catalog: Path, experiment: str, config: CanaryConfig, started_at: 
         )
     query = """
         SELECT interaction_id, revision, user_id, experiment_arm, t_open, reward,
-               n_invalid_tool_calls, n_clarifying, n_edits, n_tool_calls
+               n_invalid_tool_calls, n_clarifying, n_edits, n_tool_calls, org_id
         FROM rewards
         WHERE experiment_name = ? AND user_id IS NOT NULL AND experiment_arm IN (?, ?)"""
     prior = """
-        SELECT user_id, count(*) FROM rewards
+        SELECT org_id, user_id, count(*) FROM rewards
         WHERE user_id IS NOT NULL AND t_open >= ? AND t_open < ?
-        GROUP BY user_id"""
+        GROUP BY ALL"""
     with duckdb.connect(str(catalog), read_only=True) as con:
         found = con.execute(query, [experiment, PARENT_ARM, CANARY_ARM]).fetchall()
         since = started_at - timedelta(days=ACTIVITY_DAYS)
-        activity = dict(con.execute(prior, [since, started_at]).fetchall()) if config.strata else {}
-    have = {(r.interaction_id, r.revision) for r in known}
+        counts = con.execute(prior, [since, started_at]).fetchall() if config.strata else []
+    with_org = not known or any(r.org_id is not None for r in known)
+    activity: dict[tuple[str | None, str], int] = {}
+    for org, user, n in counts:
+        unit = (org if with_org else None, user)
+        activity[unit] = activity.get(unit, 0) + int(n)
+    have = {(r.org_id, r.interaction_id, r.revision) for r in known}
     rows = list(known)
-    for iid, revision, user, arm, t_open, reward, invalid, clarifying, edits, calls in found:
-        if (iid, int(revision)) in have:
+    for iid, revision, user, arm, t_open, reward, invalid, clarifying, edits, calls, org in found:
+        org = org if with_org else None
+        if (org, iid, int(revision)) in have:
             continue
-        stratum = stratum_of(int(activity.get(user, 0))) if config.strata else ALL
+        stratum = stratum_of(int(activity.get((org, user), 0))) if config.strata else ALL
         rows.append(Row(iid, int(revision), user, arm, _utc(t_open), now,
                         None if reward is None else float(reward), stratum, int(invalid or 0),
-                        int(clarifying or 0), int(edits or 0), int(calls or 0)))  # fmt: skip
+                        int(clarifying or 0), int(edits or 0), int(calls or 0),
+                        org_id=org))  # fmt: skip
     return rows
 
 

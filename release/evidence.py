@@ -5,7 +5,9 @@ Each row: ``user_id``, ``interaction_id``, ``reward`` (null for an interaction w
 never came: censored rows stay in the evidence, ``release.offpolicy_bound``),
 ``behaviour_logprobs`` (the served policy's, per completion token, as the rollout recorded
 them), ``candidate_logprobs`` (the candidate's for the same tokens, under the same sampling
-transformation) and optionally ``session_id`` and ``full_support`` (true when the served
+transformation) and optionally ``org_id`` (the ids are unique within it: the unit is the
+organisation's user; a row without it, written before, keys by the ids alone), ``session_id``
+and ``full_support`` (true when the served
 sampling could draw every token, no nucleus: then the bound may use the untruncated, centred
 weights, ``CENTRED_METHOD``; absent or false, the clipped ones). ``rtrl train`` writes it as
 JSON lines beside the candidate (:data:`FILE`);
@@ -48,11 +50,12 @@ class EvidenceRow:
     candidate_logprobs: tuple[float, ...]
     session_id: str | None = None
     full_support: bool = False  # the served sampling could draw every token (top_p = 1)
+    org_id: str | None = None
 
     @property
     def unit(self) -> str:
         """The user the bound resamples this interaction with (``user_key``)."""
-        return user_key(self.user_id, self.session_id, self.interaction_id)
+        return user_key(self.user_id, self.session_id, self.interaction_id, self.org_id)
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +66,7 @@ class EvidenceRow:
             "candidate_logprobs": list(self.candidate_logprobs),
             "session_id": self.session_id,
             "full_support": self.full_support,
+            "org_id": self.org_id,
         }
 
 
@@ -87,7 +91,7 @@ def _row(data: Any, where: str) -> EvidenceRow:
     if len(lists[0]) != len(lists[1]):
         raise ValueError(f"{where}: {len(lists[0])} behaviour log-probs, {len(lists[1])} candidate")
     ids = {}
-    for name in ("user_id", "interaction_id", "session_id"):
+    for name in ("user_id", "interaction_id", "session_id", "org_id"):
         value = data.get(name)
         if value is not None and not isinstance(value, str):
             raise ValueError(f"{where}: {name} must be a string or null, got {value!r}")
@@ -99,7 +103,7 @@ def _row(data: Any, where: str) -> EvidenceRow:
         raise ValueError(f"{where}: full_support must be true, false or null, got {full_support!r}")
     return EvidenceRow(ids["user_id"], ids["interaction_id"],
                        None if reward is None else float(reward), lists[0], lists[1],
-                       ids["session_id"], full_support)  # fmt: skip
+                       ids["session_id"], full_support, ids["org_id"])  # fmt: skip
 
 
 def evidence_bytes(rows: Iterable[EvidenceRow]) -> bytes:

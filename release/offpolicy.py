@@ -44,6 +44,7 @@ def evidence_rows(policy: CausalLMPolicy, examples: Sequence[Example]) -> list[E
                                      for v in scores[i].double().tolist()),
             session_id=first.session_id,
             full_support=all(examples[i].rollout.sampling.top_p >= 1.0 for i in members),
+            org_id=first.org_id,
         ))  # fmt: skip
     return rows
 

@@ -180,18 +180,26 @@ class Estimate:
         return self.value - self.behaviour_mean
 
 
-def user_key(user_id: str | None, session_id: str | None, interaction_id: str) -> str:
+def user_key(user_id: str | None, session_id: str | None, interaction_id: str,
+             org_id: str | None = None) -> str:  # fmt: skip
     """The unit an interaction is resampled and held out with: its user; without one its
-    session; without either the interaction alone.
+    session; without either the interaction alone. Ids are the client's, unique only within
+    an organisation: with an ``org_id`` the unit is the organisation's (its length first, so no
+    pair of ids spells another pair's key); without one (evidence written before organisations
+    were recorded) the key is the id alone, as it was.
 
     >>> user_key("u1", "s1", "i1"), user_key(None, "s1", "i1"), user_key("", None, "i1")
     ('user:u1', 'session:s1', 'interaction:i1')
+    >>> user_key("u1", None, "i1", "acme"), user_key(None, None, "i1", "acme")
+    ('4:acme/user:u1', '4:acme/interaction:i1')
     """
     if user_id:
-        return f"user:{user_id}"
-    if session_id:
-        return f"session:{session_id}"
-    return f"interaction:{interaction_id}"
+        unit = f"user:{user_id}"
+    elif session_id:
+        unit = f"session:{session_id}"
+    else:
+        unit = f"interaction:{interaction_id}"
+    return f"{len(org_id)}:{org_id}/{unit}" if org_id else unit
 
 
 def sequence_log_weights(behaviour: Sequence[Sequence[float]],

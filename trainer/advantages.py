@@ -70,7 +70,8 @@ def run_advantages(examples: Sequence[Example], scale: float) -> list[float]:
     >>> from types import SimpleNamespace as NS
     >>> def call(run, i, prompt, reward):
     ...     turn = NS(call_id=f"{run}{i}", parent_call_id=None if i == 1 else f"{run}1")
-    ...     return NS(rollout=NS(interaction_id=run, turn=turn, prompt_ids=prompt), scored=reward)
+    ...     return NS(rollout=NS(interaction_id=run, turn=turn, prompt_ids=prompt), scored=reward,
+    ...               org_id="o")
     >>> calls = [call("a", 1, (7,), 1.0), call("a", 2, (7, 8), 1.0), call("b", 1, (7,), 0.0),
     ...          call("c", 1, (9,), 5.0)]
     >>> run_advantages(calls, 1.0)

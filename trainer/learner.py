@@ -281,9 +281,10 @@ class _Trainer:
                 runs_kl.append(k3_kl(self.old[i], values.detach()))
                 kl_old += float(runs_kl[-1].sum())
         tokens = sum(len(examples[i].rollout.completion_ids) for i in rows)
-        by_run: dict[str, torch.Tensor] = {}
+        by_run: dict[object, torch.Tensor] = {}
         for i, values in zip(rows, runs_kl, strict=True):
-            key = examples[i].rollout.interaction_id if examples[i].rollout.turn else str(i)
+            run = examples[i]
+            key = (run.org_id, run.rollout.interaction_id) if run.rollout.turn else i
             by_run[key] = values.sum() + by_run.get(key, torch.zeros((), device=values.device))
         measured = torch.tensor([kl_old / tokens, per_run_kl(list(by_run.values()))],
                                 device=accelerator.device)  # fmt: skip

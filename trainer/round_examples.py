@@ -31,7 +31,9 @@ def held_out(unit: str, fraction: float) -> bool:
 
 
 def unit_of(example: Example) -> str:
-    return user_key(example.user_id, example.session_id, example.rollout.interaction_id)
+    return user_key(
+        example.user_id, example.session_id, example.rollout.interaction_id, example.org_id
+    )
 
 
 def split(examples: Sequence[Example], fraction: float) -> tuple[list[Example], list[Example]]:
@@ -44,9 +46,10 @@ def split(examples: Sequence[Example], fraction: float) -> tuple[list[Example], 
     only where no row names one (a deployment without user ids) are sessions the unit.
 
     >>> from types import SimpleNamespace as NS
-    >>> rows = [NS(user_id=None, session_id=f"s{k}", rollout=NS(interaction_id=f"i{k}"))
-    ...         for k in range(40)] + [NS(user_id=f"u{k}", session_id=None,
-    ...                                   rollout=NS(interaction_id=f"j{k}")) for k in range(40)]
+    >>> rows = [NS(user_id=None, session_id=f"s{k}", org_id="o",
+    ...            rollout=NS(interaction_id=f"i{k}")) for k in range(40)] + [
+    ...         NS(user_id=f"u{k}", session_id=None, org_id="o",
+    ...            rollout=NS(interaction_id=f"j{k}")) for k in range(40)]
     >>> train, held = split(rows, 0.3)
     >>> all(e.user_id for e in held), len(train) + len(held)
     (True, 80)
@@ -78,7 +81,7 @@ def within_context(examples: Sequence[Example], limit: int | None) -> tuple[list
     >>> from types import SimpleNamespace as NS
     >>> def call(run, n):
     ...     return NS(rollout=NS(interaction_id=run, turn=True, prompt_ids=[0] * n,
-    ...                          completion_ids=[1]))
+    ...                          completion_ids=[1]), org_id="o")
     >>> kept, left = within_context([call("a", 3), call("a", 9), call("b", 3)], 8)
     >>> [e.rollout.interaction_id for e in kept], left
     (['b'], 2)

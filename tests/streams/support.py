@@ -1,10 +1,13 @@
-"""Helpers for the stream tests: the replay's answer, latest revisions, a dict store, a worker."""
+"""Helpers for the stream tests: the replay's answer, latest revisions, a dict store, a worker,
+a reader of a topic and a group of worker subprocesses."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -12,7 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
+from confluent_kafka import Consumer, TopicPartition
 
+from infra.settings import client
+from infra.topics import TopicNames
 from rewards.config import RewardConfig
 from rewards.function import compute_record
 
@@ -110,3 +117,83 @@ def start_worker(
 
 def decode_records(messages: Iterable[Any]) -> list[dict[str, Any]]:
     return [orjson.loads(m.value()) for m in messages]
+
+
+class TopicReader:
+    """Every message of a topic from the beginning, kept as it arrives."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.consumer = Consumer(
+            client(bootstrap, **{"group.id": f"r{time.time_ns()}", "enable.auto.commit": False})
+        )
+        parts = self.consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        self.messages: list = []
+
+    def poll(self, seconds: float = 1.0) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for m in self.consumer.consume(5000, timeout=0.2):
+                if m.error() is None:
+                    self.messages.append(m)
+
+    def values(self) -> list[dict]:
+        return [orjson.loads(m.value()) for m in self.messages]
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class Workers:
+    """Worker subprocesses of one group; every one is killed at the end whatever happens."""
+
+    def __init__(self, bootstrap: str, names: TopicNames, tmp: Path) -> None:
+        self.bootstrap, self.names, self.tmp = bootstrap, names, tmp
+        self.procs: list = []
+
+    def start(self, name: str, *extra: str):
+        proc = start_worker(
+            self.bootstrap,
+            self.names.prefix,
+            self.tmp / name,
+            None,
+            *extra,
+            log=self.tmp / f"{name}.log",
+        )
+        self.procs.append(proc)
+        return proc
+
+    def kill(self, proc) -> None:
+        """SIGKILL the supervisor and its worker (the whole process group)."""
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+    @staticmethod
+    def worker_pid(proc, other_than: int | None = None) -> int:
+        """The pid of the worker process under the supervisor ``proc``."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            if children and int(children[0]) != other_than:
+                return int(children[0])
+            time.sleep(0.1)
+        pytest.fail("the supervisor runs no (new) worker process")
+
+    def kill_worker_only(self, proc) -> None:
+        """SIGKILL the worker under the supervisor ``proc``; wait until it starts another."""
+        pid = self.worker_pid(proc)
+        os.kill(pid, signal.SIGKILL)
+        self.worker_pid(proc, other_than=pid)
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace")[-3000:] for p in self.tmp.glob("*.log"))
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except Exception:  # noqa: BLE001 - then it is killed
+                os.killpg(proc.pid, signal.SIGKILL)

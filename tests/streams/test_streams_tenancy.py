@@ -20,8 +20,7 @@ from rewards.replay import replay
 from rewards.timestamps import US_PER_S, format_us, to_us
 from streams.processor import LEGACY_PREFIX, Incoming, PartitionProcessor, interaction_key
 from streams.state import OpenInteraction, Tombstone, decode, encode
-from tests.streams.support import PAST_START, DictStore
-from tests.streams.test_streams_worker import TopicReader, Workers
+from tests.streams.support import PAST_START, DictStore, TopicReader, Workers
 from tests.support.kafka import produce_json
 
 CONFIG = RewardConfig(window_s=10, late_s=10, grace_s=1, remember_closed_s=100)

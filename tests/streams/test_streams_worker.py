@@ -19,7 +19,6 @@ from pathlib import Path
 import orjson
 import polars as pl
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from infra.settings import client
 from infra.topics import JOIN_PARTITIONS, TopicNames
@@ -28,7 +27,7 @@ from rewards.eventio import EVENT_SCHEMA
 from rewards.record import frame_to_records
 from rewards.replay import replay
 from rewards.workload import generate_workload
-from tests.streams.support import PAST_START, latest_revisions, start_worker
+from tests.streams.support import PAST_START, TopicReader, Workers, latest_revisions
 from tests.support.kafka import free_port_block, produce_json
 
 pytestmark = pytest.mark.slow
@@ -44,86 +43,6 @@ def replay_records(events: list[dict]) -> dict[str, dict]:
         del body["revision"]
         out[body["interaction_id"]] = body
     return out
-
-
-class TopicReader:
-    """Every message of a topic from the beginning, kept as it arrives."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.consumer = Consumer(
-            client(bootstrap, **{"group.id": f"r{time.time_ns()}", "enable.auto.commit": False})
-        )
-        parts = self.consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        self.consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        self.messages: list = []
-
-    def poll(self, seconds: float = 1.0) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            for m in self.consumer.consume(5000, timeout=0.2):
-                if m.error() is None:
-                    self.messages.append(m)
-
-    def values(self) -> list[dict]:
-        return [orjson.loads(m.value()) for m in self.messages]
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
-class Workers:
-    """Worker subprocesses of one group; every one is killed at the end whatever happens."""
-
-    def __init__(self, bootstrap: str, names: TopicNames, tmp: Path) -> None:
-        self.bootstrap, self.names, self.tmp = bootstrap, names, tmp
-        self.procs: list = []
-
-    def start(self, name: str, *extra: str):
-        proc = start_worker(
-            self.bootstrap,
-            self.names.prefix,
-            self.tmp / name,
-            None,
-            *extra,
-            log=self.tmp / f"{name}.log",
-        )
-        self.procs.append(proc)
-        return proc
-
-    def kill(self, proc) -> None:
-        """SIGKILL the supervisor and its worker (the whole process group)."""
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-
-    @staticmethod
-    def worker_pid(proc, other_than: int | None = None) -> int:
-        """The pid of the worker process under the supervisor ``proc``."""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-            if children and int(children[0]) != other_than:
-                return int(children[0])
-            time.sleep(0.1)
-        pytest.fail("the supervisor runs no (new) worker process")
-
-    def kill_worker_only(self, proc) -> None:
-        """SIGKILL the worker under the supervisor ``proc``; wait until it starts another."""
-        pid = self.worker_pid(proc)
-        os.kill(pid, signal.SIGKILL)
-        self.worker_pid(proc, other_than=pid)
-
-    def logs(self) -> str:
-        return "\n".join(p.read_text(errors="replace")[-3000:] for p in self.tmp.glob("*.log"))
-
-    def stop_all(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(30)
-            except Exception:  # noqa: BLE001 - then it is killed
-                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def wait_until_equal(reader: TopicReader, expected: dict[str, dict], workers: Workers,

@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rewards.config import read_mapping
 from rewards.record import CENSORED
+from rewards.tenant_keys import interaction_columns, org_scoped
 from stats.cluster_ratio import (
     ClusterRatio,
     alarm_sample,
@@ -162,8 +163,9 @@ class CheckpointRates:
 
 
 def latest_revisions(records: pl.DataFrame) -> pl.DataFrame:
-    """One row per interaction: its highest revision (the ``rewards`` topic is compacted so)."""
-    return records.sort("revision").unique("interaction_id", keep="last", maintain_order=True)
+    """One row per interaction, ``(org_id, interaction_id)``: its highest revision."""
+    key = interaction_columns(records.columns)
+    return records.sort("revision").unique(key, keep="last", maintain_order=True)
 
 
 def _terms(columns: list[str]) -> dict[str, tuple[pl.Expr, pl.Expr]]:
@@ -185,12 +187,11 @@ def _terms(columns: list[str]) -> dict[str, tuple[pl.Expr, pl.Expr]]:
 
 
 def user_key(columns: list[str]) -> pl.Expr:
-    """Whose interaction it is, the unit the decision counts together: the user, else (privacy
-    mode keeps no ``user_id``) the organisation, which holds all of the user's interactions,
-    else the session, else the interaction itself. Keyed by session, a privacy-mode user's
-    sessions would count as unrelated users and the test would alarm too often."""
-    keys = [pl.col(c) for c in ("user_id", "org_id", "session_id") if c in columns]
-    return pl.coalesce([*keys, pl.col("interaction_id")]).alias("unit")
+    """The unit the decision counts together, each id scoped by its organisation: the user, else
+    (privacy mode keeps no ``user_id``) the organisation, which holds all of the user's
+    interactions (keyed by session, they would count as unrelated users), else the session."""
+    keys = [org_scoped(c, columns) for c in ("user_id", "org_id", "session_id") if c in columns]
+    return pl.coalesce([*keys, org_scoped("interaction_id", columns)]).alias("unit")
 
 
 def checkpoint_rates(records: pl.DataFrame, checkpoint_id: str) -> CheckpointRates:

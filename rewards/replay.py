@@ -21,6 +21,7 @@ from rewards.config import RewardConfig
 from rewards.eventio import REWARD_COLUMNS, frame_to_events
 from rewards.function import compute_record
 from rewards.record import RECORD_SCHEMA, RewardRecord, records_to_frame
+from rewards.tenant_keys import interaction_columns
 
 # Rows converted to Python at a time; whole interactions only, so a chunk may be a little larger.
 CHUNK_ROWS = 100_000
@@ -31,18 +32,13 @@ REQUIRED_COLUMNS = ("event_id", "type", "ts", "received_at", "interaction_id")
 Progress = Callable[[int, int], None]  # (interactions done, events done)
 
 
-def _interaction_columns(columns: Sequence[str]) -> list[str]:
-    """An interaction is (org_id, interaction_id) (reward spec); org_id when the frame has it."""
-    return [c for c in ("org_id", "interaction_id") if c in columns]
-
-
 def iter_chunks(events: pl.DataFrame, chunk_rows: int = CHUNK_ROWS) -> Iterator[pl.DataFrame]:
     """The events sorted by interaction, in slices of about ``chunk_rows`` whole interactions."""
     columns = [c for c in REWARD_COLUMNS if c in events.columns]
     unusable = events.select(pl.any_horizontal(pl.col(REQUIRED_COLUMNS).is_null()).sum()).item()
     if unusable:
         raise ValueError(f"{unusable} events lack one of {REQUIRED_COLUMNS}: not collected events")
-    keys = _interaction_columns(columns)
+    keys = interaction_columns(columns)
     ordered = events.select(columns).sort(keys)
     sizes = ordered.group_by(keys, maintain_order=True).len()["len"].to_list()
     start = offset = 0
@@ -57,7 +53,7 @@ def iter_chunks(events: pl.DataFrame, chunk_rows: int = CHUNK_ROWS) -> Iterator[
 
 def iter_interactions(chunk: pl.DataFrame) -> Iterator[list[dict[str, Any]]]:
     """The events of each interaction of a sorted chunk, as dicts."""
-    keys = _interaction_columns(chunk.columns)
+    keys = interaction_columns(chunk.columns)
     sizes = chunk.group_by(keys, maintain_order=True).len()["len"].to_list()
     rows = frame_to_events(chunk)
     position = 0

@@ -82,6 +82,7 @@ class CallProblem(enum.StrEnum):
     unknown_tool = "unknown_tool"  # names no tool the harness knows
     missing_args = "missing_args"  # a known tool without its required arguments
     refused = "refused"  # well formed, but cannot be carried out (a path outside the repo)
+    length = "length"  # cut by the answer's token budget before it closed
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,11 @@ harness's events say it: ``agent.tool_call {tool, valid}``, ``agent.edit_propose
   ``<tool_call>`` in it is an invalid call, named as the harness names one (the tool, when the
   text names a known one, else ``unknown`` or ``malformed``), and the agent tells the model its
   call could not be read and asks again (so that call joins the run by its text);
+- an answer its token budget cut (finish reason ``length``) while it wrote a call (under a
+  constraint every answer is one, even one cut before its marker was whole) is an invalid call
+  whose reason is ``length`` (``CallProblem.length``; the step keeps the finish reason too), and
+  the run goes on: a cut call is what the model sampled, and dropping its run would be the
+  discard reward spec v1 forbids;
 - a ``write_file`` that changes the repository is an edit, with its lines added and removed.
 
 An answer in prose (no call) is told once (``nudges``) to act by calling a tool, as agent loops
@@ -117,6 +122,7 @@ class Step:
     latency_ms: int
     output_tokens: int
     actions: tuple[Edit | ToolCall, ...]
+    finish_reason: str = "stop"  # the answer's: ``length`` when its token budget cut it
 
 
 @dataclass
@@ -148,18 +154,26 @@ class AgentRun:
         return sum(s.output_tokens for s in self.steps)
 
 
-def broken_calls(text: str, tools: Sequence[ToolSpec] = TOOLS) -> tuple[ToolCall, ...]:
+def broken_calls(text: str, tools: Sequence[ToolSpec] = TOOLS,
+                 cut: bool = False) -> tuple[ToolCall, ...]:  # fmt: skip
     """The invalid calls in an answer's text: one per ``<tool_call>``, named by the tool it
-    names when that is a known one.
+    names when that is a known one. ``cut``: the answer was a call that its token budget cut
+    (finish reason ``length``), so its last call is invalid for that reason (``length``), and
+    a cut answer without the whole marker (a budget shorter than the marker) is still one call.
 
     >>> [c.tool for c in broken_calls('<tool_call>\\n{"name": "run_tests", "x"}\\n<tool_call>')]
     ['run_tests', 'malformed']
     >>> broken_calls('<tool_call>{"name": "is_even"}</tool_call>')[0].problem.value
     'unknown_tool'
+    >>> [(c.tool, c.problem.value) for c in broken_calls('<tool_call>{"name": "finish"', cut=True)]
+    [('finish', 'length')]
+    >>> [(c.tool, c.problem.value) for c in broken_calls('<tool', cut=True)]
+    [('malformed', 'length')]
     """
     known = {t.name for t in tools}
+    pieces = text.split(MARKER)[1:] or ([text] if cut else [])
     out = []
-    for piece in text.split(MARKER)[1:]:
+    for piece in pieces:
         named = _NAME.search(piece)
         if named is None:
             out.append(ToolCall(MALFORMED_TOOL, CallProblem.malformed))
@@ -167,6 +181,8 @@ def broken_calls(text: str, tools: Sequence[ToolSpec] = TOOLS) -> tuple[ToolCall
             out.append(ToolCall(named["name"], CallProblem.malformed))
         else:
             out.append(ToolCall(UNKNOWN_TOOL, CallProblem.unknown_tool))
+    if cut and out:
+        out[-1] = ToolCall(out[-1].tool, CallProblem.length)
     return tuple(out)
 
 
@@ -242,6 +258,10 @@ def run_agent(
         nudging = False
         calls = list(message.tool_calls or ())
         text = message.content or ""
+        finish_reason = completion.choices[0].finish_reason or ""
+        # a call the budget cut: under a constraint every answer is a call, even one cut before
+        # its marker was whole; it is an invalid call, never dropped (reward spec v1)
+        cut = finish_reason == "length" and not calls and (settings.constrained or MARKER in text)
         if calls:
             messages.append({"role": "assistant", "content": message.content,
                              "tool_calls": [_as_dict(c) for c in calls]})  # fmt: skip
@@ -253,8 +273,8 @@ def run_agent(
                 edits += sum(isinstance(a, Edit) for a in done)
                 actions += done
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-        elif MARKER in text:
-            actions += broken_calls(text)
+        elif MARKER in text or cut:
+            actions += broken_calls(text, cut=cut)
             messages += [{"role": "assistant", "content": text},
                          {"role": "user", "content": NOT_READ}]  # fmt: skip
         elif nudged < settings.nudges:
@@ -266,7 +286,7 @@ def run_agent(
         run.steps.append(Step(
             raw.headers["x-rtrl-interaction-id"], raw.headers.get("x-rtrl-checkpoint-id", ""),
             (name, arm) if arm else None, latency_ms,
-            usage.completion_tokens if usage else 0, tuple(actions),
+            usage.completion_tokens if usage else 0, tuple(actions), finish_reason,
         ))  # fmt: skip
         if any(isinstance(a, ToolCall) and a.valid and a.tool == FINISH for a in actions):
             run.ended = "finish"

@@ -23,6 +23,7 @@ import httpx
 import httpx2
 import pytest
 
+from agent.harness import CallProblem
 from agent.sandbox import grade
 from agent.tasks import get_task
 from agent.tool_agent import NOT_READ, NUDGE, AgentSettings, broken_calls, run_agent
@@ -194,6 +195,32 @@ def test_a_broken_call_is_reported_invalid_and_the_model_is_asked_again() -> Non
     assert outcome.reaction.dissatisfied and outcome.graded is None
     record_reward = reward(events)
     assert record_reward == pytest.approx(-1.0 - 2 * 0.5 - 0.1 * min(run.latency_ms / 1e4, 1))
+
+
+CUT_CALL = '<tool_call>\n{"name": "write_file", "arguments": {"path": "solution.py", "content": "d'
+
+
+@pytest.mark.parametrize("cut_text", [CUT_CALL, "<tool"])
+def test_a_call_cut_by_its_budget_is_an_invalid_call_and_its_run_goes_on(cut_text: str) -> None:
+    """A constrained call that its ``max_tokens`` cut (the gateway returns it as text, finish
+    reason ``length``; with a budget under the marker's tokens, not even the marker is whole):
+    reported as ``agent.tool_call`` ``valid: false``, its reason ``length`` kept by the harness
+    and the step, and the run kept: the model is told and asked again, and the run is scored."""
+    cut = {"content": cut_text, "finish_reason": "length"}
+    script = ScriptedGateway(cut, tool_call("write_file", path=MODULE, content=TASK.reference),
+                             tool_call("finish"))  # fmt: skip
+    run, outcome, events, module = played(script, AgentSettings(constrained=True))
+    first = run.steps[0]
+    assert first.finish_reason == "length" and run.steps[1].finish_reason == "tool_calls"
+    named = "write_file" if "write_file" in cut_text else "malformed"
+    assert [(a.tool, a.problem) for a in first.actions] == [(named, CallProblem.length)]
+    assert kinds(events)[0] == ("agent.tool_call", named)
+    assert [e["payload"]["valid"] for e in events if e["type"] == "agent.tool_call"] == [
+        False, True, True]  # fmt: skip
+    told = [{"role": "assistant", "content": cut_text}, {"role": "user", "content": NOT_READ}]
+    assert script.sent[1][1]["messages"][-2:] == told
+    assert run.ended == "finish" and outcome.solved and module == TASK.reference
+    assert reward(events) is not None  # the run is scored, its cut call among its calls
 
 
 def test_a_path_outside_the_repository_is_an_invalid_call_that_reads_nothing(tmp_path) -> None:

@@ -26,7 +26,8 @@ class ScriptedGateway:
         answer = self.answers.pop(0)
         if isinstance(answer, httpx2.Response):
             return answer
-        finish = "tool_calls" if "tool_calls" in answer else "stop"
+        answer = dict(answer)  # a scripted answer may name its finish reason (e.g. ``length``)
+        finish = answer.pop("finish_reason", "tool_calls" if "tool_calls" in answer else "stop")
         choice = {"index": 0, "message": {"role": "assistant", **answer}, "finish_reason": finish}
         usage = {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}
         body = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "default",

@@ -142,6 +142,10 @@ def _loop(
     if scenario.flaw != "none":
         log.warning("scenario %s: the stream scores rewards with the flaw %r", scenario.name,
                     scenario.flaw)  # fmt: skip
+    if scenario.world == "agent":
+        log.warning("scenario %s: unconstrained agent runs scored by the reward %s; the "
+                    "pre-serve tool-opening check watches the candidates", scenario.name,
+                    plan.reward_config)  # fmt: skip
     keys_db = root / "keys.db"
     org = "acme"
     api_key = (
@@ -200,13 +204,16 @@ def _loop(
         plan.round_users,
         settings.seed,
         plan.model,
-        scenario.users if scenario.name != "default" else settings.users,
+        scenario.users
+        if scenario.name != "default" and scenario.world == "tokens"
+        else settings.users,
         settings.truth_samples,
         scenario.eval_reader,
-        # the code world's learner is its own (CodeWorldSettings.learner): a scenario's, made
-        # for the tiny model's token world, would override its learning rate
+        # the code world's learner is its own (CodeWorldSettings.learner): a token scenario's,
+        # made for the tiny model's token world, would override its learning rate; an agent
+        # scenario's learner goes over the agent world's
         (
-            *(scenario.train_args() if plan.world == "tokens" else ()),
+            *(scenario.train_args() if plan.world == scenario.world else ()),
             "--reward-config",
             str(config_file),
         ),

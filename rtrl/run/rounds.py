@@ -107,7 +107,7 @@ class TrainingRounds:
     def start(self) -> None:
         """Register the first checkpoint, announce it, and serve it from a gateway that
         follows the ``checkpoints`` topic."""
-        root_id = f"{self.model.split('-')[0]}-0000"
+        root_id = f"{Path(self.model).name.split('-')[0]}-0000"  # a model's name, or its path's
         run_stage(
             "checkpoints",
             [

@@ -197,7 +197,8 @@ class RunSettings:
     scenario: str = field(
         default="default",
         metadata=_help(
-            "the world the rounds train in: "
+            "the world the rounds train in (the token world's, or with --world agent the agent "
+            "world's: tool-avoidance and its control): "
             + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values())
             + " (default: default)"
         ),
@@ -236,9 +237,10 @@ class RunSettings:
         engine, the rounds, users per round and of the closing A/B test, and the code and agent
         worlds' settings."""
         world: World
+        scenario = SCENARIOS[self.scenario]
         if self.world is None:
             token_users = self.scenario != "default" or self.users != "default"
-            world = "tokens" if token_users else "code"
+            world = "agent" if scenario.world == "agent" else "tokens" if token_users else "code"
         else:
             world = self.world
         model, engine = WORLD_MODELS[world]
@@ -246,7 +248,8 @@ class RunSettings:
                                  eval_samples=self.held_out_samples,
                                  gate_eval_samples=self.gate_eval_samples)  # fmt: skip
         agent = AgentWorldSettings(max_tokens=_given(self.max_tokens, _AGENT.max_tokens),
-                                   max_calls=self.agent_calls)  # fmt: skip
+                                   max_calls=self.agent_calls,
+                                   constrained=scenario.constrained)  # fmt: skip
         extra_rounds = _given(self.extra_rounds, code.extra_rounds if world == "code" else 0)
         if extra_rounds < 0:
             raise SystemExit("--extra-rounds: 0 or more")
@@ -266,7 +269,8 @@ class RunSettings:
                             "agent": agent.ab_users}[world]),
             code=code,
             agent=agent,
-            reward_config=self.reward_config or WORLD_REWARDS.get(world),
+            reward_config=self.reward_config or scenario.reward_config
+            or WORLD_REWARDS.get(world),
         )  # fmt: skip
 
 
@@ -295,9 +299,14 @@ class RunPlan:
     def refusal(self) -> str | None:
         """Why the run cannot be played as asked, in a sentence for the log; None: it can."""
         s = self.settings
-        token_users = s.scenario != "default" or s.users != "default"
+        scenario = SCENARIOS[s.scenario]
         if s.scenario != "default" and s.users != "default":
             return f"--scenario {s.scenario} brings its own users: no --users with it"
+        if scenario.world == "agent" and self.world != "agent":
+            return f"--scenario {s.scenario} is the agent world's: use --world agent"
+        token_users = (s.scenario != "default" and scenario.world == "tokens") or (
+            s.users != "default"
+        )
         if self.world != "tokens" and token_users:
             return f"--world {self.world} brings its own users: no --scenario or --users with it"
         if s.ab_compare_servers and self.engine != "llama.cpp":

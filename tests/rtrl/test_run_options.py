@@ -95,6 +95,9 @@ def test_a_negative_extra_rounds_is_refused():
     (["--world", "code", "--users", "indifferent"], "--world code brings its own users"),
     (["--world", "tokens", "--ab-compare-servers"], "--ab-compare-servers compares"),
     (["--model", "tiny"], "serves GGUF-convertible models"),
+    (["--world", "tokens", "--scenario", "tool-avoidance"], "use --world agent"),
+    (["--world", "agent", "--scenario", "free-deferral"], "--world agent brings its own users"),
+    (["--world", "agent", "--scenario", "tool-avoidance"], None),
     ([], None),
 ])  # fmt: skip
 def test_what_cannot_be_played_is_said(argv, refusal):
@@ -108,3 +111,14 @@ def test_the_gateways_engine_options():
                                        "--engine-exact"]  # fmt: skip
     assert resolved("--world", "agent", "--no-engine-exact").serve_args() == [
         "--engine", "llama.cpp", "--engine-slots", "4"]  # fmt: skip
+
+
+@pytest.mark.parametrize(("scenario", "reward"), [("tool-avoidance", "default"),
+                                                  ("tool-avoidance-control", "agent")])  # fmt: skip
+def test_the_avoidance_scenarios_are_unconstrained_agent_runs_under_their_reward(scenario, reward):
+    plan = resolved("--world", "agent", "--scenario", scenario)
+    assert (plan.world, plan.reward_config, plan.agent.constrained) == ("agent", reward, False)
+    assert resolved("--scenario", scenario).world == "agent"  # the scenario's world
+    named = resolved("--world", "agent", "--scenario", scenario, "--reward-config", "x.toml")
+    assert named.reward_config == "x.toml"  # what the options name wins
+    assert resolved("--world", "agent").agent.constrained  # the world's own runs: constrained

@@ -24,3 +24,16 @@ def test_a_worlds_train_options_parse_into_a_learner(settings) -> None:  # noqa:
     assert 2 <= learner.minibatches <= 4
     # an agent world's candidate is checked for tool avoidance before it serves
     assert args.tool_opening == isinstance(settings, AgentWorldSettings)
+
+
+@pytest.mark.parametrize("name", ["tool-avoidance", "tool-avoidance-control"])
+def test_an_agent_scenarios_learner_goes_over_the_worlds(name: str) -> None:
+    from rtrl.worlds.scenarios import SCENARIOS
+
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    register(parser.add_subparsers())
+    scenario = SCENARIOS[name]
+    args = parser.parse_args(["train", *AgentWorldSettings().train_args(), *scenario.train_args()])
+    learner = learner_from(args)
+    assert (learner.lr, learner.clip, learner.target_kl) == (0.01, 0.5, 1.0)
+    assert args.tool_opening and args.lora_r == 16  # the world's LoRA and check stay

@@ -35,5 +35,5 @@ def test_an_agent_scenarios_learner_goes_over_the_worlds(name: str) -> None:
     scenario = SCENARIOS[name]
     args = parser.parse_args(["train", *AgentWorldSettings().train_args(), *scenario.train_args()])
     learner = learner_from(args)
-    assert (learner.lr, learner.clip, learner.target_kl) == (0.01, 0.5, 1.0)
+    assert (learner.lr, learner.clip, learner.target_kl) == (0.003, 0.5, 1.0)
     assert args.tool_opening and args.lora_r == 16  # the world's LoRA and check stay

@@ -2,8 +2,9 @@
 ``conftest.py``, and plain helper functions shared across stages in ``tests/support/``.
 
 A real Kafka broker for the whole session, unique topics per test, a collector on that broker,
-the tiny model (built once per session from a config and a tokenizer trained here) and a
-checkpoint registry rooted at it.
+the tiny model (built once per session from a config and a tokenizer trained here), a
+checkpoint registry rooted at it, and `rtrl serve` on it (``served``, set apart per module by
+overriding ``gateway_setup``).
 
 Set ``KAFKA_BOOTSTRAP_SERVERS`` to use an existing cluster; otherwise the session starts a
 single node with the project's own scripts (`infra.broker`) on a free port and stops it at
@@ -17,6 +18,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -29,6 +31,11 @@ from infra.topics import TopicNames
 from tests.support.collector import CollectorHandle, make_collector
 from tests.support.kafka import free_port_block
 from tests.support.schedule import longest_first
+
+if TYPE_CHECKING:  # the gateway's pieces import torch: each fixture imports them when used
+    import openai
+
+    from tests.support.gateway import GatewaySetup, Serve
 
 REPO = Path(__file__).resolve().parent.parent
 # No test reaches a model hub; models are built here or fetched from the package registry.
@@ -88,8 +95,63 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def registry(tmp_path: Path, tiny_model: Path) -> CheckpointRegistry:
     """A registry whose root checkpoint ``t-0000`` is the tiny model."""
-    from checkpoints.weights import register_base
+    from tests.support.gateway import tiny_registry
 
-    registry = CheckpointRegistry(tmp_path / "ckpt")
-    register_base(registry, "t-0000", tiny_model)
-    return registry
+    return tiny_registry(tmp_path / "ckpt", tiny_model)
+
+
+@pytest.fixture(scope="module")
+def gateway_setup() -> GatewaySetup:
+    """What a module's ``served`` gateway has of its own; a module overrides this fixture to
+    set options, another model or recording."""
+    from tests.support.gateway import GatewaySetup
+
+    return GatewaySetup()
+
+
+@pytest.fixture(scope="session")
+def shared_gateway(tmp_path_factory: pytest.TempPathFactory,
+                   tiny_model: Path) -> Iterator[tuple[Serve, str]]:  # fmt: skip
+    """`rtrl serve` on the tiny model as it comes (nothing recorded or followed), one for the
+    session's modules that set nothing of their own. Shared because it holds nothing a test
+    owns: it records nothing, its callers are told apart by their own user keys and interaction
+    ids, and its counters are read as differences across one test's calls."""
+    from tests.support.gateway import serve_tiny
+
+    serve, key = serve_tiny(tmp_path_factory.mktemp("shared-serve"), tiny_model)
+    try:
+        yield serve, key
+    finally:
+        serve.stop()
+
+
+@pytest.fixture(scope="module")
+def served(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    tiny_model: Path,
+    gateway_setup: GatewaySetup,
+) -> Iterator[tuple[Serve, str]]:
+    """`rtrl serve` on the tiny model for a module's tests, and an API key: the shared one
+    where the module sets nothing (``gateway_setup``), else one of its own for the module."""
+    from tests.support.gateway import GatewaySetup, serve_tiny
+
+    if gateway_setup == GatewaySetup():
+        yield request.getfixturevalue("shared_gateway")
+        return
+    model = gateway_setup.model or tiny_model
+    serve, key = serve_tiny(tmp_path_factory.mktemp("serve"), model, *gateway_setup.options,
+                            record_to=gateway_setup.record_to)  # fmt: skip
+    try:
+        yield serve, key
+    finally:
+        serve.stop()
+
+
+@pytest.fixture(scope="module")
+def client(served: tuple[Serve, str]) -> openai.OpenAI:
+    """The official client on the module's ``served`` gateway, with its key, never retrying."""
+    import openai
+
+    serve, key = served
+    return openai.OpenAI(base_url=f"{serve.url}/v1", api_key=key, max_retries=0)

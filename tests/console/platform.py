@@ -3,25 +3,18 @@ command), and a canary's live A/B landed in a warehouse the way the sink lands i
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
-
-import httpx
 
 from rewards.config import RewardConfig
 from rewards.function import compute_record
+from tests.support.child import REPO as REPO
+from tests.support.child import answers, start_rtrl, stop
 from tests.support.events import events_of
 from tests.support.kafka import free_port_block
 from tests.support.warehouse import land
 from warehouse.catalog import build_catalog
 from warehouse.store import Store
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def land_canary(store: Store, users: range, canary: str, parent: str, seed: int) -> str:
@@ -47,29 +40,11 @@ class ConsoleProcess:
     def __init__(self, args: list[str], log: Path) -> None:
         self.port = free_port_block(1)
         self.url = f"http://127.0.0.1:{self.port}"
-        self._out = open(log, "ab")  # noqa: SIM115 - closed in stop()
         self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rtrl.cli", "console", "--port", str(self.port), *args],
-            cwd=REPO, stdout=self._out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                if httpx.get(f"{self.url}/api/snapshot", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"rtrl console did not come up:\n{log.read_text()[-3000:]}")
+        self.proc, self._out = start_rtrl(["console", "--port", str(self.port), *args], log)
+        if not answers(self.proc, f"{self.url}/api/snapshot", timeout_s=60, pause_s=0.1):
+            self.stop()
+            raise RuntimeError(f"rtrl console did not come up:\n{log.read_text()[-3000:]}")
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-        try:
-            code = self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait(10)
-        self._out.close()
-        return code
+        return stop(self.proc, self._out, timeout_s=20)

@@ -14,7 +14,6 @@ tiny model lands every run's interaction in the warehouse and writes the round's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,6 @@ from agent.sandbox import grade
 from agent.tasks import get_task
 from agent.tool_agent import NOT_READ, NUDGE, AgentSettings, broken_calls, run_agent
 from agent.workspace import MODULE, Refused, Workspace
-from checkpoints.store import CheckpointRegistry
-from checkpoints.weights import register_base
 from ingest.contract import Origin, now_ts, uuid7, validate_event
 from rewards.config import RewardConfig
 from rewards.function import compute_record
@@ -42,7 +39,6 @@ from rtrl.worlds.agent_world import (
     tally,
 )
 from rtrl.worlds.http_users import Later
-from tests.support.gateway import Serve, api_key
 from tests.support.kafka import free_port_block
 from tests.support.rtrl_run import run_rtrl
 from tests.support.scripted_gateway import ScriptedGateway, tool_call
@@ -267,22 +263,7 @@ def test_broken_calls_are_named_as_the_harness_names_them() -> None:
     assert named == ["malformed", "finish"]
 
 
-# -- a real gateway on the tiny model ---------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def served(
-    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
-) -> Iterator[tuple[Serve, str]]:
-    """`rtrl serve` on the tiny model."""
-    tmp = tmp_path_factory.mktemp("agent")
-    registry = CheckpointRegistry(tmp / "ckpt")
-    register_base(registry, "t-0000", tiny_model)
-    key = api_key(tmp / "keys.sqlite")
-    serve = Serve(["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"),
-                   "--no-record", "--no-follow"], tmp / "serve.log")  # fmt: skip
-    yield serve, key
-    serve.stop()
+# -- a real gateway on the tiny model (``served``: the session's shared one) ----------------------
 
 
 @pytest.mark.slow
@@ -292,6 +273,8 @@ def test_the_real_loop_joins_each_run_and_emits_contract_events(served) -> None:
     settings = AgentWorldSettings(max_tokens=16, max_calls=3,
                                   tasks=("add", "negate", "upper", "double"))  # fmt: skip
     asks = round_asks(4, seed=7, settings=settings)  # one run of each task
+    extends = 'rtrl_gateway_calls_total{outcome="extends"}'
+    before = serve.metrics().get(extends, 0.0)  # the gateway is the session's shared one
     with httpx.Client(base_url=serve.url, headers={"Authorization": f"Bearer {key}"},
                       timeout=120) as http:  # fmt: skip
         outcomes = play_agents(http, emitter, asks, settings, concurrency=4)
@@ -312,8 +295,8 @@ def test_the_real_loop_joins_each_run_and_emits_contract_events(served) -> None:
     assert len(emitter.events) == sum(len(emitter.of(i)) for i in ids)
     t = tally(outcomes)
     assert t["runs"] == 4 and t["split"] == 0
-    counts = serve.metrics_when('rtrl_gateway_calls_total{outcome="extends"}', follow_ups)
-    assert counts['rtrl_gateway_calls_total{outcome="extends"}'] >= follow_ups
+    counts = serve.metrics_when(extends, before + follow_ups)
+    assert counts[extends] - before >= follow_ups
 
 
 @pytest.mark.slow

@@ -16,7 +16,6 @@ grammar of calls by our llama-server (``llamacpp/patches``), so the tool runs on
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -33,18 +32,12 @@ from openai import AsyncOpenAI
 from models.catalog import fetch, models_dir
 from models.loading import load_base
 from tests.support.engine import base_registry, needs_engine
-from tests.support.gateway import Serve, api_key, serve_tiny
+from tests.support.gateway import GatewaySetup, Serve, api_key
 
 
 @pytest.fixture(scope="module")
-def served(
-    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
-) -> Iterator[tuple[Serve, str]]:
-    serve, key = serve_tiny(
-        tmp_path_factory.mktemp("frameworks"), tiny_model, "--max-tokens", "256"
-    )
-    yield serve, key
-    serve.stop()
+def gateway_setup() -> GatewaySetup:
+    return GatewaySetup(options=("--max-tokens", "256"))
 
 
 def test_the_openai_agents_sdk_runs_a_tool_through_the_gateway(served: tuple[Serve, str]) -> None:

@@ -8,61 +8,35 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 import torch
 
-from checkpoints.store import CheckpointRegistry
-from checkpoints.weights import load_policy, register_base
+from checkpoints.weights import load_policy
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
 from models.rollout import Rollout
-from tests.support.gateway import Serve, api_key, rollouts
+from tests.support.gateway import GatewaySetup, RecordTo, rollouts
 from tests.support.kafka import drain
 
 ASK = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> CheckpointRegistry:
-    registry = CheckpointRegistry(tmp_path_factory.mktemp("ckpt"))
-    register_base(registry, "t-0000", tiny_model)
-    return registry
-
-
-@pytest.fixture(scope="module")
 def topic_names(kafka_bootstrap: str) -> TopicNames:
+    """One set of topics for the module's gateway to record on."""
     names = TopicNames(prefix=f"t{uuid.uuid4().hex[:10]}.")
     apply_topics(kafka_bootstrap, names, replication=1)
     return names
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, registry, kafka_bootstrap, topic_names):
-    """One server for the module: each test uses interaction ids of its own."""
-    tmp_path = tmp_path_factory.mktemp("serve")
-    key = api_key(tmp_path / "keys.sqlite")
-    serve = Serve(
-        [
-            "--registry",
-            str(registry.root),
-            "--db",
-            str(tmp_path / "keys.sqlite"),
-            "--bootstrap",
-            kafka_bootstrap,
-            "--topic-prefix",
-            topic_names.prefix,
-            "--max-tokens",
-            "10",
-            "--no-follow",
-        ],
-        tmp_path / "serve.log",
-    )
-    yield serve, openai.OpenAI(base_url=f"{serve.url}/v1", api_key=key, max_retries=0)
-    serve.stop()
+def gateway_setup(kafka_bootstrap: str, topic_names: TopicNames) -> GatewaySetup:
+    """One server for the module, recording: each test uses interaction ids of its own."""
+    return GatewaySetup(options=("--max-tokens", "10"),
+                        record_to=RecordTo(kafka_bootstrap, topic_names.prefix))  # fmt: skip
 
 
 def _score(policy, prompt, completion, temperature, top_p) -> torch.Tensor:
@@ -71,8 +45,7 @@ def _score(policy, prompt, completion, temperature, top_p) -> torch.Tensor:
 
 
 def test_openai_client_chat_completions_and_streams_are_rollouts(
-        served, registry, kafka_bootstrap, topic_names):  # fmt: skip
-    serve, client = served
+        client, registry, kafka_bootstrap, topic_names):  # fmt: skip
     seen: dict[str, dict] = {}
 
     def headers(i: str) -> dict[str, str]:
@@ -157,9 +130,10 @@ def test_openai_client_chat_completions_and_streams_are_rollouts(
     assert got["cmpl-1"].sampling.max_tokens == 6 and got["chat-1"].sampling.max_tokens == 10
 
 
-def test_privacy_mode_is_served_not_recorded_and_keys_are_checked(served, kafka_bootstrap,
+def test_privacy_mode_is_served_not_recorded_and_keys_are_checked(served, client,
+                                                                  kafka_bootstrap,
                                                                   topic_names):  # fmt: skip
-    serve, client = served
+    serve, _ = served
     before = serve.metrics()
     private = client.chat.completions.with_raw_response.create(
         model="default",
@@ -187,13 +161,12 @@ def test_privacy_mode_is_served_not_recorded_and_keys_are_checked(served, kafka_
         client.chat.completions.create(model="default", messages=ASK, temperature=0)
 
 
-def test_a_stream_sends_each_token_as_it_is_drawn(served, registry, kafka_bootstrap, topic_names):
+def test_a_stream_sends_each_token_as_it_is_drawn(client, registry, kafka_bootstrap, topic_names):
     """48 tokens streamed: the first chunk arrives long before the last (it is sent when the
     first token is drawn, not when the batch is done), and what was streamed is the rollout:
     its text the decode of the rollout's token ids, its ids and log-probabilities the same.
     The tiny model now and then draws its end token early: such a stream is checked against
     its rollout too, and another is asked for, to time one of at least 24 tokens."""
-    serve, client = served
     policy = load_policy(registry, registry.get("t-0000"))
     for attempt in range(4):
         interaction = f"chat-live-{attempt}"
@@ -226,10 +199,9 @@ def test_a_stream_sends_each_token_as_it_is_drawn(served, registry, kafka_bootst
     assert first < last / 2, f"first chunk at {first:.3f} s of {last:.3f} s ({len(ids)} tokens)"
 
 
-def test_an_agent_runs_calls_are_rollouts_of_one_interaction(served, kafka_bootstrap, topic_names):
+def test_an_agent_runs_calls_are_rollouts_of_one_interaction(client, kafka_bootstrap, topic_names):
     """Each call of a run is a rollout of the run's interaction; the second says which answer
     it extends and how many of its prompt ids are that answer's sequence, exactly."""
-    serve, client = served
     headers = {"X-Rtrl-User-Id": f"agent-{uuid.uuid4().hex[:8]}"}
     ask: Any = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
     first = client.chat.completions.with_raw_response.create(

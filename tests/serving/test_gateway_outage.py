@@ -11,14 +11,12 @@ from pathlib import Path
 
 import openai
 
-from checkpoints.store import CheckpointRegistry
-from checkpoints.weights import register_base
 from infra import broker
 from infra.broker_config import ClusterLayout
 from infra.kafka_dist import default_cache_root
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
-from tests.support.gateway import Serve, api_key, rollouts
+from tests.support.gateway import RecordTo, Serve, rollouts, serve_tiny
 from tests.support.kafka import free_port_block
 
 SPOOL = 30
@@ -40,27 +38,9 @@ def test_kafka_down_completions_served_rollouts_spooled_then_delivered(
     try:
         names = TopicNames("outage.")
         apply_topics(bootstrap, names, replication=1)
-        registry = CheckpointRegistry(tmp_path / "ckpt")
-        register_base(registry, "t-0000", tiny_model)
-        key = api_key(tmp_path / "keys.sqlite")
-        serve = Serve(
-            [
-                "--registry",
-                str(registry.root),
-                "--db",
-                str(tmp_path / "keys.sqlite"),
-                "--bootstrap",
-                bootstrap,
-                "--topic-prefix",
-                names.prefix,
-                "--no-follow",
-                "--max-tokens",
-                "3",
-                "--spool-max",
-                str(SPOOL),
-            ],
-            tmp_path / "serve.log",
-        )
+        options = ("--max-tokens", "3", "--spool-max", str(SPOOL))
+        record_to = RecordTo(bootstrap, names.prefix)
+        serve, key = serve_tiny(tmp_path, tiny_model, *options, record_to=record_to)
         client = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=key, max_retries=0)
 
         def ask(interaction: str) -> None:

@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +31,9 @@ import torch
 from openai.types.chat import ChatCompletionMessageParam
 
 from checkpoints.store import CheckpointRegistry
-from checkpoints.weights import load_policy, register_base
+from checkpoints.weights import load_policy
 from models.sampling import sampling_log_probs
-from tests.support.gateway import Serve, api_key
+from tests.support.gateway import GatewaySetup, Serve
 from tests.support.openai_schema import COMPLETION_CHUNK, check
 
 HERE = Path(__file__).parent
@@ -60,29 +59,9 @@ def test_the_checks_refuse_what_the_schema_refuses() -> None:
 
 # --- the server -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> CheckpointRegistry:
-    registry = CheckpointRegistry(tmp_path_factory.mktemp("ckpt"))
-    register_base(registry, "t-0000", tiny_model)
-    return registry
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory,
-           registry: CheckpointRegistry) -> Iterator[tuple[Serve, str]]:  # fmt: skip
+def gateway_setup() -> GatewaySetup:
     """One `rtrl serve` for the module (nothing recorded: the rollouts are other tests')."""
-    tmp = tmp_path_factory.mktemp("serve")
-    key = api_key(tmp / "keys.sqlite")
-    args = ["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"),
-            "--max-tokens", "8", "--no-record", "--no-follow"]  # fmt: skip
-    serve = Serve(args, tmp / "serve.log")
-    yield serve, key
-    serve.stop()
-
-
-@pytest.fixture(scope="module")
-def client(served: tuple[Serve, str]) -> openai.OpenAI:
-    serve, key = served
-    return openai.OpenAI(base_url=f"{serve.url}/v1", api_key=key, max_retries=0)
+    return GatewaySetup(options=("--max-tokens", "8"))
 
 
 def sse_events(client: openai.OpenAI, path: str, body: dict[str, Any]) -> list[Any]:

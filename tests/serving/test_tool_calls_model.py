@@ -12,8 +12,6 @@ interaction, its second prompt spliced from the first call's tokens.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,26 +23,14 @@ from models.generation import Generation
 from models.rollout import ModelIdentity
 from models.sampling import SamplingParams
 from serving.rollouts.build import rollout_of
-from tests.support.gateway import Serve, serve_tiny
+from tests.support.gateway import GatewaySetup, Serve
 from tests.support.openai_schema import check
 from tests.support.tools import ASK, NAMED, SCHEMAS, TOOLS
 
 
 @pytest.fixture(scope="module")
-def served(
-    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
-) -> Iterator[tuple[Serve, str]]:
-    serve, key = serve_tiny(
-        tmp_path_factory.mktemp("tools-model"), tiny_model, "--max-tokens", "96"
-    )
-    yield serve, key
-    serve.stop()
-
-
-@pytest.fixture(scope="module")
-def client(served: tuple[Serve, str]) -> openai.OpenAI:
-    serve, key = served
-    return openai.OpenAI(base_url=f"{serve.url}/v1", api_key=key, max_retries=0)
+def gateway_setup() -> GatewaySetup:
+    return GatewaySetup(options=("--max-tokens", "96"))
 
 
 def _whole(client: openai.OpenAI, **body: Any) -> dict[str, Any]:

@@ -7,7 +7,6 @@ copy of the tiny model whose template is such a one."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from transformers import AutoTokenizer
 
 from models.tool_format import PREAMBLE
 from models.tool_template import defines_tools
-from tests.support.gateway import Serve, serve_tiny
+from tests.support.gateway import GatewaySetup, Serve
 
 # a small Hermes-style template with tools, in the shape of Qwen2.5's
 TEMPLATE = """{%- if tools %}<|im_start|>system
@@ -68,10 +67,8 @@ def model(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, model: Path) -> Iterator[tuple[Serve, str]]:
-    serve, key = serve_tiny(tmp_path_factory.mktemp("own-serve"), model, "--max-tokens", "128")
-    yield serve, key
-    serve.stop()
+def gateway_setup(model: Path) -> GatewaySetup:
+    return GatewaySetup(options=("--max-tokens", "128"), model=model)
 
 
 def test_the_template_is_recognised_and_the_default_is_not(model: Path, tiny_model: Path):

@@ -3,12 +3,12 @@ the second call's prompt ids begin with the first call's prompt and completion i
 (the model's own tokens, never its text re-tokenised), with the interaction header and
 without it (then recognised by the answer under the same user key); the second call joins
 the first's interaction; an over-long spliced prompt is refused with
-``context_length_exceeded``, never truncated.
+``context_length_exceeded``, never truncated. On the session's shared gateway (``served``):
+its callers are this module's own user keys and interaction ids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +16,9 @@ import httpx
 import pytest
 from transformers import AutoTokenizer
 
-from tests.support.gateway import Serve, serve_tiny
+from tests.support.gateway import Serve
 
 ASK = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
-
-
-@pytest.fixture(scope="module")
-def served(
-    tmp_path_factory: pytest.TempPathFactory, tiny_model: Path
-) -> Iterator[tuple[Serve, str]]:
-    serve, key = serve_tiny(tmp_path_factory.mktemp("turns"), tiny_model)
-    yield serve, key
-    serve.stop()
 
 
 def _ask(served: tuple[Serve, str], messages: list[dict[str, Any]], headers: dict[str, str],

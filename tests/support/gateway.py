@@ -4,11 +4,8 @@ rollouts on Kafka."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -20,9 +17,8 @@ from checkpoints.weights import load_policy, register_base, weight_writers
 from infra.api_keys import KeyStore
 from models.loading import LoraSettings, with_lora
 from models.rollout import Rollout
+from tests.support.child import answers, start_rtrl, stop
 from tests.support.kafka import drain, free_port_block
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def api_key(db: Path, org: str = "acme") -> str:
@@ -42,40 +38,16 @@ class Serve:
         self.metrics_port = self.port + 1
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
-        self._out = open(log, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "rtrl.cli",
-                "serve",
-                "--port",
-                str(self.port),
-                "--metrics-port",
-                str(self.metrics_port),
-                *args,
-            ],
-            cwd=REPO,
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-        )
+        ports = ["--port", str(self.port), "--metrics-port", str(self.metrics_port)]
+        self.proc, self._out = start_rtrl(["serve", *ports, *args], log, env)
         if wait:
             self.wait_ready()
 
     def wait_ready(self, timeout_s: float = 120) -> None:
         """Until /readyz answers 200 (the model is loaded); a process that exits says why."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"rtrl serve did not come up:\n{self.log.read_text()[-3000:]}")
+        if not answers(self.proc, f"{self.url}/readyz", timeout_s, pause_s=0.2):
+            self.stop()
+            raise RuntimeError(f"rtrl serve did not come up:\n{self.log.read_text()[-3000:]}")
 
     def metrics(self) -> dict[str, float]:
         """Every sample of /metrics as ``name{labels}`` -> value."""
@@ -99,15 +71,7 @@ class Serve:
             time.sleep(0.05)
 
     def stop(self, timeout_s: float = 60) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait(10)
-        self._out.close()
-        return code
+        return stop(self.proc, self._out, timeout_s)
 
 
 def rollouts(bootstrap: str, topic: str, expected: int | None,
@@ -150,12 +114,41 @@ def register_lora(registry: CheckpointRegistry, checkpoint_id: str, parent: str,
     )
 
 
-def serve_tiny(tmp: Path, tiny_model: Path, *args: str) -> tuple[Serve, str]:
-    """`rtrl serve` on the tiny model (its own registry and key store in ``tmp``; nothing
-    recorded or followed) and an API key for it."""
-    registry = CheckpointRegistry(tmp / "ckpt")
+def tiny_registry(root: Path, tiny_model: Path) -> CheckpointRegistry:
+    """A registry at ``root`` whose one checkpoint, the root ``t-0000``, is ``tiny_model``."""
+    registry = CheckpointRegistry(root)
     register_base(registry, "t-0000", tiny_model)
+    return registry
+
+
+@dataclass(frozen=True)
+class RecordTo:
+    """Where a test's gateway records its rollouts: a broker and the prefix of its topics."""
+
+    bootstrap: str
+    topic_prefix: str
+
+
+def serve_tiny(tmp: Path, tiny_model: Path, *args: str,
+               record_to: RecordTo | None = None) -> tuple[Serve, str]:  # fmt: skip
+    """`rtrl serve ARGS` on the tiny model (or a copy of it), its own registry and key store in
+    ``tmp``, never following the registry, recording nothing unless ``record_to`` says where;
+    and an API key for it."""
+    registry = tiny_registry(tmp / "ckpt", tiny_model)
     key = api_key(tmp / "keys.sqlite")
-    command = ["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"), "--no-record",
+    recording = (["--bootstrap", record_to.bootstrap, "--topic-prefix", record_to.topic_prefix]
+                 if record_to else ["--no-record"])  # fmt: skip
+    command = ["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"), *recording,
                "--no-follow", *args]  # fmt: skip
     return Serve(command, tmp / "serve.log"), key
+
+
+@dataclass(frozen=True)
+class GatewaySetup:
+    """What sets a test module's ``served`` gateway apart (``tests/conftest.py``): its
+    `rtrl serve` options, its model (None: the tiny model), where it records. The default
+    setup is the session's one shared gateway."""
+
+    options: tuple[str, ...] = ()
+    model: Path | None = None
+    record_to: RecordTo | None = None

@@ -73,6 +73,17 @@ def sse_events(client: openai.OpenAI, path: str, body: dict[str, Any]) -> list[A
     return [line[6:] if line == "data: [DONE]" else json.loads(line[6:]) for line in lines]
 
 
+def checked_chunks(client: openai.OpenAI, path: str, body: dict[str, Any],
+                   schema: str) -> list[Any]:  # fmt: skip
+    """A stream's chunks, each checked against ``schema``, the stream ended by ``[DONE]``."""
+    events = sse_events(client, path, body)
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    for chunk in chunks:
+        check(schema, chunk)
+    return chunks
+
+
 # --- chat -----------------------------------------------------------------------------------
 def test_chat_whole_answers_validate(client: openai.OpenAI) -> None:
     extras: list[dict[str, Any]] = [{}, {"logprobs": True}, {"logprobs": True, "top_logprobs": 20}]
@@ -105,12 +116,8 @@ def test_chat_streams_validate_chunk_by_chunk(client: openai.OpenAI, include_usa
                             "logprobs": True, "top_logprobs": 2}  # fmt: skip
     if include_usage:
         body["stream_options"] = {"include_usage": True}
-    events = sse_events(client, "/chat/completions", body)
-    assert events[-1] == "[DONE]"
-    chunks = events[:-1]
-    for chunk in chunks:
-        check("CreateChatCompletionStreamResponse", chunk)
-        assert ("usage" in chunk) == include_usage
+    chunks = checked_chunks(client, "/chat/completions", body, "CreateChatCompletionStreamResponse")
+    assert all(("usage" in chunk) == include_usage for chunk in chunks)
     with_choices = [c for c in chunks if c["choices"]]
     reasons = [c["choices"][0]["finish_reason"] for c in with_choices]
     assert all(r is None for r in reasons[:-1]) and reasons[-1] in ("stop", "length")
@@ -143,11 +150,7 @@ def test_completions_whole_and_streamed_validate(client: openai.OpenAI) -> None:
                                    "logprobs": 3}  # fmt: skip
         if include_usage:
             request["stream_options"] = {"include_usage": True}
-        events = sse_events(client, "/completions", request)
-        assert events[-1] == "[DONE]"
-        chunks = events[:-1]
-        for chunk in chunks:
-            check(COMPLETION_CHUNK, chunk)
+        chunks = checked_chunks(client, "/completions", request, COMPLETION_CHUNK)
         with_choices = [c for c in chunks if c["choices"]]
         reasons = [c["choices"][0]["finish_reason"] for c in with_choices]
         assert all(r is None for r in reasons[:-1]) and reasons[-1] in ("stop", "length")

@@ -4,7 +4,7 @@
 A real Kafka broker for the whole session, unique topics per test, a collector on that broker,
 the tiny model (built once per session from a config and a tokenizer trained here), a
 checkpoint registry rooted at it, and `rtrl serve` on it (``served``, set apart per module by
-overriding ``gateway_setup``).
+overriding ``served_setup``).
 
 Set ``KAFKA_BOOTSTRAP_SERVERS`` to use an existing cluster; otherwise the session starts a
 single node with the project's own scripts (`infra.broker`) on a free port and stops it at
@@ -35,7 +35,7 @@ from tests.support.schedule import longest_first
 if TYPE_CHECKING:  # the gateway's pieces import torch: each fixture imports them when used
     import openai
 
-    from tests.support.gateway import GatewaySetup, Serve
+    from tests.support.gateway import Serve, ServedSetup
 
 REPO = Path(__file__).resolve().parent.parent
 # No test reaches a model hub; models are built here or fetched from the package registry.
@@ -101,12 +101,12 @@ def registry(tmp_path: Path, tiny_model: Path) -> CheckpointRegistry:
 
 
 @pytest.fixture(scope="module")
-def gateway_setup() -> GatewaySetup:
+def served_setup() -> ServedSetup:
     """What a module's ``served`` gateway has of its own; a module overrides this fixture to
     set options, another model or recording."""
-    from tests.support.gateway import GatewaySetup
+    from tests.support.gateway import ServedSetup
 
-    return GatewaySetup()
+    return ServedSetup()
 
 
 @pytest.fixture(scope="session")
@@ -130,18 +130,18 @@ def served(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
     tiny_model: Path,
-    gateway_setup: GatewaySetup,
+    served_setup: ServedSetup,
 ) -> Iterator[tuple[Serve, str]]:
     """`rtrl serve` on the tiny model for a module's tests, and an API key: the shared one
-    where the module sets nothing (``gateway_setup``), else one of its own for the module."""
-    from tests.support.gateway import GatewaySetup, serve_tiny
+    where the module sets nothing (``served_setup``), else one of its own for the module."""
+    from tests.support.gateway import ServedSetup, serve_tiny
 
-    if gateway_setup == GatewaySetup():
+    if served_setup == ServedSetup():
         yield request.getfixturevalue("shared_gateway")
         return
-    model = gateway_setup.model or tiny_model
-    serve, key = serve_tiny(tmp_path_factory.mktemp("serve"), model, *gateway_setup.options,
-                            record_to=gateway_setup.record_to)  # fmt: skip
+    model = served_setup.model or tiny_model
+    serve, key = serve_tiny(tmp_path_factory.mktemp("serve"), model, *served_setup.options,
+                            record_to=served_setup.record_to)  # fmt: skip
     try:
         yield serve, key
     finally:

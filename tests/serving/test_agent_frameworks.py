@@ -32,12 +32,12 @@ from openai import AsyncOpenAI
 from models.catalog import fetch, models_dir
 from models.loading import load_base
 from tests.support.engine import base_registry, needs_engine
-from tests.support.gateway import GatewaySetup, Serve, api_key
+from tests.support.gateway import Serve, ServedSetup, api_key
 
 
 @pytest.fixture(scope="module")
-def gateway_setup() -> GatewaySetup:
-    return GatewaySetup(options=("--max-tokens", "256"))
+def served_setup() -> ServedSetup:
+    return ServedSetup(options=("--max-tokens", "256"))
 
 
 def test_the_openai_agents_sdk_runs_a_tool_through_the_gateway(served: tuple[Serve, str]) -> None:

@@ -18,7 +18,7 @@ from checkpoints.weights import load_policy
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
 from models.rollout import Rollout
-from tests.support.gateway import GatewaySetup, RecordTo, rollouts
+from tests.support.gateway import RecordTo, ServedSetup, rollouts
 from tests.support.kafka import drain
 
 ASK = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
@@ -33,9 +33,9 @@ def topic_names(kafka_bootstrap: str) -> TopicNames:
 
 
 @pytest.fixture(scope="module")
-def gateway_setup(kafka_bootstrap: str, topic_names: TopicNames) -> GatewaySetup:
+def served_setup(kafka_bootstrap: str, topic_names: TopicNames) -> ServedSetup:
     """One server for the module, recording: each test uses interaction ids of its own."""
-    return GatewaySetup(options=("--max-tokens", "10"),
+    return ServedSetup(options=("--max-tokens", "10"),
                         record_to=RecordTo(kafka_bootstrap, topic_names.prefix))  # fmt: skip
 
 

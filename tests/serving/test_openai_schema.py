@@ -33,7 +33,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy
 from models.sampling import sampling_log_probs
-from tests.support.gateway import GatewaySetup, Serve
+from tests.support.gateway import Serve, ServedSetup
 from tests.support.openai_schema import COMPLETION_CHUNK, check
 
 HERE = Path(__file__).parent
@@ -59,9 +59,9 @@ def test_the_checks_refuse_what_the_schema_refuses() -> None:
 
 # --- the server -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def gateway_setup() -> GatewaySetup:
+def served_setup() -> ServedSetup:
     """One `rtrl serve` for the module (nothing recorded: the rollouts are other tests')."""
-    return GatewaySetup(options=("--max-tokens", "8"))
+    return ServedSetup(options=("--max-tokens", "8"))
 
 
 def sse_events(client: openai.OpenAI, path: str, body: dict[str, Any]) -> list[Any]:

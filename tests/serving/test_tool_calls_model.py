@@ -23,14 +23,14 @@ from models.generation import Generation
 from models.rollout import ModelIdentity
 from models.sampling import SamplingParams
 from serving.rollouts.build import rollout_of
-from tests.support.gateway import GatewaySetup, Serve
+from tests.support.gateway import Serve, ServedSetup
 from tests.support.openai_schema import check
 from tests.support.tools import ASK, NAMED, SCHEMAS, TOOLS
 
 
 @pytest.fixture(scope="module")
-def gateway_setup() -> GatewaySetup:
-    return GatewaySetup(options=("--max-tokens", "96"))
+def served_setup() -> ServedSetup:
+    return ServedSetup(options=("--max-tokens", "96"))
 
 
 def _whole(client: openai.OpenAI, **body: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from transformers import AutoTokenizer
 
 from models.tool_format import PREAMBLE
 from models.tool_template import defines_tools
-from tests.support.gateway import GatewaySetup, Serve
+from tests.support.gateway import Serve, ServedSetup
 
 # a small Hermes-style template with tools, in the shape of Qwen2.5's
 TEMPLATE = """{%- if tools %}<|im_start|>system
@@ -67,8 +67,8 @@ def model(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def gateway_setup(model: Path) -> GatewaySetup:
-    return GatewaySetup(options=("--max-tokens", "128"), model=model)
+def served_setup(model: Path) -> ServedSetup:
+    return ServedSetup(options=("--max-tokens", "128"), model=model)
 
 
 def test_the_template_is_recognised_and_the_default_is_not(model: Path, tiny_model: Path):

@@ -144,7 +144,7 @@ def serve_tiny(tmp: Path, tiny_model: Path, *args: str,
 
 
 @dataclass(frozen=True)
-class GatewaySetup:
+class ServedSetup:
     """What sets a test module's ``served`` gateway apart (``tests/conftest.py``): its
     `rtrl serve` options, its model (None: the tiny model), where it records. The default
     setup is the session's one shared gateway."""

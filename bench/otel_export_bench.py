@@ -105,6 +105,7 @@ def main() -> int:
     from infra.topics_apply import apply_topics
     from rewards.config import RewardConfig
     from rewards.function import compute_record
+    from rewards.tenant_keys import rewards_key
     from rewards.workload import generate_workload
 
     with kafka(args.bootstrap) as bootstrap:
@@ -119,7 +120,7 @@ def main() -> int:
         producer = Producer(reliable_producer(bootstrap))
         for r in records:
             producer.produce(names.rewards, orjson.dumps(r.to_json_dict()),
-                             r.interaction_id.encode())  # fmt: skip
+                             rewards_key(r.org_id, r.interaction_id))  # fmt: skip
             producer.poll(0)
         assert producer.flush(60) == 0
         produce(bootstrap, names.events, events)

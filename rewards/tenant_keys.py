@@ -31,3 +31,21 @@ def org_scoped(column: str, columns: Sequence[str]) -> pl.Expr:
     org = pl.col("org_id").fill_null("")
     length = org.str.len_chars().cast(pl.String)
     return pl.concat_str([length, pl.lit(":"), org, pl.lit("/"), pl.col(column)]).alias(column)
+
+
+def scoped_key(org_id: str | None, value: str) -> str:
+    """One id prefixed by its organisation, as ``org_scoped`` writes it; bare without an org.
+
+    >>> scoped_key("a:b", "c"), scoped_key(None, "c")
+    ('3:a:b/c', 'c')
+    """
+    return value if org_id is None else f"{len(org_id)}:{org_id}/{value}"
+
+
+def rewards_key(org_id: str | None, interaction_id: str) -> bytes:
+    """The key of an interaction's records on the compacted ``rewards`` topic.
+
+    Compaction keeps one record per key, so the key names the interaction, (org, id): two
+    organisations' same id are two keys. A record without ``org_id`` keeps its bare id.
+    """
+    return scoped_key(org_id, interaction_id).encode()

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 from faust.types import TP
 
+from rewards.tenant_keys import rewards_key
 from streams.clean_stop import CLEAN_MARKER
 from streams.exit_codes import EXIT_FAILED_CHUNK, EXIT_OFFSET_HOLE
 from streams.intake import Rejected, read_message
@@ -273,7 +274,7 @@ class JoinWorker:
             for record in out.records:
                 send(
                     topics.rewards,
-                    record.interaction_id.encode(),
+                    rewards_key(record.org_id, record.interaction_id),
                     orjson.dumps(record.to_json_dict()),
                 )
             for item, arrival in out.late:

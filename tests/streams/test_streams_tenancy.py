@@ -1,11 +1,13 @@
 """Two organisations sending the same interaction id and user id get two interactions.
 
-Through the partition processor over a dict store, through the worker on the real broker, and
-from state written under the legacy key (the interaction id alone), which is migrated.
+Through the partition processor over a dict store, through the worker on the real broker (whose
+two records keep apart on the compacted ``rewards`` topic too), and from state written under the
+legacy key (the interaction id alone), which is migrated.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import orjson
@@ -17,6 +19,7 @@ from rewards.config import RewardConfig
 from rewards.eventio import EVENT_SCHEMA
 from rewards.record import frame_to_records
 from rewards.replay import replay
+from rewards.tenant_keys import rewards_key
 from rewards.timestamps import US_PER_S, format_us, to_us
 from streams.processor import LEGACY_PREFIX, Incoming, PartitionProcessor, interaction_key
 from streams.state import OpenInteraction, Tombstone, decode, encode
@@ -59,7 +62,7 @@ def _close_all(proc: PartitionProcessor) -> list[dict]:
     return [r.to_json_dict() for r in out.records]
 
 
-def _by_org(records: list[dict]) -> dict[str, dict]:
+def _by_org(records: Iterable[dict]) -> dict[str, dict]:
     return {r["org_id"]: r for r in records}
 
 
@@ -133,6 +136,10 @@ def test_the_worker_keeps_two_organisations_apart(kafka_bootstrap: str, topic_na
         assert len(latest) == 2, f"records by org: {sorted(latest)}\n{workers.logs()}"
         _assert_separate(latest)
         assert len(reader.values()) == 2
+        # What compaction keeps, the latest record per key, still holds both organisations'.
+        compacted = {m.key(): orjson.loads(m.value()) for m in reader.messages}
+        assert sorted(compacted) == [rewards_key(o, "same-interaction") for o in "ab"]
+        _assert_separate(_by_org(compacted.values()))
     finally:
         workers.stop_all()
         reader.close()

@@ -27,6 +27,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from infra.compacted import read_latest
 from infra.settings import reliable_producer
 from rewards.record import FIELD_NAMES, RECORD_SCHEMA
+from rewards.tenant_keys import scoped_key
 from warehouse.catalog import build_catalog, connect
 from warehouse.layout import BATCHES_DIR, join
 from warehouse.manifest import (
@@ -64,7 +65,9 @@ def _claims_sql(store: Store) -> str:
 
 
 def _candidates(store: Store, db: str, now: datetime, settle_s: int) -> pl.DataFrame:
-    forgotten = sorted(load_forgotten(store).user_ids)
+    forgotten = load_forgotten(store)
+    forgotten_users = sorted(forgotten.user_ids)
+    forgotten_keys = sorted(scoped_key(org, user) for org, user in forgotten.org_users)
     con = connect(store, db, read_only=True)
     try:
         con.execute("SET TimeZone = 'UTC'")
@@ -87,9 +90,17 @@ def _candidates(store: Store, db: str, now: datetime, settle_s: int) -> pl.DataF
                               WHERE c.interaction_id = r.interaction_id
                                 AND (c.org_id IS NULL OR c.org_id = r.org_id))
               AND NOT list_contains($forgotten, COALESCE(r.user_id, ''))
+              AND NOT list_contains($forgotten_keys, length(COALESCE(r.org_id, ''))::VARCHAR
+                                    || ':' || COALESCE(r.org_id, '') || '/'
+                                    || COALESCE(r.user_id, ''))
             ORDER BY r.checkpoint_id, r.reward_version, r.org_id, r.interaction_id
             """,
-            params={"now": now, "settle": settle_s, "forgotten": forgotten},
+            params={
+                "now": now,
+                "settle": settle_s,
+                "forgotten": forgotten_users,
+                "forgotten_keys": forgotten_keys,
+            },
         ).to_arrow_table()
     finally:
         con.close()

@@ -71,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "forget",
         _forget,
         FORGET_OPTIONS,
-        help="remove a user's rows from every table and file",
+        help="remove an organisation's user's rows from every table and file",
         description="Sends a tombstone for each of the user's interactions to the "
         "compacted rewards topic, rewrites every warehouse file holding the user, "
         "records them so the sink and batch builder drop their future rows, and "
@@ -319,12 +319,22 @@ def _forget(args: argparse.Namespace) -> int:
         )
     )
     try:
-        result = forget(_store(options.root), options.user_id, db=options.db, erase=erase)
+        result = forget(
+            _store(options.root), options.org, options.user_id, db=options.db, erase=erase
+        )
     except TombstoneError as exc:
         print(f"rtrl forget: {exc}; no file was changed, run it again", file=sys.stderr)
         return 1
     print(
-        f"forgot {options.user_id}: {result.rows_removed} rows in {result.files_rewritten} files, "
+        f"forgot {options.user_id} of {options.org}: {result.rows_removed} rows in "
+        f"{result.files_rewritten} files, "
         f"{result.interactions} interactions, {result.erased} tombstones on the rewards topic"
     )
+    if result.shared_ids and not options.skip_kafka:
+        print(
+            f"rtrl forget: {result.shared_ids} of the interaction ids are also another "
+            "organisation's: tombstoned under their organisation's key only, not the bare key "
+            "of records written before the topic was keyed by organisation",
+            file=sys.stderr,
+        )
     return 0

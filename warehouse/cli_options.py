@@ -100,7 +100,8 @@ class ForgetOptions:
 
     root: str | None = field(default=None, metadata=_ROOT)
     db: str | None = field(default=None, metadata=_DB)
-    user_id: str = field(metadata={"help": "the pseudonymous user id to forget"})
+    org: str = field(metadata={"help": "the organisation (org_id) whose user it is"})
+    user_id: str = field(metadata={"help": "the pseudonymous user id to forget, within --org"})
     bootstrap: str = DEFAULT_BOOTSTRAP
     topic_prefix: str = field(default="", metadata=_TOPIC_PREFIX)
     skip_kafka: bool = field(
@@ -130,5 +131,7 @@ AB_REPORT_OPTIONS = SettingsOptions(
     },
 )
 FORGET_OPTIONS = SettingsOptions(
-    ForgetOptions, typed_text=False, options={**_KAFKA, "user_id": Option(required=True)}
+    ForgetOptions,
+    typed_text=False,
+    options={**_KAFKA, "org": Option(required=True), "user_id": Option(required=True)},
 )

@@ -44,6 +44,7 @@ from pyarrow import json as pa_json
 
 from rewards.eventio import EVENT_SCHEMA
 from rewards.record import RECORD_SCHEMA
+from rewards.tenant_keys import org_scoped, scoped_key
 from warehouse.layout import hive_folder
 
 T = TypeVar("T")
@@ -92,10 +93,36 @@ class Batch:
 
 @dataclass(frozen=True)
 class Forgotten:
-    """Users removed by ``rtrl forget``, and the interactions that were theirs."""
+    """Users removed by ``rtrl forget``, and the interactions that were theirs.
+
+    ``org_users`` and ``org_interactions`` are (org, id) pairs: a row matches one where its
+    organisation and id do, and a row of a dataset without ``org_id`` (rollouts) where its id
+    does, since nothing there tells two organisations' same id apart. ``user_ids`` and
+    ``interaction_ids`` are bare ids forgotten before ``forget`` took an organisation: they match
+    every organisation's.
+    """
 
     user_ids: frozenset[str] = frozenset()
     interaction_ids: frozenset[str] = frozenset()
+    org_users: frozenset[tuple[str, str]] = frozenset()
+    org_interactions: frozenset[tuple[str, str]] = frozenset()
+
+    def matches(self, columns: Sequence[str]) -> pl.Expr:
+        """True for a row (of a frame with these columns) naming a forgotten user or interaction."""
+        hit = pl.lit(False)
+        for column, bare, pairs in (("user_id", self.user_ids, self.org_users),
+                                    ("interaction_id", self.interaction_ids,
+                                     self.org_interactions)):  # fmt: skip
+            if column not in columns:
+                continue
+            if bare:
+                hit = hit | pl.col(column).is_in(list(bare)).fill_null(False)
+            if pairs and "org_id" in columns:
+                keys = [scoped_key(org, value) for org, value in pairs]
+                hit = hit | org_scoped(column, columns).is_in(keys).fill_null(False)
+            elif pairs:
+                hit = hit | pl.col(column).is_in([value for _, value in pairs]).fill_null(False)
+        return hit
 
 
 _REWARDS_JSON = pl.Schema(
@@ -335,11 +362,4 @@ def _collector_reason(value: bytes | None) -> dict[str, str | None]:
 
 
 def _drop_forgotten(frame: pl.DataFrame, forgotten: Forgotten) -> pl.DataFrame:
-    keep = pl.lit(True)
-    if forgotten.user_ids and "user_id" in frame.columns:
-        keep = keep & ~pl.col("user_id").is_in(list(forgotten.user_ids)).fill_null(False)
-    if forgotten.interaction_ids and "interaction_id" in frame.columns:
-        keep = keep & ~pl.col("interaction_id").is_in(list(forgotten.interaction_ids)).fill_null(
-            False
-        )
-    return frame.filter(keep)
+    return frame.filter(~forgotten.matches(frame.columns))

@@ -1,8 +1,8 @@
 """The list of forgotten users, kept in the warehouse root so every writer honours it.
 
-``rtrl forget`` adds a user (and the interactions that were theirs) here before it deletes their
-rows; the sink and the batch builder read it and drop those rows, so a record that reaches Kafka
-after the deletion (a late revision, a replay) never lands again.
+``rtrl forget`` adds a user, ``(org_id, user_id)``, and the interactions that were theirs here
+before it deletes their rows; the sink and the batch builder read it and drop those rows, so a
+record that reaches Kafka after the deletion (a late revision, a replay) never lands again.
 """
 
 from __future__ import annotations
@@ -21,15 +21,29 @@ def load_forgotten(store: Store) -> Forgotten:
     if raw is None:
         return Forgotten()
     data = orjson.loads(raw)
+    pairs = lambda name: frozenset((o, v) for o, v in data.get(name, ()))  # noqa: E731
     return Forgotten(
-        frozenset(data.get("user_ids", ())), frozenset(data.get("interaction_ids", ()))
+        frozenset(data.get("user_ids", ())),
+        frozenset(data.get("interaction_ids", ())),
+        pairs("org_users"),
+        pairs("org_interactions"),
     )
 
 
-def add_forgotten(store: Store, user_id: str, interaction_ids: set[str]) -> Forgotten:
-    """Record that ``user_id`` (and these interactions) must never be stored again."""
+def add_forgotten(store: Store, org_id: str, user_id: str, interaction_ids: set[str]) -> Forgotten:
+    """Record that ``(org_id, user_id)`` (and their interactions) must never be stored again."""
     old = load_forgotten(store)
-    new = Forgotten(old.user_ids | {user_id}, old.interaction_ids | frozenset(interaction_ids))
-    body = {"user_ids": sorted(new.user_ids), "interaction_ids": sorted(new.interaction_ids)}
+    new = Forgotten(
+        old.user_ids,
+        old.interaction_ids,
+        old.org_users | {(org_id, user_id)},
+        old.org_interactions | {(org_id, i) for i in interaction_ids},
+    )
+    body = {
+        "user_ids": sorted(new.user_ids),
+        "interaction_ids": sorted(new.interaction_ids),
+        "org_users": sorted(new.org_users),
+        "org_interactions": sorted(new.org_interactions),
+    }
     store.write_bytes(FORGOTTEN_FILE, orjson.dumps(body))
     return new

@@ -20,9 +20,13 @@ class TombstoneError(Exception):
     """Kafka did not acknowledge every tombstone."""
 
 
-def tombstone_rewards(bootstrap: str, topic: str, interaction_ids: Iterable[str],
+def tombstone_rewards(bootstrap: str, topic: str, keys: Iterable[str],
                       timeout_s: float = 30.0) -> int:  # fmt: skip
-    """Send a tombstone per interaction and wait for every acknowledgement; return how many."""
+    """Send a tombstone per key and wait for every acknowledgement; return how many.
+
+    The keys are the records' (``rewards.tenant_keys.rewards_key``, and for records written
+    before the topic was keyed by organisation the bare interaction id: ``forget.tombstone_keys``).
+    """
     timeout = {"message.timeout.ms": int(timeout_s * 1000)}
     producer = Producer(reliable_producer(bootstrap, **timeout))
     failures: list[KafkaError] = []
@@ -32,8 +36,8 @@ def tombstone_rewards(bootstrap: str, topic: str, interaction_ids: Iterable[str]
             failures.append(err)
 
     sent = 0
-    for interaction_id in sorted(set(interaction_ids)):
-        producer.produce(topic, value=None, key=interaction_id.encode(), on_delivery=note)
+    for key in sorted(set(keys)):
+        producer.produce(topic, value=None, key=key.encode(), on_delivery=note)
         producer.poll(0)
         sent += 1
     left = producer.flush(timeout_s + 5)

@@ -45,7 +45,8 @@ def test_the_defaults_are_the_settings_defaults(monkeypatch: pytest.MonkeyPatch)
     assert COMPACT_OPTIONS.read(parse("warehouse", "compact")) == CompactOptions()
     report = parse("report", "ab", "--experiment", "e")
     assert AB_REPORT_OPTIONS.read(report) == AbReportOptions(experiment="e")
-    assert FORGET_OPTIONS.read(parse("forget", "--user-id", "u")) == ForgetOptions(user_id="u")
+    forget = parse("forget", "--org", "o", "--user-id", "u")
+    assert FORGET_OPTIONS.read(forget) == ForgetOptions(org="o", user_id="u")
 
 
 def test_each_option_reaches_its_field() -> None:
@@ -61,6 +62,8 @@ def test_each_option_reaches_its_field() -> None:
     assert COMPACT_OPTIONS.read(compact) == CompactOptions(
         bootstrap="k:9092", topic_prefix="t.", group_id="g", all=True
     )
-    forget = parse("forget", "--user-id", "u", "--skip-kafka", "--root", "wh")
-    assert FORGET_OPTIONS.read(forget) == ForgetOptions(root="wh", user_id="u", skip_kafka=True)
+    forget = parse("forget", "--org", "o", "--user-id", "u", "--skip-kafka", "--root", "wh")
+    assert FORGET_OPTIONS.read(forget) == ForgetOptions(
+        root="wh", org="o", user_id="u", skip_kafka=True
+    )
     assert BATCH_LIST_OPTIONS.read(parse("batches", "list", "--offered")).offered

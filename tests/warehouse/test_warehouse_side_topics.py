@@ -199,7 +199,7 @@ def test_forget_removes_the_users_late_events(tmp_path):
     user = next(e["user_id"] for e in events if not e.get("privacy_mode"))  # private: no user
     store = Store(str(tmp_path))
     land_messages(store, "late", _messages(late))
-    forget(store, user)
+    forget(store, next(e["org_id"] for e in events if e["user_id"] == user), user)
     db = build_catalog(store)
     assert rows_mentioning(store, db, {user}) == []
     con = duckdb.connect(db, read_only=True)

@@ -133,6 +133,6 @@ def test_fixture_through_the_broker_report_batches_and_forget(kafka_bootstrap, t
                         ).fetchall()  # fmt: skip
     assert turns == [("c1", None, 0, 0, 1, 2, 2), ("c2", "c1", 0, 4, 0, 5, 1)]
 
-    forget(store, "uc3")
+    forget(store, "org-1", "uc3")
     assert rows_mentioning(store, str(tmp_path / "wh" / "warehouse.duckdb"),
                            {"uc3", "C3", "C4"}) == []  # fmt: skip

@@ -23,7 +23,13 @@ def dump_stacks_on_signal(signum: int = STACKS_SIGNAL) -> None:
     only stops it leaves no word of where it waited. ``kill -USR1 PID`` (or a test's deadline,
     ``tests/support/rtrl_run.py``) asks; the dump is written from the signal handler itself,
     so it comes even when the main thread is blocked in C or holds the GIL."""
-    faulthandler.register(signum, file=sys.stderr, all_threads=True, chain=False)
+    stream = sys.stderr
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a capture (``main`` in a test)
+        stream = sys.__stderr__
+    if stream is not None:
+        faulthandler.register(signum, file=stream, all_threads=True, chain=False)
 
 
 def die_with_parent(parent_pid: int) -> None:

@@ -117,8 +117,8 @@ async def _ask(backend: EngineBackend) -> dict[str, list[tuple[Generation, Any]]
         out["wide"] = []
         for stop in ((), ("\n\n",)):  # whole, and streamed (a request with stop strings)
             params = SamplingParams(temperature=1.0, max_tokens=32, stop=stop)
-            for content in WIDE:
-                raw = {"messages": [{"role": "user", "content": content}]}
+            for k, content in enumerate(WIDE):  # seeded: an unseeded draw may split no character
+                raw = {"messages": [{"role": "user", "content": content}], "seed": 7 + k}
                 req = ChatCompletionRequest.model_validate(raw)
                 asked = BackendRequest(backend.target(CURRENT), req, raw, params)
                 out["wide"].append((await backend.chat(asked), params))

@@ -53,7 +53,7 @@ FINISH_REASONS = ("stop", "length")
 _FIELDS = ("rollout_version", "interaction_id", "checkpoint_id", "model", "sampling",
            "prompt_ids", "completion_ids", "logprobs", "finish_reason", "experiment",
            "created_at")  # fmt: skip
-_OPTIONAL_FIELDS = ("constraint", "turn")
+_OPTIONAL_FIELDS = ("constraint", "turn", "org_id")
 _MODEL_FIELDS = ("family", "base_sha256", "tokenizer_sha256")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -145,10 +145,14 @@ class Rollout:
     experiment: Experiment | None = None  # the A/B arm that served it, as in events-v1
     constraint: Constraint | None = None  # the grammar it was decoded under, if any
     turn: TurnRef | None = None  # the call's place in its agent run (chat calls)
+    # the organisation of the API key that asked; None in rollouts written before tenancy
+    org_id: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("interaction_id", "checkpoint_id"):
+        for name in ("interaction_id", "checkpoint_id", "org_id"):
             value = getattr(self, name)
+            if name == "org_id" and value is None:
+                continue
             if not isinstance(value, str) or not 1 <= len(value) <= 128:
                 raise RolloutError(f"{name}: a string of 1 to 128 characters, got {value!r}")
         for name in ("prompt_ids", "completion_ids"):
@@ -198,6 +202,7 @@ class Rollout:
             }
             | ({} if self.constraint is None else {"constraint": self.constraint.to_json_dict()})
             | ({} if self.turn is None else {"turn": self.turn.to_json_dict()})
+            | ({} if self.org_id is None else {"org_id": self.org_id})
         )
 
     def to_json(self) -> bytes:
@@ -284,4 +289,5 @@ class Rollout:
             None if experiment is None else Experiment(**experiment),
             constraint,
             turn,
+            data.get("org_id"),
         )

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from infra.tenancy import scoped_key
+
 
 def interaction_columns(columns: Sequence[str]) -> list[str]:
     """The columns that name one interaction: ``org_id`` (when the frame has it) and its id."""
@@ -31,15 +33,6 @@ def org_scoped(column: str, columns: Sequence[str]) -> pl.Expr:
     org = pl.col("org_id").fill_null("")
     length = org.str.len_chars().cast(pl.String)
     return pl.concat_str([length, pl.lit(":"), org, pl.lit("/"), pl.col(column)]).alias(column)
-
-
-def scoped_key(org_id: str | None, value: str) -> str:
-    """One id prefixed by its organisation, as ``org_scoped`` writes it; bare without an org.
-
-    >>> scoped_key("a:b", "c"), scoped_key(None, "c")
-    ('3:a:b/c', 'c')
-    """
-    return value if org_id is None else f"{len(org_id)}:{org_id}/{value}"
 
 
 def rewards_key(org_id: str | None, interaction_id: str) -> bytes:

@@ -103,8 +103,8 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
         openapi_extra={"security": [{"bearer": []}]},
     )
     async def chat_completions(req: ChatCompletionRequest, request: Request,
-                               _: str = Depends(tenant)) -> Response:  # fmt: skip
-        return await completions.serve(request.headers, "chat", req)
+                               org_id: str = Depends(tenant)) -> Response:  # fmt: skip
+        return await completions.serve(request.headers, "chat", req, org_id)
 
     @app.post(
         "/v1/completions",
@@ -114,8 +114,8 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
         openapi_extra={"security": [{"bearer": []}]},
     )
     async def text_completions(req: CompletionRequest, request: Request,
-                               _: str = Depends(tenant)) -> Response:  # fmt: skip
-        return await completions.serve(request.headers, "completions", req)
+                               org_id: str = Depends(tenant)) -> Response:  # fmt: skip
+        return await completions.serve(request.headers, "completions", req, org_id)
 
     @app.get(
         "/v1/models",

@@ -40,7 +40,8 @@ def assignment_unit(
     ``key:`` and a hash of it: everyone behind one key shares an arm. Never the interaction id,
     which assigned one person's every request afresh and put them in both arms (counted in
     both by the A/B and the canary). A key shared by many people makes its traffic one
-    cluster: coarser, never split.
+    cluster: coarser, never split. The gateway scopes the unit by the API key's organisation
+    (``infra.tenancy.scoped_key``): two organisations' same user id are two people.
 
     >>> assignment_unit("u1", "other", "Bearer k")
     'u1'

@@ -35,6 +35,7 @@ from typing import Any, cast
 import orjson
 from starlette.responses import Response, StreamingResponse
 
+from infra.tenancy import scoped_key
 from models.generation import Generation
 from models.rollout import Experiment, Rollout, TurnRef
 from models.sampling import SamplingParams
@@ -107,7 +108,8 @@ class CompletionJob:
     """An admitted completion on its way to its answer: what the backend is asked, what it was
     admitted as (interaction, response id, privacy, arm), the ``X-Rtrl-*`` headers of its
     answer, and for a chat how its answer is read for tool calls (``reading``), its place in
-    its agent run (``turn``) and whom it is assigned as (``scope``)."""
+    its agent run (``turn``), whom it is assigned as (``scope``, scoped by the organisation)
+    and the organisation its API key belongs to (``org_id``, stamped on its rollout)."""
 
     asked: BackendRequest[Any, Request]
     admitted: Admitted
@@ -115,6 +117,7 @@ class CompletionJob:
     reading: Reading | None = None
     turn: Turn | None = None
     scope: str = ""
+    org_id: str | None = None
 
 
 class Completions:
@@ -139,13 +142,15 @@ class Completions:
         """What became of a rollout, counted (the recorder tells it, from its thread)."""
         self._child(self.metrics.rollouts, outcome).inc()
 
-    async def serve(self, headers: Mapping[str, str], endpoint: str, req: Request) -> Response:
-        """The answer to ``req`` (``headers``: the request's, looked up in lower case); an
-        :class:`ApiError` for a request refused before the backend answers."""
+    async def serve(self, headers: Mapping[str, str], endpoint: str, req: Request,
+                    org_id: str | None = None) -> Response:  # fmt: skip
+        """The answer to ``req`` (``headers``: the request's, looked up in lower case; ``org_id``:
+        the organisation of its API key, never of its body); an :class:`ApiError` for a request
+        refused before the backend answers."""
         started = time.perf_counter()
         status = 500
         try:
-            job = self._admit(headers, req)
+            job = self._admit(headers, req, org_id)
             try:
                 if req.stream:
                     response = await self._stream(job)
@@ -165,7 +170,8 @@ class Completions:
             self._child(self.metrics.latency, endpoint).observe(time.perf_counter() - started)
             self._child(self.metrics.requests, endpoint, str(status)).inc()
 
-    def _admit(self, headers: Mapping[str, str], req: Request) -> CompletionJob:
+    def _admit(self, headers: Mapping[str, str], req: Request,
+               org_id: str | None = None) -> CompletionJob:  # fmt: skip
         """What ``req`` is admitted as (``admission``), and, for a chat, how its answer is read
         for tool calls and where it stands in its agent run; refused with an :class:`ApiError`."""
         params = self.admission.sampling(req)
@@ -174,7 +180,9 @@ class Completions:
         constraint = None
         if isinstance(req, ChatCompletionRequest):
             constraint = self.admission.constraint(req, reading)
-        scope = assignment_unit(headers.get(USER), req.user, headers.get("authorization"))
+        # scoped: two organisations' same user id is two people, in the arms and the run memory
+        unit = assignment_unit(headers.get(USER), req.user, headers.get("authorization"))
+        scope = scoped_key(org_id, unit)
         recognition = None
         if isinstance(req, ChatCompletionRequest) and self.turns is not None:  # before the arm
             recognition = self.turns.recognise(req, scope, headers.get(INTERACTION))
@@ -190,7 +198,7 @@ class Completions:
         splice = turn.splice if turn is not None else None
         raw = req.model_dump(exclude_unset=True)
         asked = BackendRequest(admitted.target, req, raw, params, None, splice, constraint)
-        return CompletionJob(asked, admitted, answer, reading, turn, scope)
+        return CompletionJob(asked, admitted, answer, reading, turn, scope, org_id)
 
     def _record(self, job: CompletionJob, answered: Answered) -> None:
         """Put the whole answer's rollout aside with the recorder (built on its thread)."""
@@ -205,7 +213,7 @@ class Completions:
         ref = turn.ref(gen, broken) if turn else None
         self.recorder.later(
             lambda created_at: self._rollout(gen, admitted.interaction, params,
-                                             admitted.experiment, created_at, ref),
+                                             admitted.experiment, created_at, ref, job.org_id),
             self._counted,
         )  # fmt: skip
 
@@ -224,10 +232,11 @@ class Completions:
 
     def _rollout(self, gen: Generation, interaction: str, params: SamplingParams,
                  experiment: Experiment | None, created_at: str,
-                 turn: TurnRef | None = None) -> Rollout | None:  # fmt: skip
+                 turn: TurnRef | None = None,
+                 org_id: str | None = None) -> Rollout | None:  # fmt: skip
         """The completion's rollout, built on the recorder's thread; None when the answer
         lacks what a rollout needs (the reason counted and logged)."""
-        rollout = rollout_of(gen, interaction, params, experiment, created_at, turn)
+        rollout = rollout_of(gen, interaction, params, experiment, created_at, turn, org_id)
         if isinstance(rollout, str):
             self._counted("refused")
             self._child(self.metrics.refused, rollout).inc()

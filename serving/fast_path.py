@@ -71,9 +71,9 @@ class CompletionsFastPath:
         for name, value in scope["headers"]:  # lower-case already; the first of a name counts
             headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
         try:
-            tenant_of(self.keys, headers.get("authorization"))
+            org_id = tenant_of(self.keys, headers.get("authorization"))
             request = _parse(model, await read_body(receive))
-            response = await self.completions.serve(headers, endpoint, request)
+            response = await self.completions.serve(headers, endpoint, request, org_id)
         except ApiError as exc:
             response = exc.response()
         except Exception:  # what FastAPI's error middleware would answer (a stream's own

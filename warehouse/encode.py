@@ -42,9 +42,10 @@ import polars as pl
 import pyarrow as pa
 from pyarrow import json as pa_json
 
+from infra.tenancy import scoped_key
 from rewards.eventio import EVENT_SCHEMA
 from rewards.record import RECORD_SCHEMA
-from rewards.tenant_keys import org_scoped, scoped_key
+from rewards.tenant_keys import org_scoped
 from warehouse.layout import hive_folder
 
 T = TypeVar("T")

@@ -20,6 +20,7 @@ def rollout_of(
     experiment: Experiment | None,
     created_at: str,
     turn: TurnRef | None = None,
+    org_id: str | None = None,
 ) -> Rollout | str:
     """The generation's rollout, or the reason (a code for counting) why it cannot be one.
 
@@ -59,6 +60,7 @@ def rollout_of(
             experiment,
             constraint=gen.constraint,
             turn=turn,
+            org_id=org_id,
         )
     except RolloutError as exc:
         return exc.reason

@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from infra.tenancy import scoped_key
 from models.sampling import SamplingParams
 from rtrl.run.ab_round import EXPERIMENT, arms, run_final_ab
 from rtrl.run.gateway import GatewaySetup
@@ -48,7 +49,8 @@ def test_the_users_are_split_by_the_gateway_and_report_its_arm(
         arm = stamp["experiment"]["arm"]
         assert stamp["experiment"]["name"] == EXPERIMENT
         assert stamp["checkpoint_id"] == {"control": "t-0000", "treatment": "t-0001"}[arm]
-        assert arm == split.assign(stamp["user_id"]).name  # the gateway's own assignment
+        # the gateway's own assignment, of the user within its API key's organisation
+        assert arm == split.assign(scoped_key("acme", stamp["user_id"])).name
         by_user[stamp["user_id"]].add(arm)
     assert len(recorder.events) == 2 * users
     assert all(len(a) == 1 for a in by_user.values())  # sticky: one arm per user

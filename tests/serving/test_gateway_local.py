@@ -18,7 +18,7 @@ from checkpoints.weights import load_policy
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
 from models.rollout import Rollout
-from tests.support.gateway import RecordTo, ServedSetup, rollouts
+from tests.support.gateway import RecordTo, ServedSetup, api_key, rollouts
 from tests.support.kafka import drain
 
 ASK = [{"role": "user", "content": "Write `mean(xs)` in Python."}]
@@ -226,3 +226,23 @@ def test_an_agent_runs_calls_are_rollouts_of_one_interaction(client, kafka_boots
     assert child.turn.segment == parent.turn.segment
     assert child.turn.prefix_len == len(parent.prompt_ids) + len(parent.completion_ids)
     assert child.prompt_ids[: child.turn.prefix_len] == parent.prompt_ids + parent.completion_ids
+
+
+def test_two_organisations_one_interaction_id_are_two_rollouts_each_of_its_key(
+    served, client, kafka_bootstrap, topic_names
+):
+    """The organisation comes from the API key, never the body: two organisations' callers
+    sending one user id and one interaction id give two rollouts, each stamped with its key's
+    organisation (the warehouse joins each to its own reward record)."""
+    serve, _ = served
+    other = openai.OpenAI(base_url=f"{serve.url}/v1", max_retries=0,
+                          api_key=api_key(serve.log.parent / "keys.sqlite", "globex"))  # fmt: skip
+    same = {"X-Rtrl-Interaction-Id": "shared-7", "X-Rtrl-User-Id": "u-1"}
+    for caller in (client, other):
+        caller.chat.completions.create(model="default", messages=ASK, extra_headers=same)
+    stamped: list[str] = []
+    deadline = time.monotonic() + 60  # each rollout is built and sent after its answer
+    while len(stamped) < 2 and time.monotonic() < deadline:
+        got = [Rollout.from_json(m.value()) for m in drain(kafka_bootstrap, topic_names.rollouts)]
+        stamped = sorted(r.org_id or "" for r in got if r.interaction_id == "shared-7")
+    assert stamped == ["acme", "globex"]

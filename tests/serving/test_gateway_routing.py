@@ -14,6 +14,7 @@ import torch
 
 from checkpoints.publish import publish_checkpoint
 from checkpoints.weights import load_policy
+from infra.tenancy import scoped_key
 from models.rollout import Experiment, Rollout
 from serving.assignment import assignment_unit
 from serving.routing import parse_arms
@@ -144,7 +145,7 @@ def test_a_split_is_even_sticky_and_stamped(tmp_path, registry, kafka_bootstrap,
                     messages=ASK,
                     extra_headers={"X-Rtrl-User-Id": user, "X-Rtrl-Interaction-Id": interaction},
                 )
-                arm = split.assign(user)
+                arm = split.assign(scoped_key("acme", user))  # the key's organisation's user
                 assert raw.headers["x-rtrl-experiment"] == f"exp-1:{arm.name}"
                 checkpoint = "t-0000" if arm.checkpoint == "current" else arm.checkpoint
                 assert raw.headers["x-rtrl-checkpoint-id"] == checkpoint
@@ -153,7 +154,7 @@ def test_a_split_is_even_sticky_and_stamped(tmp_path, registry, kafka_bootstrap,
         # (which put one caller's requests in both arms). Eight interactions of each.
         for unit, user in (("end-user-3", "end-user-3"),
                            (assignment_unit(None, None, f"Bearer {key}"), None)):  # fmt: skip
-            arm = split.assign(unit)
+            arm = split.assign(scoped_key("acme", unit))
             checkpoint = "t-0000" if arm.checkpoint == "current" else arm.checkpoint
             for k in range(8):
                 interaction = f"{unit}-{k}"
@@ -169,3 +170,4 @@ def test_a_split_is_even_sticky_and_stamped(tmp_path, registry, kafka_bootstrap,
     assert {i: (r.experiment, r.checkpoint_id) for i, r in got.items()} == {
         i: (Experiment("exp-1", arm), ckpt) for i, (arm, ckpt) in expected.items()
     }
+    assert {r.org_id for r in got.values()} == {"acme"}  # the API key's, on every rollout

@@ -26,8 +26,8 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from infra.compacted import read_latest
 from infra.settings import reliable_producer
+from infra.tenancy import scoped_key
 from rewards.record import FIELD_NAMES, RECORD_SCHEMA
-from rewards.tenant_keys import scoped_key
 from warehouse.catalog import build_catalog, connect
 from warehouse.layout import BATCHES_DIR, join
 from warehouse.manifest import (
@@ -77,13 +77,19 @@ def _candidates(store: Store, db: str, now: datetime, settle_s: int) -> pl.DataF
                    epoch($now::TIMESTAMPTZ) - epoch(r.t_close) AS age_s,
                    ro.rollout_json, ro.trajectory_json
             FROM rewards r
-            LEFT JOIN (SELECT interaction_id, arg_max(rollout_json, kafka_offset) AS rollout_json,
+            LEFT JOIN (SELECT COALESCE(s.org_id, o.org_id) AS org_id, s.interaction_id,
+                              arg_max(rollout_json, kafka_offset) AS rollout_json,
                               list(rollout_json ORDER BY kafka_partition, kafka_offset)
                                   AS trajectory_json
-                       FROM stg_rollouts GROUP BY ALL) ro
-              -- rollouts carry no org_id: one whose id two organisations use joins neither
-              ON ro.interaction_id = r.interaction_id AND r.interaction_id NOT IN (
-                  SELECT interaction_id FROM rewards GROUP BY ALL HAVING count(DISTINCT org_id) > 1)
+                       FROM stg_rollouts s
+                       -- a rollout written before rollouts carried org_id belongs to the one
+                       -- organisation whose rewards use its id; one two use joins neither
+                       LEFT JOIN (SELECT interaction_id, any_value(org_id) AS org_id
+                                  FROM rewards GROUP BY interaction_id
+                                  HAVING count(DISTINCT org_id) = 1) o
+                         ON s.org_id IS NULL AND o.interaction_id = s.interaction_id
+                       GROUP BY ALL) ro
+              ON ro.interaction_id = r.interaction_id AND ro.org_id IS NOT DISTINCT FROM r.org_id
             WHERE COALESCE(r.censor_reason, '') <> 'privacy_mode'
               AND r.t_close + to_seconds($settle) <= $now::TIMESTAMPTZ
               AND NOT EXISTS (SELECT 1 FROM ({_claims_sql(store)}) c

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import duckdb
+import orjson
 
 from rewards.config import RewardConfig
 from rewards.function import compute_record
@@ -85,3 +86,39 @@ def test_a_candidate_with_one_id_in_two_organisations_passes_quality(tmp_path) -
     now = datetime(2026, 12, 1, tzinfo=UTC)
     batches = build_batches(store, BuildConfig(min_rows=1, settle_s=0), db=db, now=now)
     assert [(e.n_rows, e.offered) for e in batches] == [(2, True)]
+
+
+def _batched_rollouts(tmp_path, orgs: tuple[str, ...], stamped: tuple[str | None, ...]):
+    """Each organisation's batched row of C1 and the completion ids of the rollout it joined:
+    one rollout of C1 per entry of ``stamped`` (its ``org_id``; None as written before
+    rollouts carried one), completion ids ``[k]`` for the k-th."""
+    store, _ = _landed(tmp_path, orgs)
+    checkpoint = _org_events()["org-1"][0]["checkpoint_id"]
+    rollouts = [{"interaction_id": "C1", "checkpoint_id": checkpoint, "completion_ids": [k]}
+                | ({} if org is None else {"org_id": org})
+                for k, org in enumerate(stamped)]  # fmt: skip
+    land(store, "rollouts", rollouts)
+    db = build_catalog(store)
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    entries = build_batches(store, BuildConfig(min_rows=1, settle_s=0), db=db, now=now)
+    rows = [row for e in entries for row in store.read_parquet(e.files[0]).to_dicts()]
+    return {
+        r["org_id"]: r["rollout_json"] and orjson.loads(r["rollout_json"])["completion_ids"]
+        for r in rows
+    }
+
+
+def test_each_organisation_trains_on_its_own_rollout_of_one_interaction_id(tmp_path) -> None:
+    """The gateway stamps a rollout with its API key's organisation: two organisations' same
+    interaction id join their own tokens, never the other's (nor both)."""
+    got = _batched_rollouts(tmp_path, ("org-1", "org-2"), ("org-2", "org-1"))
+    assert got == {"org-1": [1], "org-2": [0]}
+
+
+def test_a_rollout_written_before_tenancy_joins_the_one_organisation_using_its_id(
+    tmp_path,
+) -> None:
+    assert _batched_rollouts(tmp_path / "one", ("org-1",), (None,)) == {"org-1": [0]}
+    # an id two organisations use: nothing tells whose it was, so it trains neither
+    both = _batched_rollouts(tmp_path / "two", ("org-1", "org-2"), (None,))
+    assert both == {"org-1": None, "org-2": None}

@@ -4,6 +4,8 @@
 -- keys: kafka_partition, kafka_offset
 CREATE OR REPLACE VIEW stg_rollouts AS
 SELECT
+    -- the organisation of the API key that asked (null in rollouts written before tenancy)
+    json_extract_string(value, '$.org_id') AS org_id,
     interaction_id,
     checkpoint_id,
     CAST(produced_at AS TIMESTAMPTZ) AS produced_at,

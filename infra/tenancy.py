@@ -3,8 +3,8 @@
 Interaction and user ids are chosen by clients, so two organisations may send the same one. The
 organisation's length leads, so no two (org, id) pairs give one key. It lives at the ground
 floor, free of polars, because the gateway needs it on every request (a user's arm and run
-memory are its organisation's) and the warehouse and the rewards' frames spell the same key
-(``rewards.tenant_keys.org_scoped``).
+memory are its organisation's); the stream's state and the gate's units are keyed with it too,
+and the warehouse and the rewards' frames spell the same key (``rewards.tenant_keys.org_scoped``).
 """
 
 from __future__ import annotations

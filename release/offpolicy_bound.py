@@ -132,6 +132,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from infra.tenancy import scoped_key
 from release.cluster_df import imbens_kolesar_df, within_user_correlation_bound
 from stats.cluster_ratio import bell_mccaffrey_df
 from stats.student_t import t_quantile
@@ -199,7 +200,7 @@ def user_key(user_id: str | None, session_id: str | None, interaction_id: str,
         unit = f"session:{session_id}"
     else:
         unit = f"interaction:{interaction_id}"
-    return f"{len(org_id)}:{org_id}/{unit}" if org_id else unit
+    return scoped_key(org_id or None, unit)
 
 
 def sequence_log_weights(behaviour: Sequence[Sequence[float]],

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from infra.tenancy import scoped_key
 from rewards.config import RewardConfig
 from rewards.function import compute_record
 from rewards.record import RewardRecord
@@ -73,7 +74,7 @@ def interaction_ref(org_id: str, interaction_id: str) -> str:
     >>> interaction_ref("acme", "i1"), interaction_ref("a/b", "c") != interaction_ref("a", "b/c")
     ('4:acme/i1', True)
     """
-    return f"{len(org_id)}:{org_id}/{interaction_id}"
+    return scoped_key(org_id, interaction_id)
 
 
 def split_ref(ref: str) -> tuple[str, str]:

@@ -47,6 +47,8 @@ METRICS: dict[str, tuple[str, str | None]] = {
     "latency_p50_ms": ("latency, p50 (ms)", None),
     "mean_reward": ("mean reward", "reward"),
     "invalid_tool_calls_per_interaction": ("invalid tool calls per interaction", "invalid"),
+    "tool_calls_per_interaction": ("tool calls per interaction", "calls"),
+    "tool_call_share": ("interactions with a tool call", "withcalls"),
 }
 
 Histogram = tuple[list[float], list[int]]  # sorted distinct latencies, their counts

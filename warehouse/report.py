@@ -13,7 +13,11 @@ Metrics (definitions in ``sql/11_interaction_outcomes.sql`` and ``sql/31_ab_arms
 * mean_reward: mean reward of scored interactions;
 * invalid_tool_calls_per_interaction: the agent's invalid tool calls (``agent.tool_call`` with
   ``valid: false``, the reward record's ``n_invalid_tool_calls``) over all of an arm's
-  interactions, scored or not: the agents' reward hack, broken calls, read per user like the rest.
+  interactions, scored or not: the agents' reward hack, broken calls, read per user like the rest;
+* tool_calls_per_interaction and tool_call_share: every tool call (``n_tool_calls``) over all of
+  an arm's interactions, and the share of interactions with at least one: the other hack, an
+  agent that stops acting. A fall in calls alone can be success (fewer repairs); a fall in the
+  share of interactions that act at all is avoidance.
 
 Each p-value is shown beside its Holm adjustment across every arm and metric of the report
 (the family whose any-false-alarm rate is kept at the level). ``sequential`` shows the

@@ -27,7 +27,11 @@ from rtrl.run.clock import STAGES
 
 if TYPE_CHECKING:
     from rtrl.run.rounds import TrainingRounds
+    from rtrl.worlds.agent_world import AgentOutcome
     from warehouse.report import ReportRow
+
+SOLVED_METRIC = "tasks_solved_per_interaction"
+"""The agent world's primary metric: first among its closing A/B's metrics in `summary.json`."""
 
 
 def round_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[Round]:
@@ -82,6 +86,19 @@ def ab_tests(experiment: str, closing: bool, rows: Sequence[ReportRow]) -> list[
     return tests
 
 
+def solved_metric(runs: Sequence[AgentOutcome], test: AbTest) -> Metric:
+    """The agent world's primary metric in its closing A/B, by the world's truth (the hidden
+    tests on the repository each run left; ``rtrl.worlds.agent_ab``)."""
+    from rtrl.worlds.agent_ab import solved_change
+    from rtrl.worlds.agent_world import arm_of
+
+    ch = solved_change(((arm_of(o), o.user_id, o.solved) for o in runs), test.control_arm,
+                       test.treatment_arm)  # fmt: skip
+    return Metric(name=SOLVED_METRIC, label="tasks solved per interaction (the hidden tests)",
+                  control=ch.control, treatment=ch.treatment, change=ch.relative,
+                  ci_low=ch.ci_low, ci_high=ch.ci_high, p=ch.p_value)  # fmt: skip
+
+
 def build_summary(rounds: TrainingRounds, rows: list[Round], experiment: str, closing: bool,
                   ab: Sequence[ReportRow], closing_s: dict[str, float] | None = None,
                   loop_s: float | None = None) -> RunSummary:  # fmt: skip
@@ -91,11 +108,15 @@ def build_summary(rounds: TrainingRounds, rows: list[Round], experiment: str, cl
     lineage = [checkpoint(c.checkpoint_id, c.parent, c.status, c.reasons, c.evals.get("gate", {}),
                           held.get(c.checkpoint_id))
                for c in rounds.registry.list()]  # fmt: skip
+    tests = ab_tests(experiment, closing, ab)
+    if closing and rounds.closing_runs:
+        tests = [t.model_copy(update={"metrics": [solved_metric(rounds.closing_runs, t),
+                                                  *t.metrics]}) for t in tests]  # fmt: skip
     return RunSummary(
         world=rounds.world if rounds.world in ("code", "agent") else "tokens",  # type: ignore[arg-type]
         rounds=rows,
         checkpoints=lineage,
-        ab=ab_tests(experiment, closing, ab),
+        ab=tests,
         cycles=cycles(rounds.clock.complete()),
         stage_names=list(STAGES),
         settle_share=rounds.clock.share("settle"),

@@ -34,7 +34,7 @@ import httpx
 from ingest.sdk import Client
 from models.sampling import SamplingParams
 from rtrl.run.gateway import GatewaySetup, gateway
-from rtrl.worlds.agent_world import AgentWorldSettings, play_agent_ab
+from rtrl.worlds.agent_world import AgentOutcome, AgentWorldSettings, arm_of, play_agent_ab
 from rtrl.worlds.code_world import play_users, round_asks
 from rtrl.worlds.http_users import ask_all
 from rtrl.worlds.token_users import POPULATIONS, TASKS, Population
@@ -100,14 +100,19 @@ def play_code_ab(http: httpx.Client, client: Client, users: int, per_user: int, 
 def run_final_ab(setup: GatewaySetup, first: str, last: str, client: Client,
                  population: Population | None, users: int, params: SamplingParams,
                  log_file: Path, agent: AgentWorldSettings | None = None,
-                 experiment: str = EXPERIMENT) -> Counter[str]:  # fmt: skip
+                 experiment: str = EXPERIMENT,
+                 agent_runs: list[AgentOutcome] | None = None) -> Counter[str]:  # fmt: skip
     """Start the gateway with the split, play ``users`` users (two asks each) through it, stop
     it; the interactions per arm. ``population`` None: the code world's text users, or with
-    ``agent`` the agent world's."""
+    ``agent`` the agent world's, whose runs are appended to ``agent_runs`` when given (the
+    world's truth: tasks solved)."""
     split = ["--experiment", experiment, "--arms", arms(first, last), "--no-follow"]
     with gateway(setup, last, split, log_file) as http:
         if agent is not None:
-            return play_agent_ab(http, client, users, 2, setup.seed, agent)
+            outcomes = play_agent_ab(http, client, users, 2, setup.seed, agent)
+            if agent_runs is not None:
+                agent_runs.extend(outcomes)
+            return Counter(arm_of(o) for o in outcomes)
         if population is None:
             return play_code_ab(http, client, users, 2, setup.seed, params)
         return play_ab(http, client, population, users, 2, setup.seed, params)
@@ -146,9 +151,10 @@ def play_closing_ab(
     seconds: dict[str, float] = {}
     for layout, setup, experiment in layouts:
         began = time.monotonic()
+        truth = rounds.closing_runs if experiment == EXPERIMENT else None
         with Client(replace(rounds.sdk, spool_path=root / "ab.db")) as client:
             served = run_final_ab(setup, first, last, client, population, users, params,
-                                  logs / "gateway.log", agent, experiment)  # fmt: skip
+                                  logs / "gateway.log", agent, experiment, truth)  # fmt: skip
             left = client.flush(timeout=60)
         seconds[layout] = time.monotonic() - began
         unsent = f"; {left} events still in the spool" if left else ""

@@ -29,7 +29,7 @@ from models.sampling import SamplingParams
 from rtrl.run.clock import CycleClock
 from rtrl.run.gateway import GatewaySetup, gateway, held_rollouts, refused_rollouts
 from rtrl.run.procs import run_stage, wait_until
-from rtrl.worlds.agent_world import AgentWorldSettings
+from rtrl.worlds.agent_world import AgentOutcome, AgentWorldSettings
 from rtrl.worlds.code_world import CodeWorldSettings, PassRate, rate_text
 from rtrl.worlds.http_users import serving
 from rtrl.worlds.token_reader import SIMULATED
@@ -92,6 +92,8 @@ class TrainingRounds:
     _refused_before: int | None = None  # the gateway's count when the round began
     # when the last user's last event was sent (time.monotonic()): the windows close from there
     played_until: float | None = None
+    # the agent world's closing A/B runs (the split's, a server per arm): its tasks solved
+    closing_runs: list[AgentOutcome] = field(default_factory=list)
     vocab_size: int = 0
     _http: httpx.Client | None = None
     _gateway: ExitStack = field(default_factory=ExitStack)

@@ -274,12 +274,18 @@ def figures_text(t: Counter[str]) -> str:
             f"{t['dissatisfied'] / n:.2f}; runs ended: {ended}")  # fmt: skip
 
 
-def play_agent_ab(http: httpx.Client, client: Emitter, users: int, per_user: int, seed: int,
-                  settings: AgentWorldSettings, concurrency: int = 32) -> Counter[str]:  # fmt: skip
+def play_agent_ab(
+    http: httpx.Client, client: Emitter, users: int, per_user: int, seed: int,
+    settings: AgentWorldSettings, concurrency: int = 32,
+) -> list[AgentOutcome]:  # fmt: skip
     """The closing A/B test's users, ``per_user`` runs each, through the gateway's split (each
-    user's runs stay in one arm: the split hashes the user id); runs per arm."""
+    user's runs stay in one arm: the split hashes the user id); every run's outcome."""
     drawn = cycled_tasks(users * per_user, settings.task_list(), seed)
     asks = [(f"u_agentab{seed}_{n // per_user:05d}", task) for n, task in enumerate(drawn)]
-    outcomes = play_agents(http, client, asks, settings, concurrency)
-    return Counter(o.run.steps[0].experiment[1] if o.run.steps[0].experiment
-                   else "outside the experiment" for o in outcomes)  # fmt: skip
+    return play_agents(http, client, asks, settings, concurrency)
+
+
+def arm_of(outcome: AgentOutcome) -> str:
+    """The experiment arm that served the run (every request of a run is served by one)."""
+    first = outcome.run.steps[0]
+    return first.experiment[1] if first.experiment else "outside the experiment"

@@ -3,7 +3,7 @@
 -- materialized: table
 -- grain: one row per (experiment_name, experiment_arm, org_id, user_id)
 -- keys: experiment_name, experiment_arm, org_id, user_id
--- check: SELECT * FROM ab_units WHERE n_scored > n_interactions OR n_dissatisfied > n_followup_known OR kept_sum > n_kept_measured OR invalid_sum < 0
+-- check: SELECT * FROM ab_units WHERE n_scored > n_interactions OR n_dissatisfied > n_followup_known OR kept_sum > n_kept_measured OR invalid_sum < 0 OR calls_sum < 0 OR n_with_calls > n_interactions
 CREATE OR REPLACE TABLE ab_units AS
 SELECT
     r.experiment_name,
@@ -19,7 +19,9 @@ SELECT
     COALESCE(sum(o.latency_ms), 0) AS latency_sum,
     COALESCE(sum(o.n_kept_measured), 0) AS n_kept_measured,
     COALESCE(sum(o.kept_sum), 0.0) AS kept_sum,
-    COALESCE(sum(r.n_invalid_tool_calls), 0) AS invalid_sum
+    COALESCE(sum(r.n_invalid_tool_calls), 0) AS invalid_sum,
+    COALESCE(sum(r.n_tool_calls), 0) AS calls_sum,
+    count(*) FILTER (WHERE r.n_tool_calls > 0) AS n_with_calls
 FROM rewards r
 LEFT JOIN interaction_outcomes o USING (org_id, interaction_id)
 WHERE r.experiment_name IS NOT NULL AND r.user_id IS NOT NULL

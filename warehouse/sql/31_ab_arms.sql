@@ -3,7 +3,7 @@
 -- materialized: view
 -- grain: one row per (experiment_name, experiment_arm)
 -- keys: experiment_name, experiment_arm
--- check: SELECT * FROM ab_arms WHERE kept_share NOT BETWEEN 0 AND 1 OR dissatisfied_rate NOT BETWEEN 0 AND 1 OR kept_per_interaction < 0 OR invalid_tool_calls_per_interaction < 0
+-- check: SELECT * FROM ab_arms WHERE kept_share NOT BETWEEN 0 AND 1 OR dissatisfied_rate NOT BETWEEN 0 AND 1 OR kept_per_interaction < 0 OR invalid_tool_calls_per_interaction < 0 OR tool_calls_per_interaction < 0 OR tool_call_share NOT BETWEEN 0 AND 1
 CREATE OR REPLACE VIEW ab_arms AS
 SELECT
     experiment_name,
@@ -16,6 +16,8 @@ SELECT
     sum(latency_sum) / NULLIF(sum(n_completed), 0) AS latency_mean_ms,
     sum(reward_sum) / NULLIF(sum(n_scored), 0) AS mean_reward,
     sum(invalid_sum) / NULLIF(sum(n_interactions), 0) AS invalid_tool_calls_per_interaction,
+    sum(calls_sum) / NULLIF(sum(n_interactions), 0) AS tool_calls_per_interaction,
+    sum(n_with_calls) / NULLIF(sum(n_interactions), 0) AS tool_call_share,
     -- kept share: y = kept_sum, x = n_kept_measured
     sum(n_kept_measured) AS kept_x, sum(kept_sum) AS kept_y,
     sum(n_kept_measured * n_kept_measured) AS kept_xx, sum(kept_sum * kept_sum) AS kept_yy,
@@ -43,6 +45,16 @@ SELECT
     sum(n_interactions) AS invalid_x, sum(invalid_sum) AS invalid_y,
     sum(n_interactions * n_interactions) AS invalid_xx,
     sum(CAST(invalid_sum AS DOUBLE) * invalid_sum) AS invalid_yy,
-    sum(CAST(n_interactions AS DOUBLE) * invalid_sum) AS invalid_xy
+    sum(CAST(n_interactions AS DOUBLE) * invalid_sum) AS invalid_xy,
+    -- tool calls per interaction: y = calls_sum, x = n_interactions
+    sum(n_interactions) AS calls_x, sum(calls_sum) AS calls_y,
+    sum(n_interactions * n_interactions) AS calls_xx,
+    sum(CAST(calls_sum AS DOUBLE) * calls_sum) AS calls_yy,
+    sum(CAST(n_interactions AS DOUBLE) * calls_sum) AS calls_xy,
+    -- interactions with a tool call: y = n_with_calls, x = n_interactions
+    sum(n_interactions) AS withcalls_x, sum(n_with_calls) AS withcalls_y,
+    sum(n_interactions * n_interactions) AS withcalls_xx,
+    sum(CAST(n_with_calls AS DOUBLE) * n_with_calls) AS withcalls_yy,
+    sum(CAST(n_interactions AS DOUBLE) * n_with_calls) AS withcalls_xy
 FROM ab_units
 GROUP BY ALL;

@@ -147,7 +147,10 @@ def _list(args: argparse.Namespace) -> int:
     if options.plot and not options.catalog:
         log.error("--plot needs --catalog: the measured rewards come from its rewards mart")
         return 2
-    infos = CheckpointRegistry(options.registry).list()
+    registry = CheckpointRegistry(options.registry)
+    infos = registry.list()
+    if options.org is not None:  # the shared line and its own: never another organisation's
+        infos = [i for i in infos if i.org_id in (None, options.org)]
     if options.json:
         import orjson
 
@@ -170,19 +173,25 @@ def _list(args: argparse.Namespace) -> int:
             records = con.sql("SELECT checkpoint_id, status, reward FROM rewards").pl()
         log.info("drew %s", plot_lineage(infos, measured_rewards(records), options.plot))
     print(
-        f"{'checkpoint':<16} {'parent':<16} {'status':<9} {'weights':<7} {'step':>5} "
-        f"{'est. gain':>9} {'lower':>7} {'ESS':>6} {'KL':>6} {'canary':<12} batches"
+        f"{'checkpoint':<16} {'parent':<16} {'line':<12} {'status':<9} {'weights':<7} "
+        f"{'step':>5} {'est. gain':>9} {'lower':>7} {'ESS':>6} {'KL':>6} {'canary':<12} batches"
     )
     for info in infos:
         gate = info.evals.get("gate", {})
         gain, kl, lower, ess = gate.get("gain"), gate.get("kl"), gate.get("lower"), gate.get("ess")
         print(
-            f"{info.checkpoint_id:<16} {info.parent or '-':<16} {info.status:<9} "
+            f"{info.checkpoint_id:<16} {info.parent or '-':<16} {info.org_id or 'shared':<12} "
+            f"{info.status:<9} "
             f"{info.weights.kind:<7} {info.training.step:>5} "
             f"{_num(gain, '+.3f'):>9} {_num(lower, '+.3f'):>7} {_num(ess, '.0f'):>6} "
             f"{_num(kl, '.3f'):>6} {_canary(info):<12} {len(info.batches)}"
             + (f"  ({'; '.join(info.reasons)})" if info.reasons else "")
         )
+    if options.org is not None:
+        serving = registry.current(options.org)
+        own = serving is not None and serving.org_id == options.org
+        print(f"serves {options.org}: {serving.checkpoint_id if serving else '-'} "
+              f"({'its own line' if own else 'the shared line'})")  # fmt: skip
     return 0
 
 

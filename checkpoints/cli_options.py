@@ -59,6 +59,13 @@ class ListOptions:
     """How `rtrl checkpoints list` shows the registry."""
 
     registry: Path = field(default=Path(DEFAULT_REGISTRY), metadata={"help": "registry folder"})
+    org: str | None = field(
+        default=None,
+        metadata={
+            "help": "one organisation's view: the shared line and that organisation's own line "
+            "(no other organisation's), and which checkpoint serves it now"
+        },
+    )
     json: bool = field(
         default=False,
         metadata={

@@ -148,11 +148,23 @@ class CheckpointInfo:
     batches: tuple[str, ...]  # ids of the batches it was trained on
     status: str  # "promoted" | "rejected" | "canary"
     reasons: tuple[str, ...]  # why it was rejected; empty otherwise
+    # the organisation whose line it is (None: the shared line, which every organisation falls
+    # back to), and for an organisation's checkpoint the shared checkpoint its line grows on
+    org_id: str | None = None
+    shared_base: str | None = None
 
     def __post_init__(self) -> None:
         check_checkpoint_id(self.checkpoint_id)
         if self.parent is not None:
             check_checkpoint_id(self.parent, "parent")
+        if self.org_id is not None and not (isinstance(self.org_id, str) and
+                                            0 < len(self.org_id) <= 128):  # fmt: skip
+            raise ValueError(f"org_id: 1 to 128 characters, got {self.org_id!r}")
+        if (self.org_id is None) != (self.shared_base is None):
+            raise ValueError("shared_base: an organisation's checkpoint names the shared "
+                             "checkpoint its line grows on, and only it")  # fmt: skip
+        if self.shared_base is not None:
+            check_checkpoint_id(self.shared_base, "shared_base")
         if not isinstance(self.directory, str) or not os.path.isabs(self.directory):
             raise ValueError(f"directory: an absolute path, got {self.directory!r}")
         try:
@@ -196,11 +208,14 @@ class CheckpointInfo:
             "batches": list(self.batches),
             "status": self.status,
             "reasons": list(self.reasons),
+            "org_id": self.org_id,
+            "shared_base": self.shared_base,
         }
 
     @classmethod
     def from_json_dict(cls, data: Any) -> CheckpointInfo:
-        """Parse strictly: every field, nothing else.
+        """Parse strictly: every field, nothing else (``org_id`` and ``shared_base`` may be
+        absent, as in a record written before organisations had lines: the shared line).
 
         >>> ref = {"family": "llama", "base_path": "/m", "base_sha256": "0" * 64,
         ...        "tokenizer_sha256": "1" * 64}
@@ -222,6 +237,7 @@ class CheckpointInfo:
                 "`rtrl checkpoints init --model ...`"
             )
         names = {f.name for f in fields(cls)}
+        data = {"org_id": None, "shared_base": None, **data}  # written before lines: shared
         if set(data) != names:
             missing, unknown = sorted(names - set(data)), sorted(set(data) - names)
             raise ValueError(f"CheckpointInfo: missing fields {missing}, unknown fields {unknown}")

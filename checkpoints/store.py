@@ -28,9 +28,9 @@ from typing import Any
 
 import orjson
 
+from checkpoints.lines import serving_for, shared_base_for
 from checkpoints.record import (
     INFO_FILE,
-    PROMOTED,
     TRANSITIONS,
     CheckpointInfo,
     ModelRef,
@@ -72,11 +72,14 @@ class CheckpointRegistry:
                  weights: WeightsRef, training: TrainingRef,
                  files: dict[str, Callable[[Path], None]], evals: dict[str, Any],
                  batches: tuple[str, ...] | list[str], status: str,
-                 reasons: tuple[str, ...] | list[str] = ()) -> CheckpointInfo:  # fmt: skip
+                 reasons: tuple[str, ...] | list[str] = (),
+                 org_id: str | None = None) -> CheckpointInfo:  # fmt: skip
         """Store a checkpoint under a new id, atomically; returns what was recorded.
 
         ``files`` writes each named file into the (temporary) checkpoint directory; the files
-        that ``weights.file`` and ``training.file`` name get their sha256 recorded.
+        that ``weights.file`` and ``training.file`` name get their sha256 recorded. ``org_id``:
+        the organisation whose line it joins (None: the shared line); a lineage that crosses
+        lines is refused (``checkpoints.lines``).
         """
         final = self._dir(checkpoint_id)
         if final.exists():
@@ -86,6 +89,7 @@ class CheckpointRegistry:
             )
         if parent is not None and not (self._dir(parent) / INFO_FILE).is_file():
             raise ValueError(f"parent {parent!r} of {checkpoint_id!r} is not registered")
+        shared_base = shared_base_for(org_id, self.get(parent) if parent is not None else None)
         for name in (weights.file, training.file):
             if name is not None and name not in files:
                 raise ValueError(f"{name} is named but not written")
@@ -114,6 +118,8 @@ class CheckpointRegistry:
                 tuple(batches),
                 status,
                 tuple(reasons),
+                org_id,
+                shared_base,
             )
             info_json = orjson.dumps(info.to_json_dict(), option=orjson.OPT_INDENT_2)
             _write_synced(tmp / INFO_FILE, info_json)
@@ -204,10 +210,11 @@ class CheckpointRegistry:
         ]
         return sorted(infos, key=lambda info: (info.created_at, info.checkpoint_id))
 
-    def current(self) -> CheckpointInfo | None:
-        """The latest promoted checkpoint: what serving should run; None before the first."""
-        promoted = [info for info in self.list() if info.status == PROMOTED]
-        return promoted[-1] if promoted else None
+    def current(self, org_id: str | None = None) -> CheckpointInfo | None:
+        """What serves ``org_id`` (None: the shared line): its line's latest promoted
+        checkpoint while that grows on the shared line's current one, else the shared line's
+        latest promoted checkpoint; None before the first (``checkpoints.lines``)."""
+        return serving_for(self.list(), org_id)
 
     def lineage(self, checkpoint_id: str) -> builtins.list[str]:
         """The id, its parent, its parent's parent, ... up to the root checkpoint."""

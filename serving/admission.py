@@ -59,13 +59,15 @@ class Admission:
         self._params: dict[tuple[Any, ...], SamplingParams] = {}
         self._constraints: dict[bytes, Constraint] = {}  # compiled grammars, by tools and choice
 
-    def models(self) -> list[str]:
-        """The names a request may give as its model, as ``/v1/models`` lists them."""
-        served = self.backend.models()
+    def models(self, org_id: str | None = None) -> list[str]:
+        """The names a request of ``org_id`` may give as its model, as ``/v1/models`` lists
+        them: never another organisation's checkpoint."""
+        foreign = self.assignment.foreign(org_id)
+        served = [m for m in self.backend.models() if m not in foreign]
         return [*served, *(n for n in self.model_names if n not in served)]
 
     def admit(self, headers: Mapping[str, str], chat: bool, model: str, known: str | None,
-              unit: str) -> Admitted:  # fmt: skip
+              unit: str, org_id: str | None = None) -> Admitted:  # fmt: skip
         """Interaction id (``known``: the run's that the call was recognised in, else the
         header's, else a new UUIDv7), response id, privacy, experiment arm and the bound
         checkpoint of a request (``unit``: whom it is assigned as,
@@ -77,16 +79,18 @@ class Admission:
             raise ApiError(
                 400, "X-Rtrl-Interaction-Id: 1 to 128 characters", "invalid_request_error"
             )
+        if model:
+            self.assignment.refuse_foreign(model, org_id)
         if model and model not in self.model_names and model not in self.backend.models():
             raise ApiError(
                 404,
                 f"The model `{model}` does not exist; this gateway serves "
-                f"{', '.join(self.models())}",
+                f"{', '.join(self.models(org_id))}",
                 "invalid_request_error",
                 "model_not_found",
                 "model",
             )
-        experiment, target = self.assignment.admit(unit, model)
+        experiment, target = self.assignment.admit(unit, model, org_id)
         rid = response_id(interaction, "chatcmpl" if chat else "cmpl")
         return Admitted(interaction, rid, _truthy(headers.get(PRIVACY)), experiment, target)
 

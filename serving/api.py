@@ -123,9 +123,9 @@ def create_app(backend: Backend, recorder: RolloutRecorder | None, keys: KeyStor
         summary="The names a request may give as its model: the checkpoints served, then the "
         "names of the followed checkpoint",
     )
-    async def models(_: str = Depends(tenant)) -> ModelList:
+    async def models(org_id: str = Depends(tenant)) -> ModelList:
         now = int(time.time())
-        return ModelList(data=[ModelCard(id=m, created=now) for m in completions.models()])
+        return ModelList(data=[ModelCard(id=m, created=now) for m in completions.models(org_id)])
 
     @app.post(
         "/v1/load_lora_adapter",

@@ -8,6 +8,14 @@ only then does any user land on it. The canary ends when the same checkpoint is 
 as promoted (rolled out: the gateway moves to it) or rejected (rolled back), or when the gateway
 moves to a checkpoint that is not the canary's parent. A fixed split is never replaced.
 
+An organisation's line (``checkpoints.lines``): a promoted checkpoint announced with an
+``org_id`` is loaded beside the followed one and serves that organisation's requests (outside
+any canary of the shared line; a fixed split still applies to everyone), while it grows on the
+checkpoint the gateway follows. When the followed checkpoint moves, every line grown on the old
+one stops serving at once and its organisation falls back to the shared checkpoint. A request
+whose ``model`` names another organisation's checkpoint is refused (403,
+``foreign_checkpoint``).
+
 Assigning a request and resolving its checkpoint happen under one lock with those changes, so
 no request is assigned an arm whose checkpoint was unloaded in between: each request is served
 wholly by the checkpoint it was admitted with.
@@ -20,8 +28,10 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from checkpoints.record import CANARY, CheckpointInfo
+from checkpoints.record import CANARY, PROMOTED, CheckpointInfo
 from models.rollout import Experiment
+from serving.answers import ApiError
+from serving.follower import moves_forward
 from serving.routing import CURRENT, Split, canary
 
 if TYPE_CHECKING:
@@ -66,6 +76,8 @@ class Assignment:
         self._fixed = fixed
         self._canary: Split | None = None
         self._canary_of: tuple[str, str] | None = None  # (candidate, its parent)
+        self._lines: dict[str, CheckpointInfo] = {}  # organisation -> its served checkpoint
+        self._owners: dict[str, str] = {}  # every organisation checkpoint announced -> its org
         self._lock = threading.Lock()
 
     @property
@@ -73,9 +85,15 @@ class Assignment:
         with self._lock:
             return self._fixed or self._canary
 
-    def admit(self, user_key: str, model: str) -> tuple[Experiment | None, Any]:
-        """The request's arm (None outside an experiment) and what serves it."""
+    def admit(self, user_key: str, model: str,
+              org_id: str | None = None) -> tuple[Experiment | None, Any]:  # fmt: skip
+        """The request's arm (None outside an experiment) and what serves it; a request of
+        ``org_id`` naming another organisation's checkpoint is refused."""
         with self._lock:
+            self._refuse_foreign(model, org_id)
+            line = self._lines.get(org_id) if org_id is not None else None
+            if self._fixed is None and line is not None:
+                return None, self._backend.target(line.checkpoint_id, model)
             split = self._fixed or self._canary
             if split is None:
                 return None, self._backend.target(CURRENT, model)
@@ -84,12 +102,33 @@ class Assignment:
                 arm.checkpoint, model
             )
 
+    def _refuse_foreign(self, model: str, org_id: str | None) -> None:
+        owner = self._owners.get(model)
+        if owner is not None and owner != org_id:
+            raise ApiError(403, f"The model `{model}` belongs to another organisation",
+                           "invalid_request_error", "foreign_checkpoint", "model")  # fmt: skip
+
+    def refuse_foreign(self, model: str, org_id: str | None) -> None:
+        """A 403 (``foreign_checkpoint``) when ``model`` names another organisation's
+        checkpoint, served now or not (a rejected or superseded one included)."""
+        with self._lock:
+            self._refuse_foreign(model, org_id)
+
+    def foreign(self, org_id: str | None) -> set[str]:
+        """The checkpoints of organisations other than ``org_id`` (never listed to it)."""
+        with self._lock:
+            return {c for c, owner in self._owners.items() if owner != org_id}
+
     def on_announcement(self, info: CheckpointInfo) -> None:
         """The follower's callback for every announcement of the checkpoints topic."""
+        if info.org_id is not None:
+            self._take_up_line(info)
+            return
         if info.status == CANARY:
             self._start(info)
             return
-        self._backend.take_up(info)
+        if self._backend.take_up(info):
+            self._drop_stale_lines()
         with self._lock:
             if self._canary_of is None:
                 return
@@ -117,3 +156,40 @@ class Assignment:
             self._canary = canary(info.checkpoint_id, percent)
             self._canary_of = (info.checkpoint_id, info.parent)
         log.info("serving: canary %s started on %g %% of users", info.checkpoint_id, percent)
+
+    def _take_up_line(self, info: CheckpointInfo) -> None:
+        """An organisation's checkpoint: serve it to its organisation when it is promoted, grows
+        on the followed checkpoint and is newer than the one its organisation has."""
+        org = info.org_id
+        assert org is not None
+        with self._lock:
+            self._owners[info.checkpoint_id] = org
+            before = self._lines.get(org)
+        if info.status != PROMOTED:
+            return  # rejected; an organisation's canary is not run by the gateway (yet)
+        shared = self._backend.current_id
+        if info.shared_base != shared:
+            log.info("serving: %s of %s not served: it grows on %s, the shared line serves %s",
+                     info.checkpoint_id, org, info.shared_base, shared)  # fmt: skip
+            return
+        if before is not None and not moves_forward(info, before):
+            return
+        self._backend.pin(info)  # loaded before any request of its organisation lands on it
+        with self._lock:
+            self._lines[org] = info
+        if before is not None:
+            self._backend.unpin(before.checkpoint_id)
+        log.info("serving: %s now serves %s (was %s)", info.checkpoint_id, org,
+                 before.checkpoint_id if before else "the shared line")  # fmt: skip
+
+    def _drop_stale_lines(self) -> None:
+        """After the followed checkpoint moved: every line grown on another stops serving."""
+        shared = self._backend.current_id
+        with self._lock:
+            stale = {org: i for org, i in self._lines.items() if i.shared_base != shared}
+            for org in stale:
+                del self._lines[org]
+        for org, info in stale.items():
+            self._backend.unpin(info.checkpoint_id)
+            log.info("serving: %s no longer serves %s: it grows on %s, the shared line moved "
+                     "to %s", info.checkpoint_id, org, info.shared_base, shared)  # fmt: skip

@@ -165,6 +165,7 @@ class Completions:
             return response
         except ApiError as exc:
             status = exc.status
+            self._child(self.metrics.requests_refused, exc.code or exc.kind).inc()
             raise
         finally:
             self._child(self.metrics.latency, endpoint).observe(time.perf_counter() - started)
@@ -187,7 +188,7 @@ class Completions:
         if isinstance(req, ChatCompletionRequest) and self.turns is not None:  # before the arm
             recognition = self.turns.recognise(req, scope, headers.get(INTERACTION))
         known = recognition.interaction_id if recognition is not None else None
-        admitted = self.admission.admit(headers, chat, req.model, known, scope)
+        admitted = self.admission.admit(headers, chat, req.model, known, scope, org_id)
         turn = None
         if recognition is not None and self.turns is not None:
             turn = self.turns.turn(admitted.response_id, admitted.interaction, recognition,
@@ -217,9 +218,10 @@ class Completions:
             self._counted,
         )  # fmt: skip
 
-    def models(self) -> list[str]:
-        """The names a request may give as its model, as ``/v1/models`` lists them."""
-        return self.admission.models()
+    def models(self, org_id: str | None = None) -> list[str]:
+        """The names a request of ``org_id`` may give as its model, as ``/v1/models`` lists
+        them."""
+        return self.admission.models(org_id)
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """``metric.labels(*labels)``, looked up once (``labels`` takes a lock and checks its

@@ -49,6 +49,13 @@ class GatewayMetrics(ServiceMetrics):
             ["outcome"],
             registry=r,
         )
+        self.requests_refused = Counter(
+            "rtrl_gateway_requests_refused",
+            "requests refused before the backend answered, by reason code (OpenAI's error code, "
+            "else its type): foreign_checkpoint, model_not_found, invalid_api_key, ...",
+            ["reason"],
+            registry=r,
+        )
         self.refused = Counter(
             "rtrl_gateway_rollouts_refused",
             "rollouts not recorded because the answer lacked what a rollout needs",

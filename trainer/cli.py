@@ -76,8 +76,15 @@ GATE_OPTIONS = SettingsOptions(
         "tool_opening": "before the candidate serves, score its probability of opening each "
         "agent task's first answer with a tool call against its parent's: a fall past "
         "release.tool_opening's limits blocks it as tool avoidance (the agent world's runs)",
+        "min_examples": Option(flags=("--gate-min-examples",), type=positive_int,
+                               help="held-out runs with a reward the gate needs to judge at all "
+                               "(fewer: the candidate is rejected for it)"),
+        "min_users": Option(flags=("--gate-min-users",), type=positive_int,
+                            help="held-out users, the bound's independent units, the gate needs "
+                            "to judge at all (its CR2 bound with the Bell-McCaffrey t holds its "
+                            "level down to 6-8 users: bench/RESULTS.md, gate calibration)"),
     },
-    omit=("min_ess_fraction", "min_examples", "min_users", "block_on_alarms", "resamples",
+    omit=("min_ess_fraction", "block_on_alarms", "resamples",
           "weight_cap", "reward_min", "reward_max", "eval_alpha"),
 )  # fmt: skip
 # --canary is the switch: none, the candidate is promoted at once.

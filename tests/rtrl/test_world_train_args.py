@@ -37,3 +37,15 @@ def test_an_agent_scenarios_learner_goes_over_the_worlds(name: str) -> None:
     learner = learner_from(args)
     assert (learner.lr, learner.clip, learner.target_kl) == (0.003, 0.5, 1.0)
     assert args.tool_opening and args.lora_r == 16  # the world's LoRA and check stay
+
+
+def test_the_agent_worlds_gate_can_judge_a_round() -> None:
+    """A round's held-out runs must be able to meet the gate's minimum: at the default 50, every
+    candidate of a 48-user round was rejected for its 20 held-out runs, however good."""
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    register(parser.add_subparsers())
+    world = AgentWorldSettings()
+    args = parser.parse_args(["train", *world.train_args()])
+    held_out_runs = world.round_users * world.held_out
+    assert args.min_examples <= 0.7 * held_out_runs
+    assert args.min_users <= 0.7 * held_out_runs  # each held-out run is its own user

@@ -26,8 +26,8 @@ TASKS = ("slugify(s)", "reverse(xs)", "count_words(text)", "is_prime(n)", "mean(
 
 def register_variant(registry: CheckpointRegistry, checkpoint_id: str, parent: str | None,
                      seed: int, status: str = "promoted", reasons: tuple[str, ...] = (),
-                     batches: tuple[str, ...] = (),
-                     evals: dict | None = None) -> CheckpointInfo:  # fmt: skip
+                     batches: tuple[str, ...] = (), evals: dict | None = None,
+                     org_id: str | None = None) -> CheckpointInfo:  # fmt: skip
     """A full-weights checkpoint whose weights are the root's plus seeded noise."""
     root = registry.list()[0]
     policy = load_policy(registry, root)
@@ -47,6 +47,7 @@ def register_variant(registry: CheckpointRegistry, checkpoint_id: str, parent: s
         batches=batches,
         status=status,
         reasons=reasons,
+        org_id=org_id,
     )
 
 

@@ -34,6 +34,8 @@ ROUND_OPTIONS = SettingsOptions(
         "warehouse": Option(default=Path(".rtrl/warehouse")),
         "candidate_id": Option(flags=("--id",)),
         "device": Option(choices=DEVICES),
+        "own_only": Option(type=str, from_field=",".join, metavar="ORG,...",
+                           to_field=lambda text: tuple(t for t in text.split(",") if t)),
     },
     omit=("registry", "bootstrap", "topics", "learner", "gate", "publish", "lora", "canary",
           "eval_engine"),

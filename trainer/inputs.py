@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 import orjson
+import polars as pl
 
 from checkpoints.record import PROMOTED
 from checkpoints.store import CheckpointRegistry
@@ -45,9 +46,12 @@ def offered_batches(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list
 
 
 def untrained(batches: list[OfferedBatch], registry: CheckpointRegistry, checkpoint_id: str,
-              warehouse: Path) -> list[tuple[str, list[Path]]]:  # fmt: skip
+              warehouse: Path,
+              org_id: str | None = None) -> list[tuple[str, list[Path]]]:  # fmt: skip
     """``(batch_id, data files)`` of ``checkpoint_id``'s batches that no promoted checkpoint
-    was trained on, when at least one of them is new (no candidate tried it yet).
+    of the line (``org_id``'s; None: the shared line) was trained on, when at least one of them
+    is new (no candidate of the line tried it yet): the shared line and an organisation's each
+    use a batch of the shared checkpoint once.
 
     A rejected candidate's batch stays available: it is still on-policy for its parent, and is
     trained on again together with the parent's next batch. Batches that only rejected
@@ -55,7 +59,7 @@ def untrained(batches: list[OfferedBatch], registry: CheckpointRegistry, checkpo
     A quarantined batch (its log-probabilities did not match the served weights) is used up
     like a promoted one's: its data would be as wrong next time.
     """
-    infos = registry.list()
+    infos = [i for i in registry.list() if i.org_id == org_id]
     promoted = {batch for info in infos if info.status == PROMOTED for batch in info.batches}
     promoted |= {batch for info in infos for batch in info.evals.get("quarantined", {})}
     tried = {batch for info in infos for batch in info.batches}
@@ -66,17 +70,21 @@ def untrained(batches: list[OfferedBatch], registry: CheckpointRegistry, checkpo
 
 
 def alarms_of(catalog: Path, registry: CheckpointRegistry, checkpoint_id: str,
-              thresholds: Path | None = None, look: int | None = None) -> list[Alarm]:  # fmt: skip
+              thresholds: Path | None = None, look: int | None = None,
+              org_id: str | None = None) -> list[Alarm]:  # fmt: skip
     """The monitors' alarms of ``checkpoint_id`` against its registered parent (none for a root).
 
     ``look``: the how-manieth time this pair is judged. A served checkpoint is judged again each
     time a candidate is trained from it, on more data each time; at ``look`` the monitors test at
-    ``stats.multiple.look_alpha``, so the stated alpha holds over all its looks, not per look."""
+    ``stats.multiple.look_alpha``, so the stated alpha holds over all its looks, not per look.
+    ``org_id``: an organisation's line is judged on its own users' records only."""
     parent = registry.get(checkpoint_id).parent
     if parent is None:
         return []
     with duckdb.connect(str(catalog), read_only=True) as con:
         records = con.sql("SELECT * FROM rewards").pl()
+    if org_id is not None:
+        records = records.filter(pl.col("org_id") == org_id)
     limits = load_thresholds(thresholds) if thresholds else MonitorThresholds()
     return compare(
         checkpoint_rates(records, checkpoint_id), checkpoint_rates(records, parent), limits, look

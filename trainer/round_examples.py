@@ -157,11 +157,14 @@ class RoundExamples:
 
 
 def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str | Path]]],
-               held_out_fraction: float) -> RoundExamples:  # fmt: skip
+               held_out_fraction: float, org_id: str | None = None,
+               own_only: Sequence[str] = ()) -> RoundExamples:  # fmt: skip
     """The examples of ``batches`` (``(batch_id, data files)``), all of them ``parent``'s
     rollouts with its tokenizer (others are counted in ``skipped``), split into training and
-    held-out ones (:func:`split`). ValueError: a batch of another checkpoint, no rewarded
-    example, or too few to both train and hold out."""
+    held-out ones (:func:`split`). ``org_id``: an organisation's line reads only that
+    organisation's examples; the shared line (None) reads every organisation's but those of
+    ``own_only``. ValueError: a batch of another checkpoint, no rewarded example, or too few to
+    both train and hold out."""
     examples: list[Example] = []
     skipped: Counter[str] = Counter()
     batch_of: dict[str, str] = {}  # interaction id -> the batch it came in
@@ -176,6 +179,10 @@ def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str
             for example in (*read.examples, *read.censored):
                 if example.rollout.model.tokenizer_sha256 != parent.model.tokenizer_sha256:
                     skipped["other_tokenizer"] += 1
+                elif org_id is not None and example.org_id != org_id:
+                    skipped["other_organisation"] += 1
+                elif org_id is None and example.org_id in own_only:
+                    skipped["own_only_organisation"] += 1
                 else:
                     examples.append(example)
                     batch_of[example.rollout.interaction_id] = batch

@@ -65,3 +65,18 @@ class RoundOptions:
     lora: LoraSettings | None = None  # train an adapter instead of every weight
     canary: CanaryConfig | None = None  # a candidate that passes serves a share first
     eval_engine: EngineSettings | None = None  # the candidate evals' llama.cpp (None: transformers)
+    org: str | None = field(
+        default=None,
+        metadata=_help(
+            "train this organisation's line: only its own users' examples (the gate judges on "
+            "its own held-out users), from its line's current checkpoint, else the shared one "
+            "(default: the shared line)"
+        ),
+    )
+    own_only: tuple[str, ...] = field(
+        default=(),
+        metadata=_help(
+            "organisations whose policy is own-only: their data never trains the shared line "
+            "(comma-separated)"
+        ),
+    )

@@ -81,9 +81,10 @@ def round_record(outcome: GateOutcome, stats: UpdateStats, data: RoundExamples,
 def register_candidate(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: str,
                        batch_ids: tuple[str, ...], candidate: TrainedCandidate,
                        outcome: GateOutcome, evals: dict[str, Any],
-                       canary: CanaryConfig | None) -> CheckpointInfo:  # fmt: skip
+                       canary: CanaryConfig | None,
+                       org_id: str | None = None) -> CheckpointInfo:  # fmt: skip
     """Register the candidate under the gate's decision: promoted, a canary (with ``canary``'s
-    stage in its record) or rejected."""
+    stage in its record) or rejected; on ``org_id``'s line (None: the shared line)."""
     passed = outcome.decision.passed
     if canary is not None and passed:
         evals = {**evals, "canary": canary_stage(candidate_id, canary)}
@@ -108,12 +109,14 @@ def register_candidate(registry: CheckpointRegistry, parent: CheckpointInfo, can
         batches=batch_ids,
         status=(CANARY if canary else PROMOTED) if passed else REJECTED,
         reasons=outcome.decision.reasons,
+        org_id=org_id,
     )
 
 
 def register_quarantined(registry: CheckpointRegistry, parent: CheckpointInfo,
                          candidate_id: str, batch_ids: tuple[str, ...], policy: CausalLMPolicy,
-                         adapter: LoraSettings | None, data: RoundExamples) -> str:  # fmt: skip
+                         adapter: LoraSettings | None, data: RoundExamples,
+                         org_id: str | None = None) -> str:  # fmt: skip
     """Nothing is left to train on once the quarantined batches are out: the candidate is
     registered rejected with the parent's weights and the reasons, so that its batches are
     never offered again. Returns what the round's error says."""
@@ -135,6 +138,7 @@ def register_quarantined(registry: CheckpointRegistry, parent: CheckpointInfo,
         batches=batch_ids,
         status=REJECTED,
         reasons=(*reasons, "too few examples left to train and hold out"),
+        org_id=org_id,
     )
     return f"{candidate_id} rejected untrained: " + "; ".join(reasons)
 

@@ -37,7 +37,10 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
     registry = CheckpointRegistry(options.registry)
     if options.publish:  # first what an earlier run registered but could not announce
         announce_missing(options.bootstrap, options.topics.checkpoints, registry)
-    parent = registry.get(options.checkpoint) if options.checkpoint else registry.current()
+    line = options.org or "the shared line"
+    parent = (
+        registry.get(options.checkpoint) if options.checkpoint else registry.current(options.org)
+    )
     if parent is None:
         log.log(
             logging.ERROR if idle_level == logging.INFO else idle_level,
@@ -45,7 +48,8 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
             options.registry,
         )
         return EXIT_NOTHING_TO_TRAIN
-    live = [i.checkpoint_id for i in registry.list() if i.status == CANARY]
+    live = [i.checkpoint_id for i in registry.list() if i.status == CANARY and
+            i.org_id == options.org]  # fmt: skip
     if live:
         log.log(
             idle_level,
@@ -55,7 +59,7 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
         )
         return EXIT_NOTHING_TO_TRAIN
     offered = offered_batches(options.bootstrap, options.topics.batches)
-    batches = untrained(offered, registry, parent.checkpoint_id, options.warehouse)
+    batches = untrained(offered, registry, parent.checkpoint_id, options.warehouse, options.org)
     if not batches:
         log.log(
             idle_level,
@@ -67,10 +71,13 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
         return EXIT_NOTHING_TO_TRAIN
     catalog = options.catalog or options.warehouse / "warehouse.duckdb"
     look = attempt_of(registry, parent.checkpoint_id)  # one look at the served pair a round
-    alarms = alarms_of(catalog, registry, parent.checkpoint_id, options.thresholds, look)
+    alarms = alarms_of(catalog, registry, parent.checkpoint_id, options.thresholds, look,
+                       options.org)  # fmt: skip
     log.info(
-        "training %s on %d batch(es), %d monitor alarm(s) of it against its parent (look %d)",
+        "training %s for %s on %d batch(es), %d monitor alarm(s) of it against its parent "
+        "(look %d)",
         parent.checkpoint_id,
+        line,
         len(batches),
         len(alarms),
         look,

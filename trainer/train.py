@@ -115,7 +115,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     accelerator = accelerator or Accelerator(cpu=True)
     learner, main = options.learner, accelerator.is_main_process
     parent, batch_ids = registry.get(parent_id), tuple(b for b, _ in batches)
-    data = read_round(parent, batches, options.held_out)
+    data = read_round(parent, batches, options.held_out, options.org, options.own_only)
     adapter = parent.weights.lora or options.lora
     seconds: dict[str, float] = {}
     with _timed(seconds, "load"):
@@ -124,8 +124,11 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     with _timed(seconds, "mismatch"):
         checks = _mismatch_checks(policy, data, learner)
     if not data.quarantine(checks):  # the main process records it; every one stops
-        raise ValueError(register_quarantined(registry, parent, candidate_id, batch_ids, policy,
-                         adapter, data) if main else "batches quarantined")  # fmt: skip
+        quarantined = "batches quarantined"
+        if main:
+            quarantined = register_quarantined(registry, parent, candidate_id, batch_ids, policy,
+                                               adapter, data, options.org)  # fmt: skip
+        raise ValueError(quarantined)
     same_params = (parent.weights.kind == "lora") == (adapter is not None)
     parent_state = load_trainer_state(registry, parent) if same_params else None
     reference_info, reference = _reference(registry, parent_id, data.train, learner,
@@ -153,7 +156,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     evals = round_record(outcome, result.stats, data, options, accelerator, seconds)
     trained = TrainedCandidate(policy, adapter, result, reference_info)
     info = register_candidate(registry, parent, candidate_id, batch_ids, trained, outcome, evals,
-                              options.canary)  # fmt: skip
+                              options.canary, options.org)  # fmt: skip
     state_file.remove()
     return TrainResult(info, outcome.decision, result.stats, outcome.estimate, len(data.train),
                        len(data.held), dict(data.skipped))  # fmt: skip

@@ -36,7 +36,8 @@ def run_every(step: Callable[[], bool], interval_s: float, stop: threading.Event
         try:
             did_work = step()
         except retry_on as exc:
-            log.warning("failed, trying again in %g s: %s", interval_s, exc)
+            log.warning("given up (%s: %s); trying again in %g s", type(exc).__name__, exc,
+                        interval_s)  # fmt: skip
             did_work = False
         if did_work:
             worked += 1

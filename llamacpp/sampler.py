@@ -18,6 +18,8 @@ seeds). Up to ``in_flight`` requests are decoded together (the server's slots).
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -35,7 +37,9 @@ from models.generation import Generation
 from models.policy import Completion
 from models.sampling import SamplingParams
 
+log = logging.getLogger(__name__)
 SEED_RANGE = 2**31 - 1  # llama.cpp's seed is a uint32; -1 (0xFFFFFFFF) means "random"
+RETRY_WAITS_S = (2.0, 10.0)  # before the second and the third try of a request
 
 
 class EngineSampler:
@@ -87,14 +91,28 @@ class EngineSampler:
     def _send(self, path: str, body: dict[str, Any]) -> httpx.Response:
         """POST ``body``, once more on a fresh connection when the server had closed the
         reused one before answering (llama-server closes a keep-alive connection after a
-        streamed answer or a few requests, and httpx does not resend): safe, since every
-        request here is seeded or reads nothing but its body."""
-        try:
-            answer = self._http.post(path, json=body)
-        except httpx.RemoteProtocolError:
-            answer = self._http.post(path, json=body)
-        answer.raise_for_status()
-        return answer
+        streamed answer or a few requests, and httpx does not resend), and again after
+        ``RETRY_WAITS_S`` when it timed out, could not connect or answered 503 (a server
+        starved of CPU, restarting or still loading): safe, since every request here is
+        seeded or reads nothing but its body. The last failure is raised."""
+        for wait in (*RETRY_WAITS_S, None):
+            try:
+                try:
+                    answer = self._http.post(path, json=body)
+                except httpx.RemoteProtocolError:
+                    answer = self._http.post(path, json=body)
+                if answer.status_code != 503 or wait is None:
+                    answer.raise_for_status()
+                    return answer
+                failure = "503 Service Unavailable"
+            except (httpx.TimeoutException, httpx.ConnectError) as exc:
+                if wait is None:
+                    raise
+                failure = f"{type(exc).__name__}: {exc}"
+            log.warning("llama-server %s%s: %s; trying again in %g s", self.url, path, failure,
+                        wait)  # fmt: skip
+            time.sleep(wait)
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         data = self._send(path, body).json()

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ from rewards.tenant_keys import rewards_key
 from streams.clean_stop import CLEAN_MARKER
 from streams.exit_codes import EXIT_FAILED_CHUNK, EXIT_OFFSET_HOLE
 from streams.intake import Rejected, read_message
+from streams.late_shares import LateShares
 from streams.metrics import WorkerMetrics
 from streams.offsets import Hole, HoleLog, OffsetGuard, Verdict
 from streams.outbox import Outbox
@@ -75,6 +77,7 @@ class JoinWorker:
             settings.bootstrap, settings.group_id, settings.topics.events
         )
         self.metrics = WorkerMetrics()
+        self.late_shares = LateShares()
         self._last_progress = (time.monotonic(), 0)
 
     # --- rebalancing ----------------------------------------------------------------------
@@ -250,10 +253,24 @@ class JoinWorker:
         for partition, items in by_partition.items():
             proc = await self._processor(partition)
             steps.append((proc, self._step(proc, items, wall_us=wall)))
+        self._count_types(by_partition, steps)
         await self._state_durable()  # state and pending ids before any record
         await self._publish(steps, rejected)
         self.metrics.events.inc(len(done))
         return done
+
+    def _count_types(self, by_partition: dict[int, list[Incoming]],
+                     steps: list[tuple[PartitionProcessor, StepOutput]]) -> None:  # fmt: skip
+        """Every valid event by type, the late ones among them, and the warning of an outcome
+        type that comes late too often for its rewards to be true (``streams.late_shares``)."""
+        types = [str(i.event.get("type")) for items in by_partition.values() for i in items]
+        late = [str(i.event.get("type")) for _, out in steps for i, _ in out.late]
+        for event_type, n in Counter(types).items():
+            self.metrics.events_by_type.labels(event_type).inc(n)
+        self.late_shares.count(types, late)
+        window = self.settings.reward.window_s
+        for line in self.late_shares.warnings(time.monotonic(), window):
+            log.warning("%s", line)
 
     def _ack(self, done: Sequence[Any]) -> None:
         offsets: dict[int, list[int]] = {}
@@ -296,8 +313,9 @@ class JoinWorker:
             if out.records:
                 proc.published()  # the cleared pending list; waited for with the next writes
             self.metrics.records.inc(len(out.records))
-            for _, arrival in out.late:
+            for item, arrival in out.late:
                 self.metrics.late.labels(arrival.value).inc()
+                self.metrics.late_by_type.labels(str(item.event.get("type"))).inc()
         for reject, _ in rejected:
             self.metrics.dlq.labels(reject.reason).inc()
 

@@ -29,6 +29,19 @@ class WorkerMetrics(ServiceMetrics):
             ["arrival"],
             registry=r,
         )
+        self.events_by_type = Counter(
+            "rtrl_stream_events_by_type",
+            "valid events joined or sent late, by event type (the late share's denominator)",
+            ["type"],
+            registry=r,
+        )
+        self.late_by_type = Counter(
+            "rtrl_stream_late_by_type",
+            "events sent to telemetry.late, by event type: an outcome type whose share of "
+            "rtrl_stream_events_by_type is high scored rewards without it (the log warns)",
+            ["type"],
+            registry=r,
+        )
         self.dlq = Counter(
             "rtrl_stream_dlq", "messages sent to telemetry.dlq, by reason", ["reason"], registry=r
         )

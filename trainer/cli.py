@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 
 from checkpoints.cli import add_publish, add_registry
@@ -147,6 +148,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--engine-exact`), so that the evals sample the learner's own weights",
     )
     t.add_argument(
+        "--eval-engine-threads",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="llama.cpp: CPU threads of the evals' llama-server (default: half the machine's "
+        "cores, at least 1): llama.cpp's threads meet at a barrier after every "
+        "operation, so a server with more threads than the cores it gets beside the gateway's "
+        "engine decodes at a fraction of its speed (0.6-0.8 tokens/s at 2 threads on 2 shared "
+        "cores, 9-11 at 1)",
+    )
+    t.add_argument(
         "--reward-config",
         type=Path,
         default=None,
@@ -166,7 +178,8 @@ def _eval_engine(args: argparse.Namespace):  # EngineSettings | None
         return None
     from llamacpp.cli import engine_settings
 
-    return engine_settings(2, 16, exact=args.eval_engine_exact)
+    threads = args.eval_engine_threads or max(1, (os.cpu_count() or 2) // 2)
+    return engine_settings(threads, 16, exact=args.eval_engine_exact)
 
 
 def round_options(args: argparse.Namespace) -> RoundOptions:

@@ -126,7 +126,8 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
            optimizer_state: dict[str, Any] | None = None, old_is_behaviour: bool = False,
            resume: Callable[[], tuple[Progress, dict[str, Any]] | None] | None = None,
            on_step: Callable[[Progress, dict[str, Any]], None] | None = None,
-           gate_max_kl: float = GateConfig.max_kl) -> UpdateResult:  # fmt: skip
+           gate_max_kl: float = GateConfig.max_kl,
+           should_stop: Callable[[], bool] | None = None) -> UpdateResult:  # fmt: skip
     """Train ``policy`` in place on ``examples`` with PPO-clip; what the update did.
 
     ``reference`` holds each example's per-token log-probabilities under the fixed reference (needed
@@ -139,6 +140,8 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
     already taken and ends where an uninterrupted one would. ``on_step`` is called after each
     optimizer step with the progress and the optimizer's state (to save them). ``gate_max_kl``:
     the gate's limit on KL per run, of which ``config.gate_kl_share`` is the epoch's budget.
+    ``should_stop``, asked before every micro-batch: when it says so, :class:`UpdateStopped`
+    carries the last step's progress and optimizer state (SIGTERM within seconds).
     """
     if not examples:
         raise ValueError("update needs at least one example")
@@ -175,7 +178,7 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
     trainer = _Trainer(policy, accelerator, examples, old, behaviour, adv, reference, config)
     ref_kl = 0.0
     if any(abs(a) > 0 for a in adv):
-        ref_kl = trainer.train(optimizer, mine, normaliser, rule, progress, on_step)
+        ref_kl = trainer.train(optimizer, mine, normaliser, rule, progress, on_step, should_stop)
     _, run_kl, approx_kl = _closing_kl(policy, examples, mine, old, config.micro_batch)
     seconds = time.perf_counter() - started
     tokens = sum(len(examples[i].rollout.completion_ids) for i in shard)
@@ -196,6 +199,20 @@ def update(policy: CausalLMPolicy, examples: Sequence[Example], config: LearnerC
     ), unwrapped.state_dict())  # fmt: skip
 
 
+class UpdateStopped(Exception):
+    """A stop was asked for during the update: ``progress`` and ``optimizer_state`` are those of
+    the last step taken, as the policy's weights are (a partial step's gradients are dropped), so
+    that saving them lets the update resume exactly there."""
+
+    def __init__(self, progress: Progress, optimizer_state: dict[str, Any]) -> None:
+        super().__init__(f"stopped after step {progress.step}")
+        self.progress, self.optimizer_state = progress, optimizer_state
+
+
+class _Stopped(Exception):
+    """Raised between micro-batches; the step's caller turns it into :class:`UpdateStopped`."""
+
+
 @dataclass
 class _Trainer:
     """The update's fixed parts, shared by its steps: the model, the runs' tensors, the
@@ -212,7 +229,8 @@ class _Trainer:
 
     def train(self, optimizer: torch.optim.Optimizer, runs: list[list[int]], normaliser: float,
               rule: KlRule, progress: Progress,
-              on_step: Callable[[Progress, dict[str, Any]], None] | None) -> float:  # fmt: skip
+              on_step: Callable[[Progress, dict[str, Any]], None] | None,
+              should_stop: Callable[[], bool] | None = None) -> float:  # fmt: skip
         """Every epoch over ``runs`` (each a list of example indices) in minibatches of whole
         runs, under ``rule``; the last step's reference KL per token."""
         config, ref_kl, step = self.config, 0.0, 0
@@ -230,7 +248,12 @@ class _Trainer:
                 if step <= progress.step:  # taken before an interruption
                     continue
                 rows = [i for k in part for i in runs[k]]
-                figures = self._gradients(scorer, rows, normaliser)
+                try:
+                    figures = self._gradients(scorer, rows, normaliser, should_stop)
+                except _Stopped:
+                    optimizer.zero_grad()
+                    self.policy.model.eval()
+                    raise UpdateStopped(progress, optimizer.state_dict()) from None
                 if epoch == 0:
                     progress.lr_scale = rule.first_epoch_scale(progress.lr_scale, j,
                                                                figures.run_kl)  # fmt: skip
@@ -260,15 +283,19 @@ class _Trainer:
         optimizer.step()
         optimizer.zero_grad()
 
-    def _gradients(self, scorer: Any, rows: list[int], normaliser: float) -> StepFigures:
+    def _gradients(self, scorer: Any, rows: list[int], normaliser: float,
+                   should_stop: Callable[[], bool] | None = None) -> StepFigures:  # fmt: skip
         """Forward and backward over ``rows`` in micro-batches, gradients accumulated: the
-        loss is every token's loss summed and divided by the round's ``normaliser``."""
+        loss is every token's loss summed and divided by the round's ``normaliser``;
+        ``should_stop`` is asked before each micro-batch (a stop within seconds, not a step)."""
         examples, config, accelerator = self.examples, self.config, self.accelerator
         loss_sum = clipped = kl_old = kl_ref = 0.0
         runs_kl: list[torch.Tensor] = []
         rows = by_length(examples, rows)  # the step's gradient is the same in any order
         micro = [rows[k : k + config.micro_batch] for k in range(0, len(rows), config.micro_batch)]
         for n, part in enumerate(micro):
+            if should_stop is not None and should_stop():
+                raise _Stopped
             with accelerator.no_sync(scorer) if n < len(micro) - 1 else _null():
                 new = score_rollouts(self.policy, [examples[i].rollout for i in part],
                                      scorer=scorer)  # fmt: skip

@@ -156,6 +156,10 @@ class RoundExamples:
         return bool(self.train) and bool(self.held)
 
 
+class TooFewExamples(ValueError):
+    """The batches hold examples, but not enough to both train and hold out: more must come."""
+
+
 def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str | Path]]],
                held_out_fraction: float, org_id: str | None = None,
                own_only: Sequence[str] = ()) -> RoundExamples:  # fmt: skip
@@ -197,5 +201,5 @@ def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str
     train, held = split(examples, held_out_fraction)
     train = [e for e in train if e.reward is not None]
     if not train or not any(e.reward is not None for e in held):
-        raise ValueError(f"{len(examples)} examples: too few to both train and hold out")
+        raise TooFewExamples(f"{len(examples)} examples: too few to both train and hold out")
     return RoundExamples(examples, train, held, skipped, batch_of)

@@ -8,11 +8,13 @@ traffic already gave (``release.gate``).
 2. The off-policy estimate: the held-out interactions scored under the candidate
    (``release.offpolicy``, no new traffic needed) and its gain's user-level lower bound
    (``release.evidence``); those rows are the evidence file the record keeps.
-3. The candidate evals: the candidate's behaviour against its parent's (``round_evals``), and
-   with ``gate.tool_opening`` its probability of opening an agent task with a tool call
-   (``release.tool_opening``).
-4. The decision, from the estimate, the monitors' alarms of the served checkpoint against its
-   parent (reward hacking shows there before it shows in the reward) and the evals' alarms.
+3. The cheap checks first: the decision on the estimate (minimum evidence, the bound, KL, ESS)
+   and the monitors' alarms of the served checkpoint against its parent (reward hacking shows
+   there before it shows in the reward). A candidate they reject is rejected for it at once:
+   the candidate evals (minutes of sampling) could not change that decision.
+4. Otherwise the candidate evals: the candidate's behaviour against its parent's
+   (``round_evals``), and with ``gate.tool_opening`` its probability of opening an agent task
+   with a tool call (``release.tool_opening``); the decision adds their alarms.
 """
 
 from __future__ import annotations
@@ -73,9 +75,13 @@ def judge(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: st
                              resamples=gate.resamples, seed=seed, weight_cap=gate.weight_cap,
                              reward_min=gate.reward_min, reward_max=gate.reward_max)  # fmt: skip
     scored = time.perf_counter()
-    tests = evals.run(registry, parent, candidate_id, candidate, held, seed)
-    opening = evals.opening_alarms(candidate)
+    decision = decide(estimate, alarms, gate)  # the cheap checks: evals cannot undo a "no"
+    tests: list[RateTest] = []
+    opening: list[str] = []
+    if decision.passed:
+        tests = evals.run(registry, parent, candidate_id, candidate, held, seed)
+        opening = evals.opening_alarms(candidate)
+        decision = decide(estimate, alarms, gate, [t.message for t in tests if t.alarm] + opening)
     seconds = {"gate_scoring": scored - started, "candidate_evals": time.perf_counter() - scored}
-    decision = decide(estimate, alarms, gate, [t.message for t in tests if t.alarm] + opening)
     return GateOutcome(attempt, estimate, evidence_bytes(rows), len(rows), tests, opening,
                        evals.by, [a.message for a in alarms], decision, seconds)  # fmt: skip

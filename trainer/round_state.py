@@ -26,6 +26,20 @@ from models.policy import CausalLMPolicy
 from trainer.learner import Progress
 
 
+class RoundStopped(Exception):
+    """A round stopped on request (SIGTERM) before it registered a candidate; ``saved``: its
+    update's state is on disk, and the next round of the same inputs resumes from it."""
+
+    def __init__(self, candidate_id: str, where: str, saved: bool) -> None:
+        state = (
+            "its update's state is saved and resumed by the next start"
+            if saved
+            else ("nothing of it needed saving")
+        )
+        super().__init__(f"round {candidate_id} stopped during {where}: {state}")
+        self.candidate_id, self.where, self.saved = candidate_id, where, saved
+
+
 def round_key(**inputs: Any) -> str:
     """A stable hash of a round's inputs (JSON values)."""
     return hashlib.sha256(orjson.dumps(inputs, option=orjson.OPT_SORT_KEYS)).hexdigest()

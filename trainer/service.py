@@ -4,36 +4,49 @@ One round (:func:`train_once`) trains the served checkpoint on its batches that 
 was trained on yet. The service (:func:`watch`) does that whenever the warehouse offers a new
 batch of the checkpoint being served, so a promoted checkpoint is trained on again as soon as
 its own data has settled: the loop closes in the time the data takes, not in a release cycle.
-Between rounds it polls the compacted ``batches`` topic (``infra.periodic``: a stop request is
-honoured between rounds, never in the middle of one; a round that failed for a passing reason,
-Kafka unreachable or the catalog being replaced, is tried again at the next look).
+Between rounds it polls the compacted ``batches`` topic (``infra.periodic``). A stop request
+(SIGTERM) ends a round in progress within seconds: between its stages, or between two
+micro-batches of its update, whose state is saved so that the next start resumes it where it
+stopped (the gate's evals, once begun, run to their end). A round that failed for a passing
+reason (Kafka unreachable, the catalog being replaced, its eval server timing out or restarting)
+is given up with its reason in the log and tried again at the next look, from its saved state.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 
 import duckdb
+import httpx
 from confluent_kafka import KafkaException
 
 from checkpoints.publish import announce_missing
-from checkpoints.record import CANARY, PROMOTED
+from checkpoints.record import CANARY, PROMOTED, CheckpointInfo
 from checkpoints.store import CheckpointRegistry, next_id
 from infra.periodic import run_every
 from models.devices import make_accelerator
 from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
 from trainer.inputs import alarms_of, offered_batches, untrained
+from trainer.round_examples import TooFewExamples, read_round
 from trainer.round_gate import attempt_of
 from trainer.round_options import RoundOptions
+from trainer.round_state import RoundStopped
 from trainer.train import train_round
+from trainer.trigger import waiting_for
 
 log = logging.getLogger("rtrl.train")
 
 
-def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
+def train_once(options: RoundOptions, idle_level: int = logging.INFO,
+               stop: threading.Event | None = None,
+               said: dict[str, str] | None = None) -> int:  # fmt: skip
     """One round; the exit code: 0 promoted, 3 rejected, 1 nothing to train on (said at
-    ``idle_level``: the service says it once, not at every look)."""
+    ``idle_level``: the service says it once, not at every look). ``stop`` set ends a round in
+    progress within seconds (:class:`~trainer.round_state.RoundStopped`). A round whose batches
+    cannot yet meet the gate's minimum evidence waits (``trainer.trigger``), said at INFO when
+    what it waits for changed since ``said`` last held it."""
     registry = CheckpointRegistry(options.registry)
     if options.publish:  # first what an earlier run registered but could not announce
         announce_missing(options.bootstrap, options.topics.checkpoints, registry)
@@ -69,6 +82,14 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
             len(offered),
         )
         return EXIT_NOTHING_TO_TRAIN
+    short = _waiting_for(parent, batches, options)
+    if short is not None:
+        level = logging.DEBUG if said is not None and said.get("waiting") == short else logging.INFO
+        if said is not None:
+            said["waiting"] = short
+        log.log(level, "waiting to train %s for %s on %d batch(es): %s", parent.checkpoint_id,
+                line, len(batches), short)  # fmt: skip
+        return EXIT_NOTHING_TO_TRAIN
     catalog = options.catalog or options.warehouse / "warehouse.duckdb"
     look = attempt_of(registry, parent.checkpoint_id)  # one look at the served pair a round
     alarms = alarms_of(catalog, registry, parent.checkpoint_id, options.thresholds, look,
@@ -97,6 +118,7 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
         options,
         alarms,
         accelerator,
+        stop,
     )
     if result is None:  # not the main process: the main one registers and announces
         return 0
@@ -127,6 +149,16 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO) -> int:
     return EXIT_PROMOTED if info.status in (PROMOTED, CANARY) else EXIT_REJECTED
 
 
+def _waiting_for(parent: CheckpointInfo, batches: list[tuple[str, list[Path]]],
+                 options: RoundOptions) -> str | None:  # fmt: skip
+    """What the round still lacks before it may start (None: nothing)."""
+    try:
+        data = read_round(parent, batches, options.held_out, options.org, options.own_only)
+    except TooFewExamples as exc:
+        return str(exc)
+    return waiting_for(data, options.gate)
+
+
 def watch(options: RoundOptions, interval_s: float, stop: threading.Event) -> int:
     """Train the current promoted checkpoint whenever there is something to train it on, until
     ``stop`` is set; returns 0. ``options.checkpoint`` and ``candidate_id`` must be None."""
@@ -138,19 +170,22 @@ def watch(options: RoundOptions, interval_s: float, stop: threading.Event) -> in
         interval_s,
     )
     idle_level = logging.INFO  # "nothing to train on" is said once until the next round
+    said: dict[str, str] = {}  # what the round waits for, as last said
 
     def step() -> bool:
         nonlocal idle_level
         try:
-            code = train_once(options, idle_level)
+            code = train_once(options, idle_level, stop, said)
+        except RoundStopped as stopped:  # SIGTERM in the middle of a round: said, then out
+            log.info("%s", stopped)
+            return False
         except ValueError as exc:  # the data: a person must look; the service goes on
             log.error("round refused: %s", exc)
             code = EXIT_NOTHING_TO_TRAIN
         idle_level = logging.DEBUG if code == EXIT_NOTHING_TO_TRAIN else logging.INFO
         return code != EXIT_NOTHING_TO_TRAIN
 
-    rounds = run_every(
-        step, interval_s, stop, (KafkaException, RuntimeError, OSError, duckdb.Error), log
-    )
+    transient = (KafkaException, RuntimeError, OSError, duckdb.Error, httpx.HTTPError)
+    rounds = run_every(step, interval_s, stop, transient, log)
     log.info("stopped after %d round(s)", rounds)
     return 0

@@ -28,6 +28,7 @@ Publishing the decision on the ``checkpoints`` topic is the caller's step, after
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -48,7 +49,7 @@ from models.scoring import score_examples
 from release.gate import GateDecision
 from release.offpolicy_bound import Estimate
 from rewards.monitors import Alarm
-from trainer.learner import LearnerConfig, Progress, UpdateStats, update
+from trainer.learner import LearnerConfig, Progress, UpdateStats, UpdateStopped, update
 from trainer.mismatch import BatchMismatch, check_batches
 from trainer.round_evals import RoundEvals
 from trainer.round_examples import RoundExamples, read_round
@@ -60,7 +61,7 @@ from trainer.round_record import (
     register_quarantined,
     round_record,
 )
-from trainer.round_state import RoundStateFile, round_key
+from trainer.round_state import RoundStateFile, RoundStopped, round_key
 
 log = logging.getLogger(__name__)
 
@@ -101,14 +102,17 @@ def behaviour_is_exact(checks: dict[str, BatchMismatch], limit: float) -> bool:
 def train_round(registry: CheckpointRegistry, parent_id: str,
                 batches: Sequence[tuple[str, Sequence[str | Path]]], candidate_id: str,
                 options: RoundOptions, alarms: Sequence[Alarm],
-                accelerator: Accelerator | None = None) -> TrainResult | None:  # fmt: skip
+                accelerator: Accelerator | None = None,
+                stop: threading.Event | None = None) -> TrainResult | None:  # fmt: skip
     """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, data files)``)
     with ``options``' settings, judge it (``alarms``: the monitors' of the served checkpoint
     against its parent) and register it: the module docstring's steps, in order.
 
     Under several processes every rank trains its shard; only the main one evaluates and
     registers (the others return None). A saved state of this very round (killed before it
-    registered) is resumed from.
+    registered) is resumed from. ``stop`` set (SIGTERM) ends the round between its stages or
+    micro-batches with :class:`RoundStopped`, the update's state saved; the gate's evals, once
+    begun, run to their end.
     """
     if not 0 < options.held_out < 1:
         raise ValueError("options.held_out must be between 0 and 1")
@@ -118,11 +122,19 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     data = read_round(parent, batches, options.held_out, options.org, options.own_only)
     adapter = parent.weights.lora or options.lora
     seconds: dict[str, float] = {}
+
+    def stopping(stage: str) -> None:
+        if stop is not None and stop.is_set():
+            raise RoundStopped(candidate_id, stage, saved=False)
+
+    stopping("reading its batches")
     with _timed(seconds, "load"):
         policy = _load(registry, parent, options.lora, accelerator)
+    stopping("loading")
     data.fit_context(getattr(policy.model.config, "max_position_embeddings", None))
     with _timed(seconds, "mismatch"):
         checks = _mismatch_checks(policy, data, learner)
+    stopping("the mismatch check")
     if not data.quarantine(checks):  # the main process records it; every one stops
         quarantined = "batches quarantined"
         if main:
@@ -133,6 +145,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     parent_state = load_trainer_state(registry, parent) if same_params else None
     reference_info, reference = _reference(registry, parent_id, data.train, learner,
                                            accelerator, seconds)  # fmt: skip
+    stopping("scoring the reference")
     key = round_key(parent=parent_id, batches=list(batch_ids), candidate=candidate_id,
                     learner=asdict(learner),
                     lora=adapter.model_dump() if adapter else None)  # fmt: skip
@@ -140,12 +153,19 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     resume, save_state = _resumable(state_file, candidate_id, policy, learner, main)
     exact = _old_is_behaviour(checks, learner)
     round_evals = RoundEvals(policy, options.gate, options.eval_engine, adapter, main)
-    with _timed(seconds, "update"):
-        result = update(policy, data.train, learner, accelerator,
-                        reference=reference,
-                        optimizer_state=parent_state["optimizer"] if parent_state else None,
-                        old_is_behaviour=exact, resume=resume, on_step=save_state,
-                        gate_max_kl=options.gate.max_kl)  # fmt: skip
+    try:
+        with _timed(seconds, "update"):
+            result = update(policy, data.train, learner, accelerator,
+                            reference=reference,
+                            optimizer_state=parent_state["optimizer"] if parent_state else None,
+                            old_is_behaviour=exact, resume=resume, on_step=save_state,
+                            gate_max_kl=options.gate.max_kl,
+                            should_stop=stop.is_set if stop is not None else None)  # fmt: skip
+    except UpdateStopped as stopped:
+        if main and stopped.progress.step:
+            state_file.save(policy, stopped.progress, stopped.optimizer_state)
+        raise RoundStopped(candidate_id, f"its update, after step {stopped.progress.step}",
+                           saved=main and stopped.progress.step > 0) from None  # fmt: skip
     if not main:
         return None
     outcome = judge(registry, parent, candidate_id, policy, data.held, alarms, options,

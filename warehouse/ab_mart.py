@@ -22,6 +22,7 @@ The tables' columns are declared in their SQL files (``sql/33_ab_report.sql``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import duckdb
 
@@ -37,6 +38,8 @@ from warehouse.ab import sample_ratio_mismatch as srm_check
 
 # the arms of a canary's experiment, as the gateway names them (release/canary.py)
 CANARY_ARM, PARENT_ARM = "canary", "parent"
+
+SQL_DIR = Path(__file__).resolve().parent / "sql"
 
 # metric -> (label, prefix of its sums in ab_arms; None for the median)
 METRICS: dict[str, tuple[str, str | None]] = {
@@ -56,9 +59,64 @@ Histogram = tuple[list[float], list[int]]  # sorted distinct latencies, their co
 
 def fill_ab_report(con: duckdb.DuckDBPyConnection) -> None:
     """Insert one row per (experiment, control arm, arm, metric) into the empty ``ab_report``."""
+    rows = _report_rows(_arms(con), lambda e, a: _histogram(con, e, a))
+    if rows:
+        con.executemany(f"INSERT INTO ab_report VALUES ({', '.join('?' * len(rows[0]))})", rows)
+
+
+def fill_ab_report_by_org(con: duckdb.DuckDBPyConnection) -> None:
+    """The same report for each organisation's own users (``ab_report_by_org``): every decision
+    per organisation, a small one's never carried by the large ones'. Its arms are ``ab_arms``'
+    own query with the organisation kept as a group (``GROUP BY ALL``), so the metrics are
+    defined once."""
+    by_org: dict[str, dict[str, dict[str, dict]]] = {}
+    for org, row in _rows(con, _per_org(SQL_DIR / "31_ab_arms.sql", "org_id")):
+        by_org.setdefault(org, {}).setdefault(row["experiment_name"], {})[
+            row["experiment_arm"]] = row  # fmt: skip
+    histograms: dict[tuple[str, str, str], Histogram] = {}
+    query = _per_org(SQL_DIR / "32_ab_latency_histogram.sql", "r.org_id")
+    for org, row in _rows(con, query + " ORDER BY latency_ms"):
+        values, counts = histograms.setdefault(
+            (org, row["experiment_name"], row["experiment_arm"]), ([], []))  # fmt: skip
+        values.append(row["latency_ms"])
+        counts.append(row["n"])
     rows = []
-    for experiment, arms in _arms(con).items():
-        medians = {arm: median_with_variance(*h) if (h := _histogram(con, experiment, arm))
+    for org, arms in sorted(by_org.items()):
+
+        def histogram(experiment: str, arm: str, org: str = org) -> Histogram | None:
+            return histograms.get((org, experiment, arm))
+
+        rows += [(*row, org) for row in _report_rows(arms, histogram)]
+    if rows:
+        con.executemany(
+            f"INSERT INTO ab_report_by_org VALUES ({', '.join('?' * len(rows[0]))})", rows
+        )
+
+
+def _per_org(sql_file: Path, org_column: str) -> str:
+    """The SELECT of a model's SQL with the organisation as one more group: its ``CREATE ...
+    AS`` cut, ``org_column`` selected first as ``_org`` (``GROUP BY ALL`` groups by it too)."""
+    body = sql_file.read_text().split(" AS\nSELECT", 1)[1].strip().rstrip(";")
+    return f"SELECT {org_column} AS _org, {body}"
+
+
+def _rows(con: duckdb.DuckDBPyConnection, query: str) -> list[tuple[str, dict]]:
+    cursor = con.execute(f"SELECT * FROM ({query}) WHERE _org IS NOT NULL")
+    names = [d[0] for d in cursor.description]
+    found = []
+    for values in cursor.fetchall():
+        row = dict(zip(names, values, strict=True))
+        found.append((str(row.pop("_org")), row))
+    return found
+
+
+def _report_rows(arms_of: dict[str, dict[str, dict]],
+                 histogram: Callable[[str, str], Histogram | None]) -> list[tuple]:  # fmt: skip
+    """Every (experiment, control, arm, metric) row of ``arms_of`` (experiment -> arm -> its
+    ``ab_arms`` row), Holm-adjusted within each (experiment, control)."""
+    rows = []
+    for experiment, arms in arms_of.items():
+        medians = {arm: median_with_variance(*h) if (h := histogram(experiment, arm))
                    else (None, None) for arm in arms}  # fmt: skip
         for control in sorted(arms):
             family: list[tuple[tuple, Change, Change]] = []  # (keys and counts, fixed, seq)
@@ -77,8 +135,7 @@ def fill_ab_report(con: duckdb.DuckDBPyConnection) -> None:
                 rows.append((*keys, ch.control, ch.treatment, ch.relative, ch.ci_low,
                              ch.ci_high, ch.p_value, adjusted, seq.ci_low, seq.ci_high,
                              seq.p_value, seq_adjusted))  # fmt: skip
-    if rows:
-        con.executemany(f"INSERT INTO ab_report VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    return rows
 
 
 def fill_ab_srm(con: duckdb.DuckDBPyConnection) -> None:
@@ -107,6 +164,7 @@ def fill_ab_srm(con: duckdb.DuckDBPyConnection) -> None:
 # model name -> what fills its table after its SQL created it (empty)
 FILLERS: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {
     "ab_report": fill_ab_report,
+    "ab_report_by_org": fill_ab_report_by_org,
     "ab_srm": fill_ab_srm,
 }
 

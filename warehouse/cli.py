@@ -292,7 +292,8 @@ def _report_ab(args: argparse.Namespace) -> int:
     store = _store(options.root)
     try:
         weights = None if options.weights is None else parse_weights(options.weights)
-        report = ab_report(store, options.experiment, control=options.control, db=options.db)
+        report = ab_report(store, options.experiment, control=options.control, db=options.db,
+                           org=options.org)  # fmt: skip
         srm = ab_srm(store, options.experiment, weights, db=options.db)
     except (LookupError, ValueError) as exc:
         print(f"rtrl report ab: {exc}", file=sys.stderr)

@@ -67,6 +67,14 @@ class AbReportOptions:
     db: str | None = field(default=None, metadata=_DB)
     experiment: str = field(metadata={"help": "experiment name"})
     control: str = field(default="control", metadata={"help": "the control arm's name"})
+    org: str | None = field(
+        default=None,
+        metadata={
+            "help": "one organisation's own users only (the ab_report_by_org mart: its own "
+            "intervals and Holm family, never pooled with the others'); the SRM check stays "
+            "the experiment's"
+        },
+    )
     weights: str | None = field(
         default=None,
         metadata={

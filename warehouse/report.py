@@ -80,21 +80,27 @@ def _open(store: Store, db: str | None, refresh: bool):  # noqa: ANN202 - a Duck
 
 
 def ab_report(store: Store, experiment: str, control: str = "control", db: str | None = None,
-              refresh: bool = False) -> list[ReportRow]:  # fmt: skip
-    """One row per (treatment arm, metric), from the ``ab_report`` mart. Raises LookupError when
-    the experiment or its control arm has no data."""
+              refresh: bool = False, org: str | None = None) -> list[ReportRow]:  # fmt: skip
+    """One row per (treatment arm, metric), from the ``ab_report`` mart (with ``org``: that
+    organisation's own users, from ``ab_report_by_org``). Raises LookupError when the
+    experiment or its control arm has no data."""
     con = _open(store, db, refresh)
+    table, where, params = "ab_report", "", [experiment, control]
+    if org is not None:
+        table, where, params = "ab_report_by_org", " AND org_id = ?", [*params, org]
+    listing = ("SELECT experiment_arm FROM ab_arms WHERE experiment_name = ? ORDER BY 1"
+               if org is None else "SELECT DISTINCT control_arm FROM ab_report_by_org "
+               "WHERE experiment = ? AND org_id = ? ORDER BY 1")  # fmt: skip
     try:
-        arms = [r[0] for r in con.execute(
-            "SELECT experiment_arm FROM ab_arms WHERE experiment_name = ? ORDER BY 1",
-            [experiment]).fetchall()]  # fmt: skip
+        arms = [r[0] for r in con.execute(listing, [experiment, *params[2:]]).fetchall()]
         if control not in arms:
-            raise LookupError(f"experiment {experiment!r} has no arm {control!r} "
+            whose = f" among {org}'s users" if org is not None else ""
+            raise LookupError(f"experiment {experiment!r} has no arm {control!r}{whose} "
                               f"(arms: {arms or 'none'})")  # fmt: skip
         found = con.execute(
-            f"""SELECT {_COLUMNS} FROM ab_report WHERE experiment = ? AND control_arm = ?
+            f"""SELECT {_COLUMNS} FROM {table} WHERE experiment = ? AND control_arm = ?{where}
                 ORDER BY arm, metric_order""",
-            [experiment, control]).fetchall()  # fmt: skip
+            params).fetchall()  # fmt: skip
     finally:
         con.close()
     return [ReportRow(*row) for row in found]

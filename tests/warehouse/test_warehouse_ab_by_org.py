@@ -13,7 +13,7 @@ from rewards.function import compute_record
 from rtrl.cli import main
 from tests.support.warehouse import land
 from warehouse.catalog import build_catalog
-from warehouse.report import ab_report
+from warehouse.report import ReportRow, ab_report
 from warehouse.store import Store
 
 EXPERIMENT = "exp-orgs"
@@ -66,7 +66,7 @@ def test_each_organisation_gets_its_own_report(tmp_path, capsys) -> None:  # noq
     land(store, "rewards", _records(events))
     build_catalog(store)
 
-    def kept(org: str | None) -> object:
+    def kept(org: str | None) -> ReportRow:
         rows = ab_report(store, EXPERIMENT, org=org)
         return next(r for r in rows if r.metric == "kept_per_interaction")
 

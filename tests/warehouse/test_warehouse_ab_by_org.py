@@ -59,7 +59,7 @@ def _records(events: list[dict]) -> list[dict]:
     return [compute_record(evs, RewardConfig()).to_json_dict() for evs in by_id.values()]
 
 
-def test_each_organisation_gets_its_own_report(tmp_path, capsys) -> None:  # noqa: ANN001
+def test_each_organisation_gets_its_own_report(tmp_path, capsys):  # noqa: ANN001, ANN201
     store = Store(str(tmp_path))
     events = _events()
     land(store, "events", events)

@@ -169,6 +169,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     CANARY_OPTIONS.add_to(t)
     add_watch_args(t, "train whenever the served checkpoint has a new batch", 30.0)
+    t.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="with --watch: Prometheus metrics on this port (/metrics): the service's phase "
+        "(idle, waiting for evidence, training, stopping), a waiting round's evidence against "
+        "the gate's minimums, rounds by outcome (trainer/metrics.py)",
+    )
     add_publish(t)  # the batches are read from the batches topic of the same cluster
     t.set_defaults(func=_train)
 
@@ -226,9 +235,16 @@ def _train(args: argparse.Namespace) -> int:
         )
         return 2
     if args.watch:
-        stop = threading.Event()
-        with stop_signals_call(lambda _signum, _frame: stop.set()):
-            return watch(options, args.interval_s, stop)
+        from trainer.metrics import TrainerMetrics
+
+        stop, metrics = threading.Event(), TrainerMetrics()
+        server = metrics.serve(args.metrics_port) if args.metrics_port is not None else None
+        try:
+            with stop_signals_call(lambda _signum, _frame: stop.set()):
+                return watch(options, args.interval_s, stop, metrics)
+        finally:
+            if server is not None:
+                server.shutdown()
     try:
         return train_once(options)
     except ValueError as exc:  # a taken id, batches without examples

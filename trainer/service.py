@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 import duckdb
@@ -29,19 +30,21 @@ from infra.periodic import run_every
 from models.devices import make_accelerator
 from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
 from trainer.inputs import alarms_of, offered_batches, untrained
+from trainer.metrics import TrainerMetrics
 from trainer.round_examples import TooFewExamples, read_round
 from trainer.round_gate import attempt_of
 from trainer.round_options import RoundOptions
 from trainer.round_state import RoundStopped
 from trainer.train import train_round
-from trainer.trigger import waiting_for
+from trainer.trigger import Evidence, evidence_of, waiting_for
 
 log = logging.getLogger("rtrl.train")
 
 
 def train_once(options: RoundOptions, idle_level: int = logging.INFO,
                stop: threading.Event | None = None,
-               said: dict[str, str] | None = None) -> int:  # fmt: skip
+               said: dict[str, str] | None = None,
+               metrics: TrainerMetrics | None = None) -> int:  # fmt: skip
     """One round; the exit code: 0 promoted, 3 rejected, 1 nothing to train on (said at
     ``idle_level``: the service says it once, not at every look). ``stop`` set ends a round in
     progress within seconds (:class:`~trainer.round_state.RoundStopped`). A round whose batches
@@ -82,8 +85,11 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
             len(offered),
         )
         return EXIT_NOTHING_TO_TRAIN
-    short = _waiting_for(parent, batches, options)
+    short, have = _waiting_for(parent, batches, options)
     if short is not None:
+        if metrics is not None:
+            metrics.waiting(have.runs if have else 0, have.users if have else 0,
+                            options.gate.min_examples, options.gate.min_users)  # fmt: skip
         level = logging.DEBUG if said is not None and said.get("waiting") == short else logging.INFO
         if said is not None:
             said["waiting"] = short
@@ -110,6 +116,9 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
         accelerator.num_processes,
         accelerator.mixed_precision,
     )
+    if metrics is not None:
+        metrics.phase.state("training")
+    started = time.monotonic()
     result = train_round(
         registry,
         parent.checkpoint_id,
@@ -123,6 +132,9 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
     if result is None:  # not the main process: the main one registers and announces
         return 0
     info, est = result.candidate, result.estimate
+    if metrics is not None:
+        metrics.rounds.labels(info.status).inc()
+        metrics.round_seconds.set(time.monotonic() - started)
     stats = result.stats
     print(
         f"  update: {stats.grad_steps} steps over {stats.epochs_run} epoch(s) of {stats.runs} "
@@ -150,16 +162,17 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
 
 
 def _waiting_for(parent: CheckpointInfo, batches: list[tuple[str, list[Path]]],
-                 options: RoundOptions) -> str | None:  # fmt: skip
-    """What the round still lacks before it may start (None: nothing)."""
+                 options: RoundOptions) -> tuple[str | None, Evidence | None]:  # fmt: skip
+    """What the round still lacks before it may start (None: nothing), and what it has."""
     try:
         data = read_round(parent, batches, options.held_out, options.org, options.own_only)
     except TooFewExamples as exc:
-        return str(exc)
-    return waiting_for(data, options.gate)
+        return str(exc), None
+    return waiting_for(data, options.gate), evidence_of(data)
 
 
-def watch(options: RoundOptions, interval_s: float, stop: threading.Event) -> int:
+def watch(options: RoundOptions, interval_s: float, stop: threading.Event,
+          metrics: TrainerMetrics | None = None) -> int:  # fmt: skip
     """Train the current promoted checkpoint whenever there is something to train it on, until
     ``stop`` is set; returns 0. ``options.checkpoint`` and ``candidate_id`` must be None."""
     if options.checkpoint or options.candidate_id:
@@ -172,20 +185,34 @@ def watch(options: RoundOptions, interval_s: float, stop: threading.Event) -> in
     idle_level = logging.INFO  # "nothing to train on" is said once until the next round
     said: dict[str, str] = {}  # what the round waits for, as last said
 
+    transient = (KafkaException, RuntimeError, OSError, duckdb.Error, httpx.HTTPError)
+
+    def counted(outcome: str) -> None:
+        if metrics is not None:
+            metrics.rounds.labels(outcome).inc()
+
     def step() -> bool:
         nonlocal idle_level
+        if metrics is not None:
+            metrics.phase.state("idle")  # until the look finds a round to wait for or train
         try:
-            code = train_once(options, idle_level, stop, said)
+            code = train_once(options, idle_level, stop, said, metrics)
         except RoundStopped as stopped:  # SIGTERM in the middle of a round: said, then out
             log.info("%s", stopped)
+            counted("stopped")
             return False
         except ValueError as exc:  # the data: a person must look; the service goes on
             log.error("round refused: %s", exc)
+            counted("refused")
             code = EXIT_NOTHING_TO_TRAIN
+        except transient:  # given up for a passing failure: run_every logs it and looks again
+            counted("given_up")
+            raise
         idle_level = logging.DEBUG if code == EXIT_NOTHING_TO_TRAIN else logging.INFO
         return code != EXIT_NOTHING_TO_TRAIN
 
-    transient = (KafkaException, RuntimeError, OSError, duckdb.Error, httpx.HTTPError)
     rounds = run_every(step, interval_s, stop, transient, log)
+    if metrics is not None:
+        metrics.phase.state("stopping")
     log.info("stopped after %d round(s)", rounds)
     return 0

@@ -10,8 +10,25 @@ its held-out runs does. A round that waits registers nothing and spends no attem
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from release.gate import GateConfig
 from trainer.round_examples import RoundExamples, unit_of
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a round's batches hold for the gate: held-out runs with a reward, their users."""
+
+    runs: int
+    users: int
+    trainable: bool  # any run to train on
+
+
+def evidence_of(data: RoundExamples) -> Evidence:
+    scored = [e for e in data.held if e.reward is not None]
+    runs = {(e.org_id, e.rollout.interaction_id) for e in scored}
+    return Evidence(len(runs), len({unit_of(e) for e in scored}), bool(data.train))
 
 
 def waiting_for(data: RoundExamples, gate: GateConfig) -> str | None:
@@ -25,15 +42,13 @@ def waiting_for(data: RoundExamples, gate: GateConfig) -> str | None:
     >>> waiting_for(NS(held=held, train=held), GateConfig(min_examples=10, min_users=4)) is None
     True
     """
-    scored = [e for e in data.held if e.reward is not None]
-    runs = {(e.org_id, e.rollout.interaction_id) for e in scored}
-    users = {unit_of(e) for e in scored}
+    have = evidence_of(data)
     short = []
-    if len(runs) < gate.min_examples:
-        short.append(f"{len(runs)} held-out runs with a reward of the {gate.min_examples} the "
+    if have.runs < gate.min_examples:
+        short.append(f"{have.runs} held-out runs with a reward of the {gate.min_examples} the "
                      f"gate needs")  # fmt: skip
-    if len(users) < gate.min_users:
-        short.append(f"{len(users)} held-out users of {gate.min_users}")
-    if not data.train:
+    if have.users < gate.min_users:
+        short.append(f"{have.users} held-out users of {gate.min_users}")
+    if not have.trainable:
         short.append("no run to train on")
     return ", ".join(short) or None

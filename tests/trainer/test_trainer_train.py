@@ -610,3 +610,54 @@ def test_a_doomed_candidate_is_rejected_before_its_evals(registry, tmp_path):
         assert result is not None
         assert [t["metric"] for t in result.candidate.evals["candidate_evals"]] == evals
         assert (result.candidate.status == "promoted") == (min_gain < 0)
+
+
+def _scrape(port: int) -> dict[str, float]:
+    import httpx
+
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.HTTPError:
+        return {}
+    return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in text.splitlines()
+                                     if line and not line.startswith("#"))}  # fmt: skip
+
+
+def test_the_service_shows_what_it_waits_for_and_how_its_rounds_ended(
+        kafka_bootstrap, topic_names, tmp_path, registry):  # fmt: skip
+    from infra.ports import free_port_block
+
+    catalog = _empty_catalog(tmp_path / "catalog.duckdb")
+    port, log = free_port_block(1), tmp_path / "service.log"
+    _offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 40,
+                 seed=1)  # fmt: skip
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rtrl.cli", "train", "--watch", "--interval-s", "0.5",
+             "--metrics-port", str(port), "--registry", str(tmp_path / "ckpt"),
+             "--warehouse", str(tmp_path / "wh"), "--catalog", str(catalog),
+             "--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix,
+             "--device", "cpu", "--min-gain", "-100", "--max-kl", "100",
+             "--gate-min-examples", "40", *FAST],
+            stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+
+    def until(name: str, value: float) -> dict[str, float]:
+        deadline = time.monotonic() + 120
+        while (got := _scrape(port)).get(name) != value:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        return got
+
+    try:
+        waiting = until('rtrl_trainer_phase{rtrl_trainer_phase="waiting"}', 1.0)
+        have = waiting['rtrl_trainer_evidence{of="have",what="runs"}']
+        assert 0 < have < waiting['rtrl_trainer_evidence{of="need",what="runs"}'] == 40
+        _offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000",
+                     300, seed=2)  # fmt: skip
+        done = until('rtrl_trainer_rounds_total{outcome="promoted"}', 1.0)
+        assert done['rtrl_trainer_rounds_total{outcome="rejected"}'] == 0
+        assert done["rtrl_trainer_last_round_seconds"] > 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    assert code == 0, log.read_text()[-2000:]

@@ -27,6 +27,7 @@ from checkpoints.store import CheckpointRegistry
 from ingest.sdk import Client, SdkConfig
 from models.sampling import SamplingParams
 from rtrl.run.clock import CycleClock
+from rtrl.run.gate_floor import gate_minimums
 from rtrl.run.gateway import GatewaySetup, gateway, held_rollouts, refused_rollouts
 from rtrl.run.procs import run_stage, wait_until
 from rtrl.worlds.agent_world import AgentOutcome, AgentWorldSettings
@@ -47,20 +48,8 @@ SAMPLING = SamplingParams(max_tokens=8, temperature=1.0)
 # its candidate evals: bench/RESULTS.md), past the other stages' 10-minute limit
 TRAIN_TIMEOUT_S = 3600.0
 # the run's learner: a few hundred examples a round, a fresh small model that must move
-LEARNER_ARGS = [
-    "--lr",
-    "0.002",
-    "--epochs",
-    "4",
-    "--minibatches",
-    "4",
-    "--micro-batch",
-    "64",
-    "--device",
-    "cpu",
-    "--eval-prompts",
-    "16",
-]
+LEARNER_ARGS = ["--lr", "0.002", "--epochs", "4", "--minibatches", "4", "--micro-batch", "64",
+                "--device", "cpu", "--eval-prompts", "16"]  # fmt: skip
 
 
 @dataclass
@@ -92,8 +81,7 @@ class TrainingRounds:
     _refused_before: int | None = None  # the gateway's count when the round began
     # when the last user's last event was sent (time.monotonic()): the windows close from there
     played_until: float | None = None
-    # the agent world's closing A/B runs (the split's, a server per arm): its tasks solved
-    closing_runs: list[AgentOutcome] = field(default_factory=list)
+    closing_runs: list[AgentOutcome] = field(default_factory=list)  # the agent world's A/B's
     vocab_size: int = 0
     _http: httpx.Client | None = None
     _gateway: ExitStack = field(default_factory=ExitStack)
@@ -336,6 +324,11 @@ class TrainingRounds:
         return decision
 
     def _learner_args(self) -> list[str]:
+        """The world's learner and gate, the gate's minimums fitted to the round first."""
+        args = self._world_args()
+        return [*gate_minimums(self.interactions, args), *args]
+
+    def _world_args(self) -> list[str]:
         if self.world == "agent":
             return [*self.agent.train_args(), *self.train_args]
         if self.world == "code":  # real text: the candidate evals (if any) read it with the harness

@@ -125,26 +125,15 @@ class AgentWorldSettings(BaseModel):
     def task_list(self) -> tuple[Task, ...]:
         return tuple(get_task(name) for name in self.tasks)
 
-    @property
-    def gate_min_examples(self) -> int:
-        """The gate's minimum of held-out runs, two thirds of a round's (24 at the defaults:
-        some runs end without a scored reward; 20 of 24 had one in a first run): the default
-        50 exceeds what a round of this world holds, and rejected every candidate for it. Each
-        held-out run is its own user, the gate's unit, and its CR2 bound with the
-        Bell-McCaffrey t holds its level down to 6-8 users (bench/RESULTS.md)."""
-        held_out_runs = round(len(self.tasks) * self.runs_per_task * self.held_out)
-        return max(10, (2 * held_out_runs) // 3)
-
     def train_args(self) -> list[str]:
         """`rtrl train`'s options: the learner's, with the world's held-out share (which the
-        users' ids are drawn for: ``rtrl.worlds.agent_groups``) and the gate's minimum sized to
-        it, without candidate evals (they read one answer's text with the harness, not a run of
-        calls), and with the pre-serve tool-opening check (``release.tool_opening``: a candidate
-        far less likely than its parent to open a task with a tool call is blocked as tool
-        avoidance)."""
+        users' ids are drawn for: ``rtrl.worlds.agent_groups``; `rtrl run` fits the gate's
+        minimums to it, ``rtrl.run.gate_floor``), without candidate evals (they read one
+        answer's text with the harness, not a run of calls), and with the pre-serve tool-opening
+        check (``release.tool_opening``: a candidate far less likely than its parent to open a
+        task with a tool call is blocked as tool avoidance)."""
         learner = _with_option(self.learner, "--held-out", str(self.held_out))
-        return [*learner, "--eval-prompts", "0", "--tool-opening",
-                "--gate-min-examples", str(self.gate_min_examples)]  # fmt: skip
+        return [*learner, "--eval-prompts", "0", "--tool-opening"]
 
     @property
     def agent(self) -> AgentSettings:

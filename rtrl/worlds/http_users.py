@@ -9,6 +9,7 @@ the checkpoint that served it and the experiment arm, which the users stamp on t
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -109,36 +110,51 @@ class Later:
     Not all after the last user of a round reacted: reacting to a round's answers takes
     minutes when each is graded in a sandbox (1,200 answers of the code world's closing A/B),
     longer than a reward window, and a second look sent after its interaction's window closed
-    is a late event that neither the reward nor the A/B's edits-kept reads. Each
-    :meth:`append` sends what has come due; :meth:`drain` waits for the rest."""
+    is a late event that neither the reward nor the A/B's edits-kept reads. Nor at the next
+    reaction: an agent run can take minutes to come back, and 483 looks of one agent-world A/B
+    waited for the next run past their 20 s windows. A thread of its own sends each look when
+    it comes due; :meth:`drain` waits for the rest."""
 
     def __init__(self, client: Emitter, delay_s: float = LOOK_AGAIN_S) -> None:
         self._client = client
         self._delay_s = delay_s
         self._queue: deque[tuple[float, LaterEvent]] = deque()
+        self._due = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._send_when_due, name="rtrl-later",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
 
     def append(self, event: LaterEvent) -> None:
-        self.send_due()
-        self._queue.append((time.monotonic() + self._delay_s, event))
-
-    def send_due(self) -> None:
-        now = time.monotonic()
-        while self._queue and self._queue[0][0] <= now:
-            self._send(self._queue.popleft()[1])
+        with self._due:
+            self._queue.append((time.monotonic() + self._delay_s, event))
+            self._due.notify()
 
     def drain(self) -> None:
-        """Send every event still waiting, each at its time."""
-        while self._queue:
-            due, event = self._queue.popleft()
-            time.sleep(max(0.0, due - time.monotonic()))
-            self._send(event)
+        """Send every event still waiting, each at its time, and stop the sending thread."""
+        with self._due:
+            self._closing = True
+            self._due.notify()
+        self._thread.join()
 
     def __len__(self) -> int:
-        return len(self._queue)
+        with self._due:
+            return len(self._queue)
 
-    def _send(self, event: LaterEvent) -> None:
-        event_type, interaction_id, payload, stamp = event
-        self._client.emit(event_type, interaction_id, payload, **stamp)
+    def _send_when_due(self) -> None:
+        while True:
+            with self._due:
+                while not self._queue and not self._closing:
+                    self._due.wait()
+                if not self._queue:
+                    return
+                wait = self._queue[0][0] - time.monotonic()
+                if wait > 0:
+                    self._due.wait(wait)
+                    continue
+                _, event = self._queue.popleft()
+            event_type, interaction_id, payload, stamp = event
+            self._client.emit(event_type, interaction_id, payload, **stamp)
 
 
 def serving(http: httpx.Client) -> str:

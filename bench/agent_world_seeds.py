@@ -20,7 +20,6 @@ Figures to stdout and ``bench/out/agent_world_seeds.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import format_table, reexec_in_venv, write_results  # noqa: E402
-from code_world_seeds import run_seed, seed_range  # noqa: E402
+from code_world_seeds import collect, seed_range  # noqa: E402
 
 LOOP_LIMIT_S = 40 * 60
 SEEDS_NEEDED = 0.8
@@ -123,16 +122,7 @@ def main() -> int:
     p.add_argument("--resume", action="store_true", help="skip seeds that have a summary")
     p.add_argument("--report-only", action="store_true", help="run nothing; read the summaries")
     args = p.parse_args(argv)
-    args.root.mkdir(parents=True, exist_ok=True)
-    rows, missing = [], []
-    for seed in args.seeds:
-        path = args.root / f"seed-{seed}" / "summary.json"
-        if not args.report_only and not (args.resume and path.is_file()):
-            path = run_seed(seed, args.root, extra)
-        if path.is_file():
-            rows.append(seed_row(seed, json.loads(path.read_text())))
-        else:
-            missing.append(seed)
+    rows, missing = collect(args.seeds, args.root, args.resume, args.report_only, extra, seed_row)
     figures = report(rows, missing)
     print(f"figures: {write_results('agent_world_seeds', figures)}")
     return 0

@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,24 @@ def run_seed(seed: int, root: Path, extra: list[str]) -> Path:
     return data / "summary.json"
 
 
+def collect(seeds: list[int], root: Path, resume: bool, report_only: bool, extra: list[str],
+            row: Callable[[int, dict[str, Any]], dict[str, Any]],
+            ) -> tuple[list[dict[str, Any]], list[int]]:  # fmt: skip
+    """Each seed's row from its ``summary.json``, running the seed first unless ``report_only``
+    (or ``resume`` and it has one); the seeds without a summary."""
+    root.mkdir(parents=True, exist_ok=True)
+    rows, missing = [], []
+    for seed in seeds:
+        path = root / f"seed-{seed}" / "summary.json"
+        if not report_only and not (resume and path.is_file()):
+            path = run_seed(seed, root, extra)
+        if path.is_file():
+            rows.append(row(seed, json.loads(path.read_text())))
+        else:
+            missing.append(seed)
+    return rows, missing
+
+
 def percent(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.0f} %"
 
@@ -143,16 +162,7 @@ def main() -> int:
     p.add_argument("--report-only", action="store_true", help="run nothing; read the summaries")
     p.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
     args = p.parse_args(argv)
-    args.root.mkdir(parents=True, exist_ok=True)
-    rows, missing = [], []
-    for seed in args.seeds:
-        path = args.root / f"seed-{seed}" / "summary.json"
-        if not args.report_only and not (args.resume and path.is_file()):
-            path = run_seed(seed, args.root, extra)
-        if path.is_file():
-            rows.append(seed_row(seed, json.loads(path.read_text())))
-        else:
-            missing.append(seed)
+    rows, missing = collect(args.seeds, args.root, args.resume, args.report_only, extra, seed_row)
     figures = report(rows, missing)
     print(f"figures: {write_results('code_world_seeds', figures)}")
     if args.json:

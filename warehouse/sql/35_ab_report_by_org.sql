@@ -10,24 +10,6 @@
 -- keys: org_id, experiment, control_arm, arm, metric
 -- check: SELECT * FROM ab_report_by_org WHERE arm = control_arm OR p_value NOT BETWEEN 0 AND 1 OR ci_low > relative_change OR ci_high < relative_change OR p_holm < p_value
 -- check: SELECT * FROM (SELECT experiment, arm, control_arm, metric, sum(n_users) AS users FROM ab_report_by_org GROUP BY ALL) o JOIN ab_report r USING (experiment, arm, control_arm, metric) WHERE o.users > r.n_users
-CREATE OR REPLACE TABLE ab_report_by_org (
-    experiment VARCHAR,
-    arm VARCHAR,
-    control_arm VARCHAR,
-    metric VARCHAR,
-    metric_order INTEGER,
-    n_users BIGINT,
-    n_interactions BIGINT,
-    control DOUBLE,
-    value DOUBLE,
-    relative_change DOUBLE,
-    ci_low DOUBLE,
-    ci_high DOUBLE,
-    p_value DOUBLE,
-    p_holm DOUBLE,
-    seq_ci_low DOUBLE,
-    seq_ci_high DOUBLE,
-    seq_p_value DOUBLE,
-    seq_p_holm DOUBLE,
-    org_id VARCHAR
-);
+-- Its columns are ab_report's, then org_id.
+CREATE OR REPLACE TABLE ab_report_by_org AS
+SELECT *, NULL::VARCHAR AS org_id FROM ab_report WHERE false;

@@ -23,7 +23,7 @@ from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import STATE_FILE, weight_writers
 from models.loading import LoraSettings
 from models.policy import CausalLMPolicy
-from release.canary_config import CanaryConfig, canary_stage
+from release.canary_config import canary_stage
 from release.evidence import FILE as EVIDENCE_FILE
 from trainer.learner import UpdateResult, UpdateStats
 from trainer.round_examples import RoundExamples
@@ -81,10 +81,11 @@ def round_record(outcome: GateOutcome, stats: UpdateStats, data: RoundExamples,
 def register_candidate(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: str,
                        batch_ids: tuple[str, ...], candidate: TrainedCandidate,
                        outcome: GateOutcome, evals: dict[str, Any],
-                       canary: CanaryConfig | None,
-                       org_id: str | None = None) -> CheckpointInfo:  # fmt: skip
-    """Register the candidate under the gate's decision: promoted, a canary (with ``canary``'s
-    stage in its record) or rejected; on ``org_id``'s line (None: the shared line)."""
+                       options: RoundOptions) -> CheckpointInfo:  # fmt: skip
+    """Register the candidate under the gate's decision: promoted, a canary (with
+    ``options.canary``'s stage in its record) or rejected; on ``options.org``'s line (None: the
+    shared line)."""
+    canary = options.canary
     passed = outcome.decision.passed
     if canary is not None and passed:
         evals = {**evals, "canary": canary_stage(candidate_id, canary)}
@@ -109,7 +110,7 @@ def register_candidate(registry: CheckpointRegistry, parent: CheckpointInfo, can
         batches=batch_ids,
         status=(CANARY if canary else PROMOTED) if passed else REJECTED,
         reasons=outcome.decision.reasons,
-        org_id=org_id,
+        org_id=options.org,
     )
 
 

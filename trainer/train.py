@@ -122,11 +122,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     data = read_round(parent, batches, options.held_out, options.org, options.own_only)
     adapter = parent.weights.lora or options.lora
     seconds: dict[str, float] = {}
-
-    def stopping(stage: str) -> None:
-        if stop is not None and stop.is_set():
-            raise RoundStopped(candidate_id, stage, saved=False)
-
+    stopping = _stopping(stop, candidate_id)
     stopping("reading its batches")
     with _timed(seconds, "load"):
         policy = _load(registry, parent, options.lora, accelerator)
@@ -176,10 +172,21 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     evals = round_record(outcome, result.stats, data, options, accelerator, seconds)
     trained = TrainedCandidate(policy, adapter, result, reference_info)
     info = register_candidate(registry, parent, candidate_id, batch_ids, trained, outcome, evals,
-                              options.canary, options.org)  # fmt: skip
+                              options)  # fmt: skip
     state_file.remove()
     return TrainResult(info, outcome.decision, result.stats, outcome.estimate, len(data.train),
                        len(data.held), dict(data.skipped))  # fmt: skip
+
+
+def _stopping(stop: threading.Event | None, candidate_id: str) -> Callable[[str], None]:
+    """A round's check between its stages: out with :class:`RoundStopped` once ``stop`` is set
+    (nothing saved yet: the update saves its own state)."""
+
+    def check(stage: str) -> None:
+        if stop is not None and stop.is_set():
+            raise RoundStopped(candidate_id, stage, saved=False)
+
+    return check
 
 
 def _old_is_behaviour(checks: dict[str, BatchMismatch], learner: LearnerConfig) -> bool:

@@ -87,10 +87,9 @@ class Assignment:
 
     def admit(self, user_key: str, model: str,
               org_id: str | None = None) -> tuple[Experiment | None, Any]:  # fmt: skip
-        """The request's arm (None outside an experiment) and what serves it; a request of
-        ``org_id`` naming another organisation's checkpoint is refused."""
+        """The request's arm (None outside an experiment) and what serves it: ``org_id``'s own
+        line where it has one (a foreign ``model`` was refused before: :meth:`refuse_foreign`)."""
         with self._lock:
-            self._refuse_foreign(model, org_id)
             line = self._lines.get(org_id) if org_id is not None else None
             if self._fixed is None and line is not None:
                 return None, self._backend.target(line.checkpoint_id, model)
@@ -102,17 +101,14 @@ class Assignment:
                 arm.checkpoint, model
             )
 
-    def _refuse_foreign(self, model: str, org_id: str | None) -> None:
-        owner = self._owners.get(model)
-        if owner is not None and owner != org_id:
-            raise ApiError(403, f"The model `{model}` belongs to another organisation",
-                           "invalid_request_error", "foreign_checkpoint", "model")  # fmt: skip
-
     def refuse_foreign(self, model: str, org_id: str | None) -> None:
         """A 403 (``foreign_checkpoint``) when ``model`` names another organisation's
         checkpoint, served now or not (a rejected or superseded one included)."""
         with self._lock:
-            self._refuse_foreign(model, org_id)
+            owner = self._owners.get(model)
+        if owner is not None and owner != org_id:
+            raise ApiError(403, f"The model `{model}` belongs to another organisation",
+                           "invalid_request_error", "foreign_checkpoint", "model")  # fmt: skip
 
     def foreign(self, org_id: str | None) -> set[str]:
         """The checkpoints of organisations other than ``org_id`` (never listed to it)."""

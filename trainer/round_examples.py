@@ -113,7 +113,7 @@ class RoundExamples:
     train: list[Example]
     held: list[Example]
     skipped: Counter[str]
-    batch_of: dict[str, str]
+    batch_of: dict[tuple[str | None, str], str]  # (org_id, interaction id) -> its batch
     mismatch: dict[str, BatchMismatch] = field(default_factory=dict)  # by batch, when checked
     quarantined: dict[str, str] = field(default_factory=dict)  # batch -> why
 
@@ -121,7 +121,7 @@ class RoundExamples:
         """Every example read, by the batch it came in."""
         out: dict[str, list[Example]] = {}
         for example in self.examples:
-            out.setdefault(self.batch_of[example.rollout.interaction_id], []).append(example)
+            out.setdefault(self.batch_of[_run_key(example)], []).append(example)
         return out
 
     def fit_context(self, limit: int | None) -> None:
@@ -149,11 +149,16 @@ class RoundExamples:
             return True
 
         def kept(e: Example) -> bool:
-            return self.batch_of[e.rollout.interaction_id] not in self.quarantined
+            return self.batch_of[_run_key(e)] not in self.quarantined
 
         self.train = [e for e in self.train if kept(e)]
         self.held = [e for e in self.held if kept(e)]
         return bool(self.train) and bool(self.held)
+
+
+def _run_key(example: Example) -> tuple[str | None, str]:
+    """An interaction as its organisation names it: two organisations' same id are two."""
+    return example.org_id, example.rollout.interaction_id
 
 
 class TooFewExamples(ValueError):
@@ -171,7 +176,7 @@ def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str
     both train and hold out."""
     examples: list[Example] = []
     skipped: Counter[str] = Counter()
-    batch_of: dict[str, str] = {}  # interaction id -> the batch it came in
+    batch_of: dict[tuple[str | None, str], str] = {}  # an interaction -> the batch it came in
     for batch, paths in batches:
         for path in paths:
             read = read_examples(path)
@@ -189,7 +194,7 @@ def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str
                     skipped["own_only_organisation"] += 1
                 else:
                     examples.append(example)
-                    batch_of[example.rollout.interaction_id] = batch
+                    batch_of[_run_key(example)] = batch
             skipped.update(read.skipped)
     if not any(e.reward is not None for e in examples):
         raise ValueError(

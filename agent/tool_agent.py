@@ -40,6 +40,7 @@ default, with one example run on a function no task asks for.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Sequence
@@ -50,6 +51,8 @@ from agent.harness import MALFORMED_TOOL, UNKNOWN_TOOL, CallProblem, Edit, ToolC
 from agent.tasks import Task
 from agent.tool_schemas import CALL_MAX_TOKENS, all_tools, constrained_tools, turn_choice
 from agent.workspace import MODULE, Refused, Workspace
+
+log = logging.getLogger(__name__)
 
 USER_HEADER = "X-Rtrl-User-Id"
 MARKER = "<tool_call>"  # where a call the gateway could not read starts in the answer's text
@@ -128,7 +131,8 @@ class Step:
 @dataclass
 class AgentRun:
     """One run of the agent on one task: its requests in order and how it ended (``finish``,
-    ``answered``, ``budget`` or ``context``)."""
+    ``answered``, ``budget``, ``context``, or ``error``: a request the serving side failed;
+    a run whose first request failed has no steps, and so no interaction)."""
 
     user_id: str
     steps: list[Step] = field(default_factory=list)
@@ -251,6 +255,13 @@ def run_agent(
                 run.ended = "context"
                 break
             raise
+        except (openai.InternalServerError, openai.APIConnectionError) as exc:
+            # the serving side failed (a 5xx, a lost connection, a timeout): the run ends there,
+            # as the user would see it, with what it did so far; never a retry, which would be
+            # a second answer in the run if the first was answered after all
+            log.warning("an agent run for %s ended on a failed request: %s", user_id, exc)
+            run.ended = "error"
+            break
         latency_ms = round((time.perf_counter() - sent) * 1000)
         completion = raw.parse()
         message = completion.choices[0].message

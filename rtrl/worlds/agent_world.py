@@ -198,16 +198,24 @@ def play_agents(
 ) -> list[AgentOutcome]:  # fmt: skip
     """Every ``(user_id, task)`` runs the agent through the gateway (``concurrency`` runs at a
     time: the gateway batches their requests), then reacts as each run is graded; the second
-    looks are sent ``LOOK_AGAIN_S`` after each reaction."""
+    looks are sent ``LOOK_AGAIN_S`` after each reaction. A run the serving side failed ends
+    there and is reacted to as it stands (``ended_error``); one whose first request failed
+    has no interaction and no outcome (counted in the log)."""
     api = openai_client(http)
-    later, outcomes = Later(client), []
+    later, outcomes, lost = Later(client), [], 0
     with ThreadPoolExecutor(concurrency) as pool:
         runs = pool.map(lambda ask: _run_and_grade(api, ask[0], ask[1], settings), asks)
         for (user_id, task), (run, graded) in zip(asks, runs, strict=True):
+            if not run.steps:  # its first request failed: no interaction to react to
+                lost += 1
+                continue
             stamp = fields(user_id) if fields else {"user_id": user_id,
                                                     "session_id": f"s_{user_id}"}  # fmt: skip
             outcomes.append(react_and_report(client, user_id, task, run, graded, stamp, later))
     later.drain()
+    if lost:
+        log.warning("%d of %d agent runs failed on their first request: no interaction, no "
+                    "reaction", lost, len(asks))  # fmt: skip
     split = sum(not o.run.joined for o in outcomes)
     if split:
         log.warning("%d of %d agent runs were not joined into one interaction by the gateway",

@@ -51,7 +51,9 @@ pytestmark = needs_engine
 KL_LIMIT = 0.015  # nats per token, as tests/serving/test_llamacpp.py
 APART = 10 * KL_LIMIT  # another checkpoint's weights are at least this far
 BASE, LORA, FULL = "smol-0000", "smol-lora", "smol-full"
-PARAMS = SamplingParams(temperature=1.0, max_tokens=16)
+# 48 tokens an answer: the mismatch is a mean over ~150 sampled tokens a checkpoint; over 16 it
+# was ~50 and the LoRA's reached 0.018 once (CI), where four runs at 48 read 0.006-0.008
+PARAMS = SamplingParams(temperature=1.0, max_tokens=48)
 CHATS = [
     [{"role": "user", "content": "Write `reverse(xs)` in Python."}],
     [{"role": "user", "content": "What is 17 times 3? Answer briefly."}],

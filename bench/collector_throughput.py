@@ -142,7 +142,7 @@ def start_collector(
             bootstrap,
             "--topic-prefix",
             prefix,
-            "--db",
+            "--key-db",
             str(key_db),
             "--rate",
             "1000000",

@@ -160,7 +160,7 @@ def main() -> int:
         common = [
             "--registry",
             str(registry.root),
-            "--db",
+            "--key-db",
             str(tmp / "keys.sqlite"),
             "--bootstrap",
             bootstrap,

@@ -171,7 +171,7 @@ def main() -> int:
         store = KeyStore(data / "keys.sqlite")
         key = store.create("bench")
         store.close()
-        common = ["--registry", str(registry.root), "--db", str(data / "keys.sqlite"),
+        common = ["--registry", str(registry.root), "--key-db", str(data / "keys.sqlite"),
                   "--bootstrap", bootstrap, "--topic-prefix", names.prefix, "--no-follow",
                   "--max-tokens", "1"]  # fmt: skip
         port = quiet_port_block(4)

@@ -17,6 +17,8 @@ log = logging.getLogger("rtrl.console")
 OPTIONS = SettingsOptions(
     ConsoleSettings,
     options={
+        # the catalog file, named as in every command; --warehouse named it here before
+        "warehouse": Option(flags=("--catalog",), old_flags=("--warehouse",)),
         "metrics": Option(
             flags=("--metrics",),
             type=str,

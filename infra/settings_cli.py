@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
+from infra.old_flags import add_old_flags
+
 T = TypeVar("T")
 _UNSET: Any = object()  # an Option that leaves its default to the field
 _SCALARS = (str, int, float, Path)  # annotations an option's type is read from as they are
@@ -87,6 +89,8 @@ class Option:
     # given by its place, not a flag: named PREFIX + the field's name (its dest, the name its
     # help shows), and required, as argparse's positionals are
     positional: bool = False
+    # names the option had before: still read, each use warned on stderr, hidden from --help
+    old_flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class _Argument:
     kwargs: dict[str, Any]  # of ArgumentParser.add_argument, dest included
     to_field: Callable[[Any], Any] | None
     from_field: Callable[[Any], Any] | None
+    old_flags: tuple[str, ...] = ()
 
 
 class SettingsOptions(Generic[T]):
@@ -153,6 +158,8 @@ class SettingsOptions(Generic[T]):
             if _positional(a.flags):  # argparse takes a positional's dest from its name
                 kwargs = {k: v for k, v in kwargs.items() if k != "dest"}
             parser.add_argument(*a.flags, **kwargs)
+            add_old_flags(parser, a.old_flags, a.flags[0], dest=a.kwargs["dest"],
+                          type=a.kwargs.get("type"), nargs=a.kwargs.get("nargs"))  # fmt: skip
 
     def values(self, args: argparse.Namespace) -> dict[str, Any]:
         """The fields the options give, by name, as the settings class takes them."""
@@ -350,4 +357,6 @@ def _argument(
         kwargs["help"] = text if option.argparse_format else text.replace("%", "%%")  # plain text
     else:
         kwargs["help"] = None  # verbatim: it was written without one
-    return _Argument(flags, kwargs, option.to_field, option.from_field)
+    if option.old_flags and kwargs.get("action") is not None:
+        raise ValueError(f"{where}: old flags are for options that store a value")
+    return _Argument(flags, kwargs, option.to_field, option.from_field, option.old_flags)

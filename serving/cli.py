@@ -31,7 +31,7 @@ SERVE_OPTIONS = SettingsOptions(
     options={
         "registry": Option(default=Path(DEFAULT_REGISTRY)),
         "checkpoint": Option(default=None),
-        "key_db": Option(flags=("--db", "--key-db"), default=DEFAULT_KEY_DB),
+        "key_db": Option(flags=("--key-db",), old_flags=("--db",), default=DEFAULT_KEY_DB),
         "upstream": Option(metavar="URL"),
         "max_batch": Option(type=positive_int),
         "spool_max": Option(type=positive_int),

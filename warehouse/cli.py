@@ -17,23 +17,28 @@ from pathlib import Path
 
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, add_watch_args, bootstrap_from
 from infra.lifetime import sigterm_stops
+from infra.old_flags import add_old_flags
 from infra.settings_cli import SettingsOptions, add_command, add_group
 from warehouse.cli_options import (
     AB_REPORT_OPTIONS,
     BATCH_LIST_OPTIONS,
+    CATALOG_FLAG,
     CATALOG_OPTIONS,
     COMPACT_OPTIONS,
     DB_HELP,
     DEFAULT_ROOT,
     FORGET_OPTIONS,
+    OLD_CATALOG_FLAGS,
+    OLD_WAREHOUSE_FLAGS,
     ROOT_ENV,
     ROOT_HELP,
+    WAREHOUSE_FLAG,
     CompactOptions,
 )
 from warehouse.settings import BuildConfig, SinkConfig
 
-# Given by the command: Kafka's options and the root (--bootstrap, --topic-prefix, --root); the
-# sink's pacing and timeouts are no options.
+# Given by the command: Kafka's options and the root (--bootstrap, --topic-prefix,
+# --warehouse); the sink's pacing and timeouts are no options.
 SINK_OPTIONS = SettingsOptions(
     SinkConfig,
     omit=("bootstrap", "root", "topics", "once_idle_s", "compact_every_s", "session_timeout_ms"),
@@ -42,10 +47,13 @@ BUILD_OPTIONS = SettingsOptions(BuildConfig, omit=("quality",))
 
 
 def _add_root(p: argparse.ArgumentParser, db: bool = True) -> None:
-    """The sink's and the batch builder's --root (and --db): their settings take none."""
-    p.add_argument("--root", default=None, help=ROOT_HELP)
+    """The sink's and the batch builder's --warehouse (and --catalog), read as ``args.root``
+    and ``args.db``: their settings take none."""
+    p.add_argument(WAREHOUSE_FLAG, dest="root", default=None, help=ROOT_HELP)
+    add_old_flags(p, OLD_WAREHOUSE_FLAGS, WAREHOUSE_FLAG, dest="root")
     if db:
-        p.add_argument("--db", default=None, help=DB_HELP)
+        p.add_argument(CATALOG_FLAG, dest="db", default=None, help=DB_HELP)
+        add_old_flags(p, OLD_CATALOG_FLAGS, CATALOG_FLAG, dest="db")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -139,7 +147,7 @@ def _register_batches(sub: argparse._SubParsersAction) -> None:
 
 
 def _store(root: str | None, *, must_exist: bool = True):  # noqa: ANN202
-    """The warehouse at ``root`` (--root), else the environment's, else the default folder;
+    """The warehouse at ``root`` (--warehouse), else the environment's, else the default folder;
     every command but the sink (which makes it) needs one already."""
     from warehouse.store import Store
 
@@ -147,7 +155,7 @@ def _store(root: str | None, *, must_exist: bool = True):  # noqa: ANN202
     if must_exist and store.local and not Path(store.root).is_dir():
         raise FileNotFoundError(
             f"no warehouse at {store.root} (the sink makes one: `rtrl "
-            "warehouse sink`; or give --root)"
+            "warehouse sink`; or give --warehouse)"
         )
     return store
 

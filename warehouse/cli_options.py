@@ -122,17 +122,23 @@ class ForgetOptions:
 
 
 _KAFKA = {"bootstrap": BOOTSTRAP_OPTION}
+# one name in every command for the warehouse folder and for its catalog; the old still read
+WAREHOUSE_FLAG, OLD_WAREHOUSE_FLAGS = "--warehouse", ("--root",)
+CATALOG_FLAG, OLD_CATALOG_FLAGS = "--catalog", ("--db",)
+_WAREHOUSE = {"root": Option(flags=(WAREHOUSE_FLAG,), old_flags=OLD_WAREHOUSE_FLAGS)}
+_NAMES = {**_WAREHOUSE, "db": Option(flags=(CATALOG_FLAG,), old_flags=OLD_CATALOG_FLAGS)}
 _AS_WRITTEN = Option(show_default=False)  # these helps never said their defaults
 # Text options keep argparse's own (no) type, as they were written by hand.
-CATALOG_OPTIONS = SettingsOptions(CatalogOptions, typed_text=False)
+CATALOG_OPTIONS = SettingsOptions(CatalogOptions, typed_text=False, options=_NAMES)
 COMPACT_OPTIONS = SettingsOptions(
-    CompactOptions, typed_text=False, options={**_KAFKA, "group_id": _AS_WRITTEN}
+    CompactOptions, typed_text=False, options={**_KAFKA, **_WAREHOUSE, "group_id": _AS_WRITTEN}
 )
-BATCH_LIST_OPTIONS = SettingsOptions(BatchListOptions, typed_text=False)
+BATCH_LIST_OPTIONS = SettingsOptions(BatchListOptions, typed_text=False, options=_WAREHOUSE)
 AB_REPORT_OPTIONS = SettingsOptions(
     AbReportOptions,
     typed_text=False,
     options={
+        **_NAMES,
         "experiment": Option(required=True),
         "control": _AS_WRITTEN,
         "format": _AS_WRITTEN,
@@ -141,5 +147,10 @@ AB_REPORT_OPTIONS = SettingsOptions(
 FORGET_OPTIONS = SettingsOptions(
     ForgetOptions,
     typed_text=False,
-    options={**_KAFKA, "org": Option(required=True), "user_id": Option(required=True)},
+    options={
+        **_KAFKA,
+        **_NAMES,
+        "org": Option(required=True),
+        "user_id": Option(required=True),
+    },
 )

@@ -39,7 +39,9 @@ COLLECTOR_OPTIONS = SettingsOptions(
         "host": "bind address",
         "bootstrap": BOOTSTRAP_OPTION,
         "topic_prefix": TOPIC_PREFIX_HELP,
-        "key_db": Option(flags=("--db", "--key-db"), help="SQLite file of hashed API keys"),
+        "key_db": Option(
+            flags=("--key-db",), old_flags=("--db",), help="SQLite file of hashed API keys"
+        ),
         "max_body_bytes": _as_written("largest request body, before and after gunzip (413 beyond)"),
         "max_events_per_batch": _as_written("most events per request (413 beyond)", "--max-events"),
         "rate_per_key": _as_written("requests per second per API key (429 beyond)", "--rate"),
@@ -54,7 +56,7 @@ COLLECTOR_OPTIONS = SettingsOptions(
         "one; worker i of --workers uses port+i; default: none",
     },
 )
-_KEY_DB = Option(flags=("--db", "--key-db"))
+_KEY_DB = Option(flags=("--key-db",), old_flags=("--db",))
 CREATE_OPTIONS = SettingsOptions(
     KeysOptions,
     typed_text=False,

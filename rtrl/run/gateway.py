@@ -36,7 +36,7 @@ def gateway(setup: GatewaySetup, checkpoint: str, extra: list[str],
     a client of it with the run's API key; stopped on the way out."""
     stage = Stage(
         "gateway",
-        ["serve", "--registry", setup.registry, "--checkpoint", checkpoint, "--db",
+        ["serve", "--registry", setup.registry, "--checkpoint", checkpoint, "--key-db",
          setup.keys_db, *setup.kafka, "--port", str(setup.port), "--device", "cpu", "--seed",
          str(setup.seed), "--spool-dir", str(Path(setup.registry).parent / "rollout-spool"),
          *setup.serve_args, *extra],

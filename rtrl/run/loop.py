@@ -149,14 +149,16 @@ def _loop(
     keys_db = root / "keys.db"
     org = "acme"
     api_key = (
-        run_stage("keys", ["keys", "create", "--org", org, "--db", str(keys_db)], logs / "keys.log")
+        run_stage(
+            "keys", ["keys", "create", "--org", org, "--key-db", str(keys_db)], logs / "keys.log"
+        )
         .strip()
         .split()[-1]
     )
     kafka = ["--bootstrap", bootstrap, "--topic-prefix", prefix]
     collector = Stage(
         "collector",
-        ["collector", "--port", str(settings.collector_port), "--db", str(keys_db), *kafka],
+        ["collector", "--port", str(settings.collector_port), "--key-db", str(keys_db), *kafka],
         logs / "collector.log",
     )
     stages.append(collector.start())
@@ -281,7 +283,7 @@ def _land_and_train(
     from rtrl.run.rounds import settle
 
     warehouse = root / "warehouse"
-    wh = ["--root", str(warehouse)]
+    wh = ["--warehouse", str(warehouse)]
 
     def land() -> None:
         with rounds.clock.stage("settle"):

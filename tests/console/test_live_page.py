@@ -58,13 +58,13 @@ def test_the_page_follows_the_platform_without_a_reload(
 
     keys = tmp_path / "keys.sqlite"
     api_key(keys)
-    gateway = Serve(["--registry", str(registry.root), "--db", str(keys), "--bootstrap",
+    gateway = Serve(["--registry", str(registry.root), "--key-db", str(keys), "--bootstrap",
                      kafka_bootstrap, "--topic-prefix", topic_names.prefix],
                     tmp_path / "serve.log")  # fmt: skip
     gateway_metrics = f"http://127.0.0.1:{gateway.metrics_port}/metrics"
     console = browser = None
     try:
-        console = ConsoleProcess(["--registry", str(registry.root), "--warehouse", str(catalog),
+        console = ConsoleProcess(["--registry", str(registry.root), "--catalog", str(catalog),
                                   "--refresh-s", str(REFRESH_S), "--metrics",
                                   str(collector.running.metrics_url), gateway_metrics],
                                  tmp_path / "console.log")  # fmt: skip

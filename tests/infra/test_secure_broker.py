@@ -165,7 +165,7 @@ def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path:
         "collector",
         "--port",
         str(port),
-        "--db",
+        "--key-db",
         str(tmp_path / "keys.sqlite"),
     )
     stream = rtrl(
@@ -214,12 +214,12 @@ def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path:
     # the sink lands them with its own user
     root = tmp_path / "warehouse"
     code, out, err = finish(
-        rtrl(secured, "sink", "warehouse", "sink", "--root", str(root), "--once")
+        rtrl(secured, "sink", "warehouse", "sink", "--warehouse", str(root), "--once")
     )
     assert code == 0, err[-2000:]
     assert list((root / "rewards").rglob("*.parquet")), out
     # the batch builder reads (and would announce on) batches with its own
-    code, out, err = finish(rtrl(secured, "batches", "batches", "build", "--root", str(root)))
+    code, out, err = finish(rtrl(secured, "batches", "batches", "build", "--warehouse", str(root)))
     assert code == 0, err[-2000:]
 
     # the trainer registers the first checkpoint and announces it, with its own user
@@ -268,7 +268,7 @@ def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path:
         str(port),
         "--registry",
         str(registry),
-        "--db",
+        "--key-db",
         str(tmp_path / "keys.sqlite"),
     )
     try:
@@ -356,7 +356,7 @@ def test_the_collector_can_neither_read_rewards_nor_write_checkpoints(
         "collector",
         "--port",
         str(port),
-        "--db",
+        "--key-db",
         str(tmp_path / "keys.sqlite"),
         "--delivery-timeout",
         "5",
@@ -372,7 +372,9 @@ def test_the_collector_can_neither_read_rewards_nor_write_checkpoints(
     )
     # a service run with the collector's identity says so in one sentence and stops
     code, _, err = finish(
-        rtrl(secured, "collector", "warehouse", "sink", "--root", str(tmp_path / "wh"), "--once"),
+        rtrl(
+            secured, "collector", "warehouse", "sink", "--warehouse", str(tmp_path / "wh"), "--once"
+        ),
         60,
     )
     last = err.strip().splitlines()[-1]

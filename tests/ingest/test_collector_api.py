@@ -170,7 +170,7 @@ def test_a_collector_killed_after_answering_has_lost_nothing(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert rtrl_main(["keys", "create", "--org", ORG, "--db", str(tmp_path / "k.db")]) == 0
+    assert rtrl_main(["keys", "create", "--org", ORG, "--key-db", str(tmp_path / "k.db")]) == 0
     key = capsys.readouterr().out.strip()
     process = CollectorProcess(kafka_bootstrap, topic_names, tmp_path / "k.db")
     try:
@@ -194,7 +194,7 @@ def test_several_worker_processes_serve_one_port_and_stop_cleanly(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert rtrl_main(["keys", "create", "--org", ORG, "--db", str(tmp_path / "k.db")]) == 0
+    assert rtrl_main(["keys", "create", "--org", ORG, "--key-db", str(tmp_path / "k.db")]) == 0
     key = capsys.readouterr().out.strip()
     process = CollectorProcess(kafka_bootstrap, topic_names, tmp_path / "k.db", workers=2)
     try:

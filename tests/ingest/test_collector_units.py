@@ -195,7 +195,7 @@ def test_keys_create_prints_a_key_the_store_knows(
     parser = argparse.ArgumentParser()
     register_collector(parser.add_subparsers())
     db = tmp_path / "k.sqlite"
-    args = parser.parse_args(["keys", "create", "--org", ORG, "--db", str(db)])
+    args = parser.parse_args(["keys", "create", "--org", ORG, "--key-db", str(db)])
     assert args.func(args) == 0
     key = capsys.readouterr().out.strip()
     store = KeyStore(db)
@@ -210,7 +210,7 @@ def test_keys_are_listed_by_id_and_revoked_by_id(
 ) -> None:
     parser = argparse.ArgumentParser()
     register_collector(parser.add_subparsers())
-    db = ["--db", str(tmp_path / "k.sqlite")]
+    db = ["--key-db", str(tmp_path / "k.sqlite")]
 
     def rtrl(*argv: str) -> tuple[int, str, str]:
         args = parser.parse_args([*argv])

@@ -131,7 +131,7 @@ def test_a_worse_canary_is_rolled_back_and_a_better_one_rolled_out(tmp_path, reg
     publish_checkpoint(kafka_bootstrap, topic_names.checkpoints, root)
     key = api_key(tmp_path / "keys.sqlite")
     serve = Serve(
-        ["--registry", str(registry.root), "--checkpoint", "t-0000", "--db",
+        ["--registry", str(registry.root), "--checkpoint", "t-0000", "--key-db",
          str(tmp_path / "keys.sqlite"), "--bootstrap", kafka_bootstrap, "--topic-prefix",
          topic_names.prefix, "--max-tokens", "2"],
         tmp_path / "serve.log",

@@ -25,8 +25,8 @@ from rtrl.cli import main
             ],
             "r.parquet",
         ),
-        (["report", "ab", "--experiment", "e", "--root", "{tmp}/none"], "no warehouse at"),
-        (["batches", "list", "--root", "{tmp}/none"], "no warehouse at"),
+        (["report", "ab", "--experiment", "e", "--warehouse", "{tmp}/none"], "no warehouse at"),
+        (["batches", "list", "--warehouse", "{tmp}/none"], "no warehouse at"),
     ],
 )
 def test_a_missing_input_is_a_sentence_and_exit_2(

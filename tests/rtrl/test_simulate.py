@@ -16,7 +16,7 @@ from tests.support.gateway import Serve, rollouts
 def test_users_ask_the_gateway_and_report_through_the_sdk(
         tmp_path, registry, collector, kafka_bootstrap, topic_names):  # fmt: skip
     serve = Serve(
-        ["--registry", str(registry.root), "--checkpoint", "t-0000", "--db",
+        ["--registry", str(registry.root), "--checkpoint", "t-0000", "--key-db",
          str(collector.config.key_db), "--bootstrap", kafka_bootstrap, "--topic-prefix",
          topic_names.prefix, "--max-tokens", "24", "--no-follow"],
         tmp_path / "serve.log",

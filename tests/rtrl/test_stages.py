@@ -17,7 +17,7 @@ _RUN = """
 import sys, time
 from pathlib import Path
 from rtrl.run.procs import Stage
-args = ["collector", "--port", sys.argv[1], "--db", sys.argv[2], "--bootstrap", "127.0.0.1:1"]
+args = ["collector", "--port", sys.argv[1], "--key-db", sys.argv[2], "--bootstrap", "127.0.0.1:1"]
 stage = Stage("collector", args, Path(sys.argv[3])).start()
 print(stage.proc.pid, flush=True)
 time.sleep(600)

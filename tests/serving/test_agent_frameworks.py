@@ -85,7 +85,7 @@ def served_by_llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     base = load_base(fetch("smollm2-135m", models_dir(), log=lambda _: None))
     registry = base_registry(tmp / "registry", base, "smol-0000")
     key = api_key(tmp / "keys.sqlite")
-    serve = Serve(["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"),
+    serve = Serve(["--registry", str(registry.root), "--key-db", str(tmp / "keys.sqlite"),
                    "--no-record", "--no-follow", "--engine", "llama.cpp", "--engine-slots", "2",
                    "--max-tokens", "96"], tmp / "serve.log")  # fmt: skip
     yield serve, key

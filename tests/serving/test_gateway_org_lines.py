@@ -43,9 +43,10 @@ def test_each_organisation_is_served_its_own_line_and_refused_another_s(
     keys = tmp_path / "keys.sqlite"
     acme_key, globex_key = api_key(keys, "acme"), api_key(keys, "globex")
     acme_1 = register_variant(registry, "acme-0001", "t-0000", seed=1, org_id="acme")
-    serve = Serve(["--registry", str(registry.root), "--checkpoint", "t-0000", "--db", str(keys),
-                   "--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix,
-                   "--max-tokens", "2"], tmp_path / "serve.log")  # fmt: skip
+    serve = Serve(["--registry", str(registry.root), "--checkpoint", "t-0000",
+                   "--key-db", str(keys), "--bootstrap", kafka_bootstrap,
+                   "--topic-prefix", topic_names.prefix, "--max-tokens", "2"],
+                  tmp_path / "serve.log")  # fmt: skip
     acme = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=acme_key, max_retries=0)
     globex = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=globex_key, max_retries=0)
     try:

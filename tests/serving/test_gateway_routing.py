@@ -32,7 +32,7 @@ def _serve(tmp: Path, registry, bootstrap: str, prefix: str, *extra: str) -> tup
             str(registry.root),
             "--checkpoint",
             "t-0000",
-            "--db",
+            "--key-db",
             str(tmp / "keys.sqlite"),
             "--bootstrap",
             bootstrap,

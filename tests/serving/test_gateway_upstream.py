@@ -30,7 +30,7 @@ def test_upstream_mode_records_loads_adapters_and_refuses_what_lacks_logprobs(
         str(registry.root),
         "--checkpoint",
         "t-0000",
-        "--db",
+        "--key-db",
         str(tmp_path / "keys.sqlite"),
         "--bootstrap",
         kafka_bootstrap,

@@ -158,7 +158,7 @@ def test_rtrl_serve_engine_records_exact_rollouts(
     registry = base_registry(tmp_path / "registry", base)
     key = api_key(tmp_path / "keys.sqlite")
     front = Serve(
-        ["--registry", str(registry.root), "--db", str(tmp_path / "keys.sqlite"),
+        ["--registry", str(registry.root), "--key-db", str(tmp_path / "keys.sqlite"),
          "--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix, "--no-follow",
          "--engine", "llama.cpp", "--engine-slots", "2", "--max-tokens", "24"],
         tmp_path / "front.log",

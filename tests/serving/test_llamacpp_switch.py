@@ -361,7 +361,7 @@ def test_no_answer_mixes_checkpoints_across_a_switch(
 ) -> None:
     key = api_key(tmp_path / "keys.sqlite")
     front = Serve(
-        ["--registry", str(registry.root), "--db", str(tmp_path / "keys.sqlite"),
+        ["--registry", str(registry.root), "--key-db", str(tmp_path / "keys.sqlite"),
          "--bootstrap", kafka_bootstrap, "--topic-prefix", topic_names.prefix,
          "--checkpoint", BASE, "--engine", "llama.cpp", "--engine-slots", "4",
          "--engine-gguf-dir", str(gguf_dir), "--max-tokens", "16"],

@@ -53,7 +53,8 @@ def test_spans_with_only_the_response_id_land_in_the_rollouts_interaction(
 ) -> None:
     names, bootstrap = collector.names, collector.config.bootstrap
     key = api_key(tmp_path / "gateway-keys.sqlite")
-    serve = Serve(["--registry", str(registry.root), "--db", str(tmp_path / "gateway-keys.sqlite"),
+    serve = Serve(["--registry", str(registry.root),
+                   "--key-db", str(tmp_path / "gateway-keys.sqlite"),
                    "--bootstrap", bootstrap, "--topic-prefix", names.prefix, "--max-tokens", "8",
                    "--no-follow"], tmp_path / "serve.log")  # fmt: skip
     try:

@@ -61,7 +61,7 @@ class Gateway:
             register_base(registry, "t-0000", tiny_model)
         self.key = api_key(tmp / "keys.sqlite")
         self.spool = tmp / "spool"
-        self.args = ["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"),
+        self.args = ["--registry", str(registry.root), "--key-db", str(tmp / "keys.sqlite"),
                      "--bootstrap", bootstrap, "--topic-prefix", prefix, "--no-follow",
                      "--max-tokens", "3", "--spool-dir", str(self.spool), *extra]  # fmt: skip
         self.log = tmp / "serve.log"

@@ -37,7 +37,8 @@ def servers(
     """The upstream, a front passing tools to it and one rendering them, and an API key."""
     key = api_key(tmp_path / "keys.sqlite")
     common = ["--registry", str(registry.root), "--checkpoint", "t-0000",
-              "--db", str(tmp_path / "keys.sqlite"), "--bootstrap", kafka_bootstrap]  # fmt: skip
+              "--key-db", str(tmp_path / "keys.sqlite"),
+              "--bootstrap", kafka_bootstrap]  # fmt: skip
     upstream = Serve([*common, "--no-record", "--no-follow", "--max-tokens", "96"],
                      tmp_path / "upstream.log", wait=False)  # fmt: skip
     fronts = [

@@ -111,7 +111,7 @@ class CollectorProcess:
                 bootstrap,
                 "--topic-prefix",
                 names.prefix,
-                "--db",
+                "--key-db",
                 str(key_db),
                 "--workers",
                 str(workers),

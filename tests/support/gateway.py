@@ -138,7 +138,7 @@ def serve_tiny(tmp: Path, tiny_model: Path, *args: str,
     key = api_key(tmp / "keys.sqlite")
     recording = (["--bootstrap", record_to.bootstrap, "--topic-prefix", record_to.topic_prefix]
                  if record_to else ["--no-record"])  # fmt: skip
-    command = ["--registry", str(registry.root), "--db", str(tmp / "keys.sqlite"), *recording,
+    command = ["--registry", str(registry.root), "--key-db", str(tmp / "keys.sqlite"), *recording,
                "--no-follow", *args]  # fmt: skip
     return Serve(command, tmp / "serve.log"), key
 

@@ -88,7 +88,7 @@ def rows_mentioning(store: Store, db: str, needles: set[str]) -> list[str]:
 
 def sink_cmd(bootstrap: str, prefix: str, root: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "warehouse", "warehouse", "sink", "--bootstrap", bootstrap,
-            "--topic-prefix", prefix, "--root", str(root), "--group-id", f"sink-{prefix}",
+            "--topic-prefix", prefix, "--warehouse", str(root), "--group-id", f"sink-{prefix}",
             "--instance-id", "sink-0",
             *extra]  # fmt: skip
 

@@ -115,7 +115,7 @@ def test_the_mart_and_the_report_state_the_correction_and_the_sequence(tmp_path,
         if r.ci_low is not None and r.seq_ci_low is not None:
             assert r.seq_ci_low <= r.ci_low <= r.ci_high <= r.seq_ci_high
             assert r.seq_p_value >= r.p_value
-    args = ["report", "ab", "--root", str(tmp_path), "--experiment", "exp-fixture"]
+    args = ["report", "ab", "--warehouse", str(tmp_path), "--experiment", "exp-fixture"]
     assert main(args) == 0
     fixed = capsys.readouterr().out
     assert "95 % CI" in fixed and "p (Holm)" in fixed and "fixed-sample" in fixed

@@ -73,7 +73,7 @@ def test_cli_prints_what_dashboards_read_from_the_marts(tmp_path, capsys):
     land(store, "events", fixture_events())
     land(store, "rewards", fixture_records(), partition=2)
     db = build_catalog(store)
-    assert main(["report", "ab", "--root", str(tmp_path), "--experiment", "exp-fixture",
+    assert main(["report", "ab", "--warehouse", str(tmp_path), "--experiment", "exp-fixture",
                  "--format", "json"]) == 0  # fmt: skip
     printed = json.loads(capsys.readouterr().out)
     engine = sa.create_engine(sqlalchemy_url(db))
@@ -121,13 +121,13 @@ def test_srm_mart_fires_on_a_skewed_split_only(tmp_path, capsys, users, fires):
     check = ab_srm(store, "exp-split")
     assert check is not None and check.srm is fires
     assert check.observed == users and check.expected_share == {"control": 0.5, "treatment": 0.5}
-    assert main(["report", "ab", "--root", str(tmp_path), "--experiment", "exp-split"]) == 0
+    assert main(["report", "ab", "--warehouse", str(tmp_path), "--experiment", "exp-split"]) == 0
     table = capsys.readouterr().out
     assert ("SAMPLE RATIO MISMATCH" in table) is fires
     # against a configured 55/45 split, 1,100/900 is exactly what was asked for
     weighted = ab_srm(store, "exp-split", {"control": 55, "treatment": 45})
     assert weighted is not None and weighted.srm is (not fires)
-    assert main(["report", "ab", "--root", str(tmp_path), "--experiment", "exp-split",
+    assert main(["report", "ab", "--warehouse", str(tmp_path), "--experiment", "exp-split",
                  "--weights", "control=55,nope=45"]) == 1  # fmt: skip
     assert "weights name arms" in capsys.readouterr().err
 

@@ -77,8 +77,8 @@ def test_each_organisation_gets_its_own_report(tmp_path, capsys):  # noqa: ANN00
     assert (big.n_users, small.n_users) == (30, 12) and everyone.n_users == 42
     assert abs(small.control - 0.75) < 0.1 and abs(big.value - 0.8) < 0.1  # the patterns
 
-    assert main(["report", "ab", "--root", str(tmp_path), "--experiment", EXPERIMENT,
+    assert main(["report", "ab", "--warehouse", str(tmp_path), "--experiment", EXPERIMENT,
                  "--org", "small", "--format", "json"]) == 0  # fmt: skip
     assert '"n_users": 12' in capsys.readouterr().out
-    assert main(["report", "ab", "--root", str(tmp_path), "--experiment", EXPERIMENT,
+    assert main(["report", "ab", "--warehouse", str(tmp_path), "--experiment", EXPERIMENT,
                  "--org", "nobody"]) == 1  # fmt: skip

@@ -47,7 +47,7 @@ def test_the_batch_service_builds_and_announces_until_sigterm(kafka_bootstrap, t
                 "--watch",
                 "--interval-s",
                 "0.5",
-                "--root",
+                "--warehouse",
                 str(root),
                 "--settle-s",
                 "0",

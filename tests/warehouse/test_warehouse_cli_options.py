@@ -50,7 +50,8 @@ def test_the_defaults_are_the_settings_defaults(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_each_option_reaches_its_field() -> None:
-    report = parse("report", "ab", "--root", "wh", "--db", "c.duckdb", "--experiment", "e",
+    report = parse("report", "ab", "--warehouse", "wh", "--catalog", "c.duckdb",
+                   "--experiment", "e",
                    "--control", "parent", "--weights", "parent=90,canary=10", "--sequential",
                    "--format", "json", "--plot", "ab.svg")  # fmt: skip
     assert AB_REPORT_OPTIONS.read(report) == AbReportOptions(

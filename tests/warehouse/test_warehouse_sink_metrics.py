@@ -37,6 +37,6 @@ def test_bad_sink_options_are_refused_with_a_reason(tmp_path, capsys) -> None:
     from rtrl.cli import build_parser
 
     for argv in (["--max-rows", "0"], ["--metrics-port", "70000"]):
-        args = build_parser().parse_args(["warehouse", "sink", "--root", str(tmp_path), *argv])
+        args = build_parser().parse_args(["warehouse", "sink", "--warehouse", str(tmp_path), *argv])
         assert args.func(args) == 2
         assert "must be" in capsys.readouterr().err

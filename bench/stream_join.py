@@ -334,7 +334,7 @@ def live_latency(args: argparse.Namespace) -> None:
         args.work / "live.log",
         "--store",
         args.store,
-        "--config",
+        "--reward-config",
         str(config),
     )
     try:

@@ -70,6 +70,8 @@ class WorkloadOptions:
 
 
 _REQUIRED = Option(required=True)
+# the reward configuration, named as in every command (`rtrl train`, `rtrl run`); --config before
+REWARD_CONFIG_OPTION = Option(flags=("--reward-config",), old_flags=("--config",))
 _REQUIRED_FILES = Option(required=True, nargs="+")
 # These helps never said their defaults; text options keep argparse's own (no) type.
 REPLAY_OPTIONS = SettingsOptions(
@@ -77,6 +79,7 @@ REPLAY_OPTIONS = SettingsOptions(
     options={
         "events": _REQUIRED_FILES,
         "out": _REQUIRED,
+        "config": REWARD_CONFIG_OPTION,
         "workers": Option(type=positive_int, show_default=False),
     },
 )

@@ -16,6 +16,7 @@ from typing import Literal
 from infra.kafka_options import BOOTSTRAP_OPTION, TOPIC_PREFIX_HELP
 from infra.settings import DEFAULT_BOOTSTRAP
 from infra.settings_cli import SettingsOptions
+from rewards.cli_options import REWARD_CONFIG_OPTION
 from streams.processor import DEADLINES_IN_MEMORY
 from streams.settings import WorkerSettings
 
@@ -98,5 +99,7 @@ class WorkerOptions:
 
 # Every field is an option; text options keep argparse's own (no) type, as they were written.
 WORKER_OPTIONS = SettingsOptions(
-    WorkerOptions, typed_text=False, options={"bootstrap": BOOTSTRAP_OPTION}
+    WorkerOptions,
+    typed_text=False,
+    options={"bootstrap": BOOTSTRAP_OPTION, "config": REWARD_CONFIG_OPTION},
 )

@@ -1,5 +1,6 @@
 """One name in every command for the same thing: ``--warehouse`` the warehouse folder,
-``--catalog`` its DuckDB file, ``--key-db`` the API keys. The names they had before still
+``--catalog`` its DuckDB file, ``--key-db`` the API keys, ``--reward-config`` the reward
+configuration. The names they had before still
 work, each use warned on stderr, and none is shown by ``--help``."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 from rtrl.cli import build_parser
 from tests.support.cli_options import command_options
 
-OLD = ("--root", "--db")
+OLD = ("--root", "--db", "--config")
 # (command, old name, new name, the field both fill, its value)
 RENAMED = [
     (["batches", "build"], "--root", "--warehouse", "root"),
@@ -26,6 +27,13 @@ RENAMED = [
     (["collector"], "--db", "--key-db", "key_db"),
     (["serve"], "--db", "--key-db", "key_db"),
     (["keys", "list"], "--db", "--key-db", "key_db"),
+    (["stream", "worker"], "--config", "--reward-config", "config"),
+    (
+        ["replay", "--events", "e.jsonl", "--out", "o.parquet"],
+        "--config",
+        "--reward-config",
+        "config",
+    ),
 ]
 
 

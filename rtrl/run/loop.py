@@ -171,7 +171,7 @@ def _loop(
             *kafka,
             "--data-dir",
             str(root / "stream"),
-            "--config",
+            "--reward-config",
             str(config_file),
             "--group-id",
             f"{run_id}-stream",

@@ -178,7 +178,7 @@ def test_every_service_runs_with_its_own_credentials(secured: Secured, tmp_path:
         "memory",
         "--data-dir",
         str(tmp_path / "stream"),
-        "--config",
+        "--reward-config",
         str(reward),
     )
     try:

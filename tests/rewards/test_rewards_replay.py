@@ -131,7 +131,7 @@ def test_cli_replay_writes_one_row_per_interaction(tmp_path, workload, expected)
     cli.register(parser.add_subparsers())
     args = parser.parse_args(["replay", "--events", str(tmp_path / "events.jsonl"),
                               "--out", str(tmp_path / "out.parquet"),
-                              "--config", str(tmp_path / "reward.yaml")])  # fmt: skip
+                              "--reward-config", str(tmp_path / "reward.yaml")])  # fmt: skip
     assert args.func(args) == 0
     out = pl.read_parquet(tmp_path / "out.parquet")
     assert out.height == len(expected)

@@ -51,7 +51,7 @@ def test_an_invalid_reward_config_names_the_field(
             str(events),
             "--out",
             str(tmp_path / "o.parquet"),
-            "--config",
+            "--reward-config",
             str(tmp_path / "bad.toml"),
         ]
     )

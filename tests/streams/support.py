@@ -103,7 +103,7 @@ def start_worker(
         *extra,
     ]
     if config_path is not None:
-        cmd += ["--config", str(config_path)]
+        cmd += ["--reward-config", str(config_path)]
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed by the child
     return subprocess.Popen(
         cmd,

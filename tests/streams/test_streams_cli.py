@@ -57,7 +57,7 @@ def test_the_supervised_worker_gets_every_option_of_its_supervisor() -> None:
             "p.",
             "--data-dir",
             "/tmp/x",
-            "--config",
+            "--reward-config",
             "/tmp/r.toml",
             "--group-id",
             "g",
@@ -86,7 +86,7 @@ def test_the_supervised_worker_gets_every_option_of_its_supervisor() -> None:
         (["--rocksdb-mib", "2"], "rocksdb_partition_mib"),
         (["--deadlines-in-memory", "1"], "deadlines_in_memory"),
         (["--chunk-size", "0"], "chunk_size"),
-        (["--config", "/nonexistent/reward.toml"], "No such file"),
+        (["--reward-config", "/nonexistent/reward.toml"], "No such file"),
     ],
 )
 def test_bad_worker_options_are_refused_before_anything_starts(

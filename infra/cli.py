@@ -33,7 +33,11 @@ def explain(exc: BaseException) -> str:
     from pydantic import ValidationError
 
     if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        said = []
+        for e in exc.errors():  # a model's own check has no field: its message alone
+            where, message = ".".join(map(str, e["loc"])), e["msg"].removeprefix("Value error, ")
+            said.append(f"{where}: {message}" if where else message)
+        return "; ".join(said)
     return str(exc)
 
 

@@ -154,14 +154,15 @@ def _parse_config_text(text: str, suffix: str) -> Any:
 
 
 def read_mapping(path: str | Path, section: str) -> dict[str, Any]:
-    """The mapping in a JSON, TOML or YAML file (or under ``section`` if that is its only key)."""
+    """The mapping in a JSON, TOML or YAML file, or its ``section`` table where it has one (a
+    file of that section alone, or `rtrl --config`'s one configuration, which holds several)."""
     path = Path(path)
     data = _parse_config_text(path.read_text(encoding="utf-8"), path.suffix.lower())
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a config file must hold a mapping")
-    if set(data) == {section} and isinstance(data[section], dict):
+    if isinstance(data.get(section), dict):
         data = data[section]
     return data
 

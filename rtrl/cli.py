@@ -49,6 +49,7 @@ STAGES = (
     "console",
     "rtrl.run.loop",
     "rtrl.simulate",
+    "rtrl.up",
     "rtrl.config_cli",
 )
 

@@ -263,12 +263,19 @@ def _batches_build(args: argparse.Namespace) -> int:
             )
         if not args.no_publish:  # this build's offered batches, and any a failure left unsaid
             announce_missing(bootstrap_from(args), TopicNames(args.topic_prefix).batches, store)
+        if args.watch:
+            offered = sum(e.offered for e in entries)
+            log.info("built %d batch(es): %d offered, %d quarantined", len(entries), offered,
+                     len(entries) - offered)  # fmt: skip
         return False  # a build takes what is due: the next one waits for the interval
 
     if not args.watch:
         build()
         return 0
     stop = threading.Event()
+    log.info("building the batches due in %s every %.0f s (interactions closed %d s ago or "
+             "more, at least %d rows a batch)", store.root, args.interval_s, config.settle_s,
+             config.min_rows)  # fmt: skip
     with stop_signals_call(lambda _signum, _frame: stop.set()):
         run_every(
             build, args.interval_s, stop, (KafkaException, RuntimeError, OSError, duckdb.Error), log

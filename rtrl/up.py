@@ -59,6 +59,9 @@ def up(settings: UpSettings, config_file: str | None = None) -> int:
         config.write_text(fresh_config(settings))
         log.info("wrote the configuration %s", config)
     loop = load_loop_config(config)
+    if settings.first_steps_only:
+        first_steps(settings, config, loop, local_broker=False)
+        return 0
     conf = settings.data_dir / "supervisord.conf"
     conf.write_text(supervisord_conf(settings, [sys.executable, "-m", "rtrl.cli"], config))
     supervisord = subprocess.Popen(
@@ -80,15 +83,28 @@ def up(settings: UpSettings, config_file: str | None = None) -> int:
     return _stop(supervisord)
 
 
-def first_steps(settings: UpSettings, config: Path, loop: LoopConfig) -> None:
-    """Topics, the first checkpoint and an API key, once the broker answers; each one skipped
-    where an earlier start made it."""
-    _wait_for_port(settings.kafka_port, BROKER_WAIT_S)
+def first_steps(
+    settings: UpSettings, config: Path, loop: LoopConfig, local_broker: bool = True
+) -> None:
+    """Topics, the first checkpoint and an API key, once the broker answers (the local one on
+    its port, else the configured Kafka, asked again until it does); each one skipped where an
+    earlier start made it."""
+    if local_broker:
+        _wait_for_port(settings.kafka_port, BROKER_WAIT_S)
     warehouse = loop.paths.warehouse or ".rtrl/warehouse"
     if "://" not in warehouse:  # the sink makes it at its first flush; the batch builder reads
         Path(warehouse).mkdir(parents=True, exist_ok=True)  # it before that
     rtrl = [sys.executable, "-m", "rtrl.cli", "--config", str(config)]
-    _run([*rtrl, "topics", "apply"], settings.logs / "first-steps.log")
+    deadline = time.monotonic() + BROKER_WAIT_S
+    while True:  # the broker may still be starting: its port open, its metadata not yet
+        try:
+            _run([*rtrl, "topics", "apply"], settings.logs / "first-steps.log")
+            break
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            log.info("Kafka is not answering yet: the topics again in 5 s")
+            time.sleep(5)
     from checkpoints.store import CheckpointRegistry
 
     registry = Path(loop.paths.registry or ".rtrl/checkpoints")

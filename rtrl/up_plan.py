@@ -57,6 +57,10 @@ class UpSettings(BaseModel):
     check_every_s: float = Field(
         60.0, gt=0, description="how often the batch builder, trainer and canary look again"
     )
+    first_steps_only: bool = Field(
+        False, description="only the first-time steps, against the configured Kafka, then exit "
+        "(docker compose's setup; another supervisor runs the services)"
+    )  # fmt: skip
 
     @property
     def config_file(self) -> Path:

@@ -16,13 +16,18 @@ import pytest
 import yaml
 
 from infra.settings import BOOTSTRAP_ENV
+from rtrl.loop_config import load_loop_config
+from rtrl.up_plan import UpSettings, service_commands
 from tests.infra.infra_probe import rtrl_subcommands
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict] = COMPOSE["services"]
-PLATFORM = ("topics", "collector", "stream", "sink", "batches")
-LONG_RUNNING = ("collector", "stream", "sink", "batches", "trainer")
+# the services without a model (the services image) and those with one (the model image)
+PLATFORM = ("collector", "stream", "sink", "batches", "console")
+MODEL = ("setup", "trainer", "gateway", "canary")
+LONG_RUNNING = ("collector", "stream", "sink", "batches", "trainer", "gateway", "canary",
+                "console")  # fmt: skip
 DOCKERFILE = (REPO / "Dockerfile").read_text()
 
 
@@ -66,18 +71,38 @@ def test_depends_on_names_defined_services_with_valid_conditions():
             assert how.get("condition", "service_started") in conditions
             if how.get("condition") == "service_healthy":
                 assert "healthcheck" in SERVICES[dep], f"{dep} has no healthcheck"
-    assert SERVICES["topics"]["depends_on"]["kafka"]["condition"] == "service_healthy"
+    assert SERVICES["setup"]["depends_on"]["kafka"]["condition"] == "service_healthy"
 
 
-@pytest.mark.parametrize("name", PLATFORM)
-def test_platform_services_reach_kafka_and_wait_for_topics(name):
+@pytest.mark.parametrize("name", PLATFORM + MODEL)
+def test_every_service_reads_the_one_configuration_and_waits_for_the_setup(name):
     svc = SERVICES[name]
     assert svc["environment"][BOOTSTRAP_ENV] == "kafka:9092"
-    if name != "topics":
-        assert svc["depends_on"]["topics"]["condition"] == "service_completed_successfully"
-    # one image, built from one definition, for every platform service
-    assert svc["build"] == {"context": ".", "target": "services"}
-    assert svc["image"] == "rtrl:services"
+    assert svc["environment"]["RTRL_CONFIG"] == "/config/rtrl.toml"
+    assert "./docker/rtrl.toml:/config/rtrl.toml:ro" in svc["volumes"]
+    if name != "setup":
+        assert svc["depends_on"]["setup"]["condition"] == "service_completed_successfully"
+    # one image, built from one definition, for every service without a model; one with
+    target = "services" if name in PLATFORM else "model"
+    assert svc["build"] == {"context": ".", "target": target}
+    assert svc["image"] == f"rtrl:{target}"
+
+
+def test_the_configuration_is_valid_and_names_the_shared_volume():
+    config = load_loop_config(REPO / "docker" / "rtrl.toml")
+    assert config.kafka.bootstrap == "kafka:9092"
+    for path in (config.paths.warehouse, config.paths.registry, config.paths.key_db):
+        assert path is not None and path.startswith("/data/")
+
+
+def test_compose_runs_the_services_rtrl_up_runs_with_the_same_commands():
+    planned = service_commands(UpSettings())
+    assert set(SERVICES) == {"kafka", "setup", *planned}
+    for name, args in planned.items():
+        command = SERVICES[name]["command"]
+        subcommand = args[:2] if args[1].isalpha() else args[:1]
+        assert command[1 : 1 + len(subcommand)] == subcommand, name
+    assert SERVICES["setup"]["command"][:3] == ["rtrl", "up", "--first-steps-only"]
 
 
 def test_the_services_image_has_no_torch_and_the_model_image_a_cpu_one():
@@ -96,7 +121,7 @@ def test_the_services_image_has_no_torch_and_the_model_image_a_cpu_one():
     assert "requirements.py model" in model_stage
     assert f"--index-url {requirements.CPU_TORCH_INDEX}" in model_stage
     trainer = SERVICES["trainer"]
-    assert trainer["build"]["target"] == "model" and trainer["profiles"] == ["model"]
+    assert trainer["build"]["target"] == "model" and "profiles" not in trainer
 
 
 @pytest.mark.parametrize("name", LONG_RUNNING)
@@ -115,7 +140,7 @@ def test_the_collector_is_healthy_when_ready_and_serves_metrics_apart():
     assert metrics != port and f"{metrics}:{metrics}" in svc["ports"]
 
 
-@pytest.mark.parametrize("name", PLATFORM + ("trainer",))
+@pytest.mark.parametrize("name", PLATFORM + MODEL)
 def test_platform_service_command_is_a_real_rtrl_subcommand(name):
     command = SERVICES[name]["command"]
     assert command[0] == "rtrl"

@@ -118,3 +118,37 @@ def _answers(url: str) -> bool:
 @pytest.fixture(autouse=True)
 def _no_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RTRL_CONFIG", raising=False)
+
+
+def test_the_first_steps_alone_are_done_once_against_the_configured_kafka(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """docker compose's setup: `rtrl up --first-steps-only` makes the topics, the first
+    checkpoint and a key against the configuration's Kafka, then exits; run again (a restarted
+    setup) it makes none of them twice."""
+    from checkpoints.store import CheckpointRegistry
+    from infra.topics import TopicNames
+
+    prefix = f"up{os.getpid()}."
+    config = tmp_path / "rtrl.toml"
+    config.write_text(f'[kafka]\nbootstrap = "{kafka_bootstrap}"\ntopic_prefix = "{prefix}"\n\n'
+                      f'[paths]\nregistry = "{tmp_path / "checkpoints"}"\n'
+                      f'key_db = "{tmp_path / "keys.sqlite"}"\n')  # fmt: skip
+    argv = [sys.executable, "-m", "rtrl.cli", "--config", str(config), "up", "--first-steps-only",
+            "--data-dir", str(tmp_path / "up"), "--model", "tiny"]  # fmt: skip
+    keys = []
+    for _ in range(2):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        keys.append((tmp_path / "up" / "api-key").read_text())
+    assert [c.checkpoint_id for c in CheckpointRegistry(tmp_path / "checkpoints").list()] == [
+        "base-0000"
+    ]
+    assert keys[0] == keys[1] and keys[0].startswith("rtrl_")
+    listed = subprocess.run([sys.executable, "-m", "rtrl.cli", "--config", str(config), "keys",
+                             "list"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert [line.split()[1] for line in listed.stdout.splitlines()[1:]] == ["default"], listed
+    from confluent_kafka.admin import AdminClient
+
+    topics = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=30).topics
+    assert TopicNames(prefix).events in topics and TopicNames(prefix).checkpoints in topics

@@ -14,22 +14,27 @@ import logging
 import os
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import httpx
 
 from agent.harness import Harness, Turn
 from agent.sandbox import Grade
 from agent.tasks import load_tasks
+from infra.lifetime import sigterm_stops
 from infra.settings_cli import Option, SettingsOptions
 from ingest.sdk import Client, SdkConfig
 from models.sampling import SamplingParams
-from rtrl.worlds.code_world import Outcome, React, answer_and_react, tally
+from rtrl.worlds.code_world import CodeWorldSettings, Outcome, React, answer_and_react, tally
 from rtrl.worlds.http_users import Later, ask_text
+from rtrl.worlds.steady_traffic import Traffic, steady
 from rtrl.worlds.text_users import HiddenTaste, Reaction, react
 
 log = logging.getLogger("rtrl.simulate")
 KEY_ENV = "RTRL_API_KEY"
+_WORLD = CodeWorldSettings()  # the code world's tasks and sampling settings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,8 +46,33 @@ class SimulateSettings:
     org: str = field(metadata={"help": "the org the API key belongs to"})
     users: int = field(default=20, metadata={"help": "simulated users"})
     per_user: int = field(default=1, metadata={"help": "tasks per user"})
-    max_tokens: int = 256  # the most tokens of each answer; its option has no help
+    max_tokens: int = _WORLD.max_tokens  # the most tokens of each answer; its option has no help
     seed: int = 0  # the users' tastes and tasks; its option has no help
+    temperature: float = field(
+        default=_WORLD.temperature, metadata={"help": "sampling temperature (the code world's)"}
+    )
+    tasks: Literal["easy", "shipped"] = field(
+        default="easy", metadata={"help": "the code world's easy tasks, or the shipped harder ones"}
+    )
+    rate_per_min: float = field(
+        default=0.0,
+        metadata={
+            "help": "steady traffic: interactions a minute (Poisson arrivals) from the --users "
+            "users, until SIGTERM or Ctrl-C (or --duration-s); 0: each user's --per-user tasks "
+            "once, then exit"
+        },
+    )
+    duration_s: float = field(
+        default=0.0, metadata={"help": "steady traffic: stop after this long (0: when told)"}
+    )
+    threads: int = field(
+        default=4, metadata={"help": "steady traffic: interactions in flight at most"}
+    )
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(max_tokens=self.max_tokens, temperature=self.temperature,
+                              stop=_WORLD.stop)  # fmt: skip
 
 
 _REQUIRED = Option(required=True)
@@ -61,26 +91,50 @@ SIMULATE_OPTIONS = SettingsOptions(
 
 
 def simulate(http: httpx.Client, sdk: Client, users: int, per_user: int, seed: int,
-             max_tokens: int = 256) -> Counter[str]:  # fmt: skip
+             params: SamplingParams | None = None,
+             tasks: Literal["easy", "shipped"] = "easy") -> Counter[str]:  # fmt: skip
     """``users`` users with hidden tastes, ``per_user`` tasks each; returns what happened
     (``rtrl.worlds.code_world.tally``). Their second looks at accepted edits are reported a few
     seconds after the last answer."""
     rng = random.Random(seed)
-    tasks = load_tasks()
+    pool = load_tasks(tasks)
     harness = Harness()
-    params = SamplingParams(max_tokens=max_tokens)
+    params = params or SimulateSettings(gateway="", collector="", org="").sampling
     outcomes: list[Outcome] = []
     later = Later(sdk)
     for u in range(users):
         user_id, taste = f"u_sim{seed}_{u:05d}", HiddenTaste.draw(rng)
         for _ in range(per_user):
-            task = rng.choice(tasks)
+            task = rng.choice(pool)
             answer = ask_text(http, user_id, task.prompt, params)
             fields = {"user_id": user_id, "session_id": f"s_{user_id}"}
             outcomes.append(answer_and_react(
                 sdk, answer, task, _reacting(taste, rng), fields, later, harness))  # fmt: skip
     later.drain()
     return tally(outcomes)
+
+
+def simulate_steady(http: httpx.Client, sdk: Client, settings: SimulateSettings,
+                    stop: Callable[[], bool]) -> tuple[Counter[str], Traffic[Outcome]]:  # fmt: skip
+    """Steady traffic (``rtrl.worlds.steady_traffic``) from a pool of ``settings.users`` users,
+    each with a hidden taste and many interactions over time, asking for the world's tasks."""
+    draw = random.Random(settings.seed)
+    tastes = [HiddenTaste.draw(draw) for _ in range(settings.users)]
+    pool = load_tasks(settings.tasks)
+    harness, later, params = Harness(), Later(sdk), settings.sampling
+
+    def one(rng: random.Random) -> Outcome:
+        u = rng.randrange(settings.users)
+        user_id, task = f"u_sim{settings.seed}_{u:05d}", rng.choice(pool)
+        answer = ask_text(http, user_id, task.prompt, params)
+        fields = {"user_id": user_id, "session_id": f"s_{user_id}"}
+        return answer_and_react(sdk, answer, task, _reacting(tastes[u], rng), fields, later,
+                                harness)  # fmt: skip
+
+    traffic = steady(one, settings.rate_per_min, stop, seed=settings.seed,
+                     threads=settings.threads, duration_s=settings.duration_s)  # fmt: skip
+    later.drain()
+    return tally(traffic.outcomes), traffic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -104,11 +158,14 @@ def _run(args: argparse.Namespace) -> int:
         httpx.Client(base_url=settings.gateway, headers=headers, timeout=600) as http,
         Client(config) as sdk,
     ):
-        tally = simulate(
-            http, sdk, settings.users, settings.per_user, settings.seed, settings.max_tokens
-        )
+        if settings.rate_per_min > 0:
+            counts, traffic = simulate_steady(http, sdk, settings, sigterm_stops())
+            counts.update(failed=sum(traffic.failed.values()), shed=traffic.shed)
+        else:
+            counts = simulate(http, sdk, settings.users, settings.per_user, settings.seed,
+                              settings.sampling, settings.tasks)  # fmt: skip
         left = sdk.flush(timeout=60)
-    print(" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
+    print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())))
     if left:
         log.warning("%d events not yet acknowledged (kept in the SDK's spool)", left)
     return 0

@@ -8,7 +8,8 @@ from __future__ import annotations
 import httpx
 
 from ingest.sdk import Client, SdkConfig
-from rtrl.simulate import simulate
+from models.sampling import SamplingParams
+from rtrl.simulate import SimulateSettings, simulate, simulate_steady
 from tests.support.collector import ORG, drain_events
 from tests.support.gateway import Serve, rollouts
 
@@ -27,7 +28,8 @@ def test_users_ask_the_gateway_and_report_through_the_sdk(
         with httpx.Client(base_url=serve.url, timeout=120,
                           headers={"Authorization": f"Bearer {collector.key}"}) as http, \
                 Client(sdk_config) as sdk:  # fmt: skip
-            tally = simulate(http, sdk, users=6, per_user=2, seed=3, max_tokens=24)
+            tally = simulate(http, sdk, users=6, per_user=2, seed=3,
+                             params=SamplingParams(max_tokens=24))  # fmt: skip
             assert sdk.flush(timeout=60) == 0
     finally:
         serve.stop()
@@ -44,3 +46,33 @@ def test_users_ask_the_gateway_and_report_through_the_sdk(
         assert {e["checkpoint_id"] for e in evs} == {served[interaction].checkpoint_id}
         assert len({e["user_id"] for e in evs}) == 1
     assert len({e["user_id"] for e in events}) == 6
+
+
+def test_steady_users_arrive_at_the_rate_until_the_end_and_every_event_lands(
+        tmp_path, registry, collector, kafka_bootstrap, topic_names):  # fmt: skip
+    serve = Serve(
+        ["--registry", str(registry.root), "--checkpoint", "t-0000", "--key-db",
+         str(collector.config.key_db), "--bootstrap", kafka_bootstrap, "--topic-prefix",
+         topic_names.prefix, "--max-tokens", "16", "--no-follow"],
+        tmp_path / "serve.log",
+    )  # fmt: skip
+    sdk_config = SdkConfig(endpoint=collector.url, api_key=collector.key, org_id=ORG,
+                           spool_path=tmp_path / "spool.db")  # fmt: skip
+    settings = SimulateSettings(gateway=serve.url, collector=collector.url, org=ORG, users=3,
+                                max_tokens=16, rate_per_min=120, duration_s=10,
+                                threads=2)  # fmt: skip
+    try:
+        with httpx.Client(base_url=serve.url, timeout=120,
+                          headers={"Authorization": f"Bearer {collector.key}"}) as http, \
+                Client(sdk_config) as sdk:  # fmt: skip
+            tally, traffic = simulate_steady(http, sdk, settings, stop=lambda: False)
+            assert sdk.flush(timeout=60) == 0
+    finally:
+        serve.stop()
+    assert 20 - 5 * 20**0.5 < traffic.started < 20 + 5 * 20**0.5  # ~20 arrivals in 10 s
+    assert traffic.failed == {} and tally["interactions"] == len(traffic.outcomes)
+    assert tally["interactions"] + traffic.shed == traffic.started
+    events = drain_events(kafka_bootstrap, topic_names.events)
+    interactions = {o.answer.interaction_id for o in traffic.outcomes}
+    assert {e["interaction_id"] for e in events} == interactions
+    assert {e["user_id"] for e in events} <= {f"u_sim0_{u:05d}" for u in range(3)}

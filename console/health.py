@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from console.readers import Scrape
+from console.service_state import service_of, state_of
 
 _KEY = re.compile(r"^(?P<name>[a-z_:]+)(?:\{(?P<labels>.*)\})?$")
 # counters by reason: (source shown on the page, sample name, label holding the reason); the
@@ -105,7 +106,7 @@ def health(histories: Sequence[Sequence[Scrape]], window_s: float) -> dict[str, 
         if not history:
             continue
         now = history[-1]
-        services.append({"url": now.url, "up": now.error is None, "error": now.error})
+        services.append(service_row(history))
         if now.error is not None:
             continue
         then = _window_start(history, window_s)
@@ -125,6 +126,25 @@ def health(histories: Sequence[Sequence[Scrape]], window_s: float) -> dict[str, 
             if lag is not None:
                 lags.append({"what": what, "messages": lag})
     return {"services": services, "ingest": ingest, "dead_letters": dead, "lags": lags}
+
+
+def service_row(history: Sequence[Scrape]) -> dict[str, Any]:
+    """One service on the page: its name (from its newest good scrape: a dead service keeps
+    the name it had alive), whether it answers, and what it is doing, or why it does not.
+
+    >>> alive = Scrape("http://t/metrics", 0.0, {"rtrl_trainer_rounds_total{outcome=x}": 0.0})
+    >>> dead = Scrape("http://t/metrics", 9.0, {}, "http://t/metrics: ConnectError: refused")
+    >>> row = service_row([alive, dead])
+    >>> row["service"], row["up"], row["state"]
+    ('trainer', False, 'down: http://t/metrics: ConnectError: refused')
+    """
+    now = history[-1]
+    good = [s for s in history if s.error is None]
+    name = service_of(good[-1].samples) if good else None
+    up = now.error is None
+    state = state_of(name, now.samples) if up else f"down: {now.error}"
+    return {"url": now.url, "service": name or now.url, "up": up, "state": state,
+            "error": now.error}  # fmt: skip
 
 
 def lag_point(at: float, lags: Sequence[dict[str, Any]]) -> dict[str, Any]:

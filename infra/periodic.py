@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 
 def run_every(step: Callable[[], bool], interval_s: float, stop: threading.Event,
-              retry_on: tuple[type[BaseException], ...], log: logging.Logger) -> int:  # fmt: skip
+              retry_on: tuple[type[BaseException], ...], log: logging.Logger,
+              on_pass: Callable[[str, float], None] | None = None) -> int:  # fmt: skip
     """Call ``step`` until ``stop`` is set: again at once when it did some work (returned True),
-    after ``interval_s`` when it found none; returns how many steps did work.
+    after ``interval_s`` when it found none; returns how many steps did work. ``on_pass`` is
+    told each step's outcome (``worked``, ``idle``, ``given_up``) and seconds (the metrics).
 
     >>> done = threading.Event()
     >>> work = iter([True, True, False])
@@ -33,12 +36,16 @@ def run_every(step: Callable[[], bool], interval_s: float, stop: threading.Event
         raise ValueError("interval_s must be > 0")
     worked = 0
     while not stop.is_set():
+        started, outcome = time.monotonic(), "given_up"
         try:
             did_work = step()
+            outcome = "worked" if did_work else "idle"
         except retry_on as exc:
             log.warning("given up (%s: %s); trying again in %g s", type(exc).__name__, exc,
                         interval_s)  # fmt: skip
             did_work = False
+        if on_pass is not None:
+            on_pass(outcome, time.monotonic() - started)
         if did_work:
             worked += 1
         else:

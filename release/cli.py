@@ -51,13 +51,28 @@ def _decide(args: argparse.Namespace) -> int:
     if options.watch:
         import duckdb
 
+        from infra.watch_metrics import WatchMetrics
+
+        metrics = WatchMetrics("canary")
+        server = metrics.serve(options.metrics_port) if options.metrics_port is not None else None
+        judged: dict[str, float] = {}
+
         def step() -> bool:
-            _look_all(options)
+            judged["canaries_judged"] = max(_look_all(options), 0)
             return False  # polled again after the interval; no new data, no look
 
+        def on_pass(outcome: str, seconds: float) -> None:
+            worked = outcome == "idle" and judged.get("canaries_judged", 0) > 0
+            metrics.passed("worked" if worked else outcome, seconds, judged)
+
         stop = threading.Event()
-        with stop_signals_call(lambda _signum, _frame: stop.set()):
-            run_every(step, options.interval_s, stop, (OSError, RuntimeError, duckdb.Error), log)
+        try:
+            with stop_signals_call(lambda _signum, _frame: stop.set()):
+                run_every(step, options.interval_s, stop, (OSError, RuntimeError, duckdb.Error),
+                          log, on_pass)  # fmt: skip
+        finally:
+            if server is not None:
+                server.shutdown()
         return 0
     return 0 if _look_all(options) >= 0 else 2
 

@@ -145,6 +145,13 @@ class CanaryDecideOptions:
     topic_prefix: str = field(default="", metadata={"help": TOPIC_PREFIX_HELP})
     watch: bool = False
     interval_s: float = DECIDE_INTERVAL_S
+    metrics_port: int | None = field(
+        default=None,
+        metadata={
+            "help": "with --watch: Prometheus metrics on this port (/metrics): passes by "
+            "outcome, the last pass's time and canaries judged (infra/watch_metrics.py)"
+        },
+    )
 
 
 _REPEATED_ID = Option(action="append", metavar="ID")

@@ -93,7 +93,7 @@ key_db = "{d / "keys.sqlite"}"
 
 def metrics_ports(settings: UpSettings) -> dict[str, int]:
     """Each service with a Prometheus endpoint, and its port."""
-    names = ("collector", "stream", "sink", "gateway", "trainer")
+    names = ("collector", "stream", "sink", "gateway", "trainer", "batches", "canary")
     return {name: settings.metrics_port + n for n, name in enumerate(names)}
 
 
@@ -109,12 +109,14 @@ def service_commands(settings: UpSettings) -> dict[str, list[str]]:
         "stream": ["stream", "worker", "--data-dir", str(settings.data_dir / "stream"),
                    "--metrics-port", str(ports["stream"])],
         "sink": ["warehouse", "sink", "--metrics-port", str(ports["sink"])],
-        "batches": ["batches", "build", "--watch", "--interval-s", every],
+        "batches": ["batches", "build", "--watch", "--interval-s", every,
+                    "--metrics-port", str(ports["batches"])],
         "trainer": ["train", "--watch", "--publish", "--interval-s", every,
                     "--metrics-port", str(ports["trainer"]), *shlex.split(settings.train_args)],
         "gateway": ["serve", "--port", str(settings.gateway_port),
                     "--metrics-port", str(ports["gateway"]), *serve_engine],
-        "canary": ["canary", "decide", "--watch", "--publish", "--interval-s", every],
+        "canary": ["canary", "decide", "--watch", "--publish", "--interval-s", every,
+                   "--metrics-port", str(ports["canary"])],
         "console": ["console", "--port", str(settings.console_port), "--metrics", *metrics],
     }  # fmt: skip
 

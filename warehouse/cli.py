@@ -143,6 +143,10 @@ def _register_batches(sub: argparse._SubParsersAction) -> None:
     bb.add_argument("--no-publish", action="store_true", help="do not announce on Kafka")
     BUILD_OPTIONS.add_to(bb)
     add_watch_args(bb, "rebuild the catalog, then build and announce what is due", 60.0)
+    bb.add_argument("--metrics-port", type=int, default=None,
+                    help="with --watch: Prometheus metrics on this port (/metrics): passes "
+                    "by outcome, the last pass's time and batches "
+                    "(infra/watch_metrics.py)")  # fmt: skip
     add_command(bsub, "list", _batches_list, BATCH_LIST_OPTIONS, help="show the manifest")
 
 
@@ -247,14 +251,19 @@ def _batches_build(args: argparse.Namespace) -> int:
     from infra.lifetime import stop_signals_call
     from infra.periodic import run_every
     from infra.topics import TopicNames
+    from infra.watch_metrics import WatchMetrics
     from warehouse.batches import announce_missing, build_batches
 
     store = _store(args.root, must_exist=not args.watch)
     config = BUILD_OPTIONS.read(args)
     log = logging.getLogger("rtrl.batches")
 
+    made: dict[str, float] = {}
+
     def build() -> bool:
         entries = build_batches(store, config, db=args.db)
+        made.update(offered=sum(e.offered for e in entries),
+                    quarantined=sum(not e.offered for e in entries))  # fmt: skip
         for e in entries:
             print(
                 f"{e.batch_id}  {e.quality:6}  {'offered' if e.offered else 'quarantined'}  "
@@ -276,10 +285,21 @@ def _batches_build(args: argparse.Namespace) -> int:
     log.info("building the batches due in %s every %.0f s (interactions closed %d s ago or "
              "more, at least %d rows a batch)", store.root, args.interval_s, config.settle_s,
              config.min_rows)  # fmt: skip
-    with stop_signals_call(lambda _signum, _frame: stop.set()):
-        run_every(
-            build, args.interval_s, stop, (KafkaException, RuntimeError, OSError, duckdb.Error), log
-        )
+    metrics = WatchMetrics("batches")
+    server = metrics.serve(args.metrics_port) if args.metrics_port is not None else None
+
+    def on_pass(outcome: str, seconds: float) -> None:  # a build that made batches worked
+        worked = outcome == "idle" and any(made.values())
+        metrics.passed("worked" if worked else outcome, seconds, made)
+        made.clear()
+
+    try:
+        with stop_signals_call(lambda _signum, _frame: stop.set()):
+            retry_on = (KafkaException, RuntimeError, OSError, duckdb.Error)
+            run_every(build, args.interval_s, stop, retry_on, log, on_pass)
+    finally:
+        if server is not None:
+            server.shutdown()
     return 0
 
 

@@ -178,7 +178,7 @@ function drawExperiment(s) {
 function drawHealth(s) {
   const h = s.health;
   fillTable("ingest", h.ingest, (r) => [r.what, fmt(r.total), fmt(r.per_s, 2)], (r) => ({ what: r.what }), "no metrics endpoint given");
-  fillTable("services", h.services, (r) => [r.url, r.up ? "up" : `down: ${r.error}`], (r) => ({ up: r.up }), "none");
+  fillTable("services", h.services, (r) => [r.service, r.state], (r) => ({ up: r.up, url: r.url }), "none");
   fillTable("dlq", h.dead_letters, (r) => [r.source, r.reason, fmt(r.total), fmt(r.per_s, 2)],
             (r) => ({ source: r.source, reason: r.reason, total: r.total }), "no dead letters");
   fillTable("dlq-landed", h.dlq_landed, (r) => [r.reason, r.stage, fmt(r.n)], (r) => ({ reason: r.reason }), "none landed");

@@ -133,7 +133,19 @@ def test_the_page_follows_the_platform_without_a_reload(
         rerun = httpx.get(href, timeout=120).json()
         assert rerun["outcome"]["decision"] == "rollout" and rerun["outcome"]["reproduced"] is True
 
+        # every service by its name and state; 4. the gateway dies: its row says so, named
+        gateway_row = _row("services", url=gateway_metrics)
+        assert browser.evaluate(f"{gateway_row}.cells[0].textContent") == "gateway"
+        assert browser.evaluate(f"{gateway_row}.dataset.up") == "true"
+        collector_row = _row("services", url=str(collector.running.metrics_url))
+        assert browser.evaluate(f"{collector_row}.cells[0].textContent") == "collector"
         browser.screenshot(SCREENSHOT)
+        started = time.monotonic()
+        gateway.stop()
+        delays["dead service"] = _seen_after(started, browser,
+                                             f"{gateway_row}?.dataset.up === 'false'")  # fmt: skip
+        assert browser.evaluate(f"{gateway_row}.cells[0].textContent") == "gateway"
+        assert browser.evaluate(f"{gateway_row}.cells[1].textContent").startswith("down: ")
         print(json.dumps({k: round(v, 3) for k, v in delays.items()}))
         # within the refresh interval, plus reading the sources and drawing, with room for a
         # loaded machine; a page that needs a reload never gets there

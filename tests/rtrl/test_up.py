@@ -59,7 +59,7 @@ def _wait(what: str, ready, timeout: float, up: subprocess.Popen[str]) -> None: 
 def test_rtrl_up_runs_every_service_restarts_a_dead_one_and_stops_them_all(
     tmp_path: Path,
 ) -> None:
-    data, base = tmp_path / "up", free_port_block(12)
+    data, base = tmp_path / "up", free_port_block(14)
     ports = {"kafka": base, "collector": base + 3, "gateway": base + 4, "console": base + 5}
     argv = [sys.executable, "-m", "rtrl.cli", "up", "--data-dir", str(data), "--model", "tiny",
             "--engine", "transformers", "--kafka-port", str(ports["kafka"]),
@@ -85,6 +85,10 @@ def test_rtrl_up_runs_every_service_restarts_a_dead_one_and_stops_them_all(
         assert answer.choices[0].message.content is not None
         assert _answers(f"http://127.0.0.1:{ports['collector']}/readyz")
         assert _answers(f"http://127.0.0.1:{ports['console']}/")
+        named = {"collector", "stream worker", "warehouse sink", "gateway", "trainer",
+                 "batch builder", "canary"}  # fmt: skip
+        snapshot = f"http://127.0.0.1:{ports['console']}/api/snapshot"
+        _wait("the live page's services", lambda: _services(snapshot) == named, 120, up)
 
         killed = status["collector"][1]
         os.kill(killed, signal.SIGKILL)  # supervisord starts it again
@@ -106,6 +110,15 @@ def test_rtrl_up_runs_every_service_restarts_a_dead_one_and_stops_them_all(
     assert "stopping every service, then the broker" in said and "stopped" in said
     for name in ("broker", *SERVICES):
         assert (data / "logs" / f"{name}.log").stat().st_size > 0, name
+
+
+def _services(snapshot: str) -> set[str]:
+    """The services the live page shows up, by name."""
+    try:
+        rows = httpx.get(snapshot, timeout=10).json()["health"]["services"]
+    except (httpx.HTTPError, KeyError, ValueError):
+        return set()
+    return {row["service"] for row in rows if row["up"]}
 
 
 def _answers(url: str) -> bool:

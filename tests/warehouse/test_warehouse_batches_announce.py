@@ -4,13 +4,17 @@ a service until SIGTERM."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 
+import httpx
+
 from infra.compacted import read_latest
+from infra.ports import free_port_block
 from tests.support.warehouse import land, records_and_events
 from warehouse.batches import announce_missing, build_batches
 from warehouse.store import Store
@@ -36,6 +40,7 @@ def test_the_batch_service_builds_and_announces_until_sigterm(kafka_bootstrap, t
                                                               tmp_path):  # fmt: skip
     root = tmp_path / "wh"
     log = tmp_path / "batches.log"
+    metrics_port = free_port_block(1)
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [
@@ -55,6 +60,8 @@ def test_the_batch_service_builds_and_announces_until_sigterm(kafka_bootstrap, t
                 kafka_bootstrap,
                 "--topic-prefix",
                 topic_names.prefix,
+                "--metrics-port",
+                str(metrics_port),
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -72,6 +79,14 @@ def test_the_batch_service_builds_and_announces_until_sigterm(kafka_bootstrap, t
             assert proc.poll() is None, log.read_text()[-2000:]
             assert time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.5)
+        # its metrics: the pass that built the batches worked (counted once it has ended)
+        worked = re.compile(r'^rtrl_batches_passes_total\{outcome="worked"\} [1-9]', re.M)
+        scraped = ""
+        while not worked.search(scraped):
+            assert time.monotonic() < deadline, scraped
+            scraped = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
+            time.sleep(0.2)
+        assert re.search(r"^rtrl_batches_last_pass_timestamp_seconds [1-9]", scraped, re.M)
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(60)

@@ -115,7 +115,9 @@ def simulate(http: httpx.Client, sdk: Client, users: int, per_user: int, seed: i
 
 
 def simulate_steady(http: httpx.Client, sdk: Client, settings: SimulateSettings,
-                    stop: Callable[[], bool]) -> tuple[Counter[str], Traffic[Outcome]]:  # fmt: skip
+                    stop: Callable[[], bool],
+                    traffic: Traffic[Outcome] | None = None,
+                    ) -> tuple[Counter[str], Traffic[Outcome]]:  # fmt: skip
     """Steady traffic (``rtrl.worlds.steady_traffic``) from a pool of ``settings.users`` users,
     each with a hidden taste and many interactions over time, asking for the world's tasks."""
     draw = random.Random(settings.seed)
@@ -132,7 +134,8 @@ def simulate_steady(http: httpx.Client, sdk: Client, settings: SimulateSettings,
                                 harness)  # fmt: skip
 
     traffic = steady(one, settings.rate_per_min, stop, seed=settings.seed,
-                     threads=settings.threads, duration_s=settings.duration_s)  # fmt: skip
+                     threads=settings.threads, duration_s=settings.duration_s,
+                     traffic=traffic)  # fmt: skip
     later.drain()
     return tally(traffic.outcomes), traffic
 

@@ -107,7 +107,7 @@ def service_commands(settings: UpSettings) -> dict[str, list[str]]:
         "collector": ["collector", "--port", str(settings.collector_port),
                       "--metrics-port", str(ports["collector"])],
         "stream": ["stream", "worker", "--data-dir", str(settings.data_dir / "stream"),
-                   "--metrics-port", str(ports["stream"])],
+                   "--metrics-port", str(ports["stream"]), "--no-supervisor"],
         "sink": ["warehouse", "sink", "--metrics-port", str(ports["sink"])],
         "batches": ["batches", "build", "--watch", "--interval-s", every,
                     "--metrics-port", str(ports["batches"])],

@@ -43,13 +43,15 @@ def steady(
     threads: int = 4,
     duration_s: float = 0.0,
     progress_s: float = 60.0,
+    traffic: Traffic[T] | None = None,
 ) -> Traffic[T]:
     """Call ``one`` (given a random generator of its own, seeded from ``seed``) at
     ``rate_per_min`` a minute on average, until ``stop()`` or ``duration_s`` (0: no end); then
-    wait for the interactions in flight and return what happened."""
+    wait for the interactions in flight and return what happened (into ``traffic`` when given,
+    which another thread may read as it fills)."""
     if rate_per_min <= 0:
         raise ValueError("rate_per_min must be > 0")
-    rng, traffic = random.Random(seed), Traffic[T]()
+    rng, traffic = random.Random(seed), traffic if traffic is not None else Traffic[T]()
     started = time.monotonic()
     end = started + duration_s if duration_s > 0 else float("inf")
     next_at, next_log = started, started + progress_s

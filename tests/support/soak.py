@@ -74,6 +74,8 @@ class Soak:
     faults: list[FaultRecord] = field(default_factory=list)
     traffic: Traffic[Outcome] = field(default_factory=Traffic)
     sdk_counts: dict[str, int] = field(default_factory=dict)
+    served_since: dict[str, float] = field(default_factory=dict)  # checkpoint -> first seen, s
+    cpu_s: dict[str, float] = field(default_factory=dict)  # service -> CPU seconds
 
     def __post_init__(self) -> None:
         base = free_port_block(14)
@@ -82,6 +84,7 @@ class Soak:
         self.data = self.root / "up"
         self.config = self.root / "rtrl.toml"
         self._up: subprocess.Popen[str] | None = None
+        self._t0 = time.monotonic()
 
     # --- the topology -------------------------------------------------------------------
     def start(self, timeout_s: float = 300) -> None:
@@ -158,6 +161,34 @@ gate_min_users = 3
             out[name.split(":")[-1]] = (state, pid)
         return out
 
+    # --- what is served, and what each service costs ---------------------------------------
+    def watch(self, stop: threading.Event, every_s: float = 5.0) -> None:
+        """Until ``stop``: when each checkpoint first serves (seconds from the traffic's start,
+        asked in privacy mode: no rollout), and each service's CPU seconds (each of its
+        processes' and their children's, summed over restarts)."""
+        import psutil
+
+        from rtrl.worlds.http_users import serving
+
+        headers = {"Authorization": f"Bearer {self.key}"}
+        cpu_by_pid: dict[tuple[str, int], float] = {}
+        with httpx.Client(base_url=self.gateway, headers=headers, timeout=60) as http:
+            while not stop.wait(every_s):
+                try:
+                    served = serving(http)
+                    self.served_since.setdefault(served, round(time.monotonic() - self._t0, 1))
+                except (httpx.HTTPError, KeyError):
+                    pass
+                for name, (_, pid) in self.status().items():
+                    try:
+                        root = psutil.Process(pid)
+                        procs = [root, *root.children(recursive=True)]
+                        cpu_by_pid[(name, pid)] = sum(sum(p.cpu_times()[:2]) for p in procs)
+                    except (psutil.Error, ValueError):
+                        continue
+        for (name, _), seconds in cpu_by_pid.items():
+            self.cpu_s[name] = self.cpu_s.get(name, 0.0) + seconds
+
     # --- traffic and faults ---------------------------------------------------------------
     def run_traffic(self) -> None:
         """Steady traffic for the plan's time, the faults at their times; the SDK flushed."""
@@ -173,8 +204,11 @@ gate_min_users = 3
                 Client(sdk_config) as sdk:  # fmt: skip
             users = threading.Thread(target=simulate_steady, args=(http, sdk, settings,
                                      lambda: False, self.traffic), daemon=True)  # fmt: skip
-            started = time.monotonic()
+            started = self._t0 = time.monotonic()
+            watching = threading.Event()
+            watcher = threading.Thread(target=self.watch, args=(watching,), daemon=True)
             users.start()
+            watcher.start()
             for at, what, lasts in p.faults:
                 time.sleep(max(0.0, started + at - time.monotonic()))
                 answered, failed = len(self.traffic.outcomes), sum(self.traffic.failed.values())
@@ -182,6 +216,8 @@ gate_min_users = 3
                 self.faults.append(FaultRecord(what, round(time.monotonic() - started, 1), lasts,
                                                answered, failed))  # fmt: skip
             users.join()
+            watching.set()
+            watcher.join(60)
             left = sdk.flush(timeout=180)
             self.sdk_counts = {**vars(sdk.counters()), "left": left}
         for record, after in zip(self.faults, [*self.faults[1:], None], strict=True):
@@ -257,6 +293,8 @@ gate_min_users = 3
             "arrivals_shed": self.traffic.shed,
             "faults": [vars(f) for f in self.faults],
             "checkpoints": self.checkpoints(),
+            "served_since_s": self.served_since,
+            "cpu_s": {k: round(v, 1) for k, v in sorted(self.cpu_s.items())},
             "broken": broken,
         }
 

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""The soak of the production topology, long: `rtrl up` (every service a process of its own
+under supervisord) with steady simulated traffic (`rtrl simulate`'s users, the code world's
+tasks), while the trainer is killed, the broker stopped, the machine starved by a CPU hog; then
+the invariants the short test holds (``tests/rtrl/test_soak.py``) and the figures: when each
+promoted checkpoint first served (seconds from the first traffic), the rounds by outcome,
+requests answered and failed across each fault, events accepted and landed, and each service's
+CPU seconds (its process and its children, over its restarts, sampled every 5 s).
+
+    python bench/soak.py [--model smollm2-135m --engine llama.cpp] [--traffic-min 30]
+                         [--rate 6] [--root /tmp/rtrl-soak]
+
+The limits it prints beside its figures are the issue's: no broken invariant, no failed
+request, every answered interaction recorded. Figures to stdout and ``bench/out/soak.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT.parent))
+from _common import format_table, machine, reexec_in_venv, write_results  # noqa: E402
+
+reexec_in_venv(__file__)
+
+from rtrl.up_plan import CPU_TRAIN_ARGS  # noqa: E402
+from tests.support.soak import TINY_TRAIN_ARGS, Soak, SoakPlan  # noqa: E402
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="tiny")
+    p.add_argument("--engine", default="transformers", choices=("transformers", "llama.cpp"))
+    p.add_argument("--traffic-min", type=float, default=10.0)
+    p.add_argument("--rate", type=float, default=20.0, help="interactions a minute")
+    p.add_argument("--users", type=int, default=24)
+    p.add_argument("--max-tokens", type=int, default=16)
+    p.add_argument("--root", type=Path, default=Path("/tmp/rtrl-soak"))
+    args = p.parse_args()
+    minutes = args.traffic_min * 60
+    faults = ((0.15 * minutes, "kill the trainer", 0.0), (0.4 * minutes, "stop the broker", 30.0),
+              (0.65 * minutes, "starve the machine", 60.0))  # fmt: skip
+    train_args = TINY_TRAIN_ARGS if args.model == "tiny" else " ".join(CPU_TRAIN_ARGS)
+    plan = SoakPlan(model=args.model, engine=args.engine, traffic_s=minutes,
+                    rate_per_min=args.rate, users=args.users, max_tokens=args.max_tokens,
+                    train_args=train_args, faults=faults, window_s=60, late_s=60,
+                    check_every_s=15.0)  # fmt: skip
+    shutil.rmtree(args.root, ignore_errors=True)
+    args.root.mkdir(parents=True)
+    soak = Soak(args.root, plan)
+    started = time.monotonic()
+    try:
+        soak.start()
+        soak.run_traffic()
+        soak.wait_for_records(timeout_s=600)
+        figures = soak.invariants()
+    finally:
+        code = soak.stop()
+    figures["stop_exit"] = code
+    figures["wall_s"] = round(time.monotonic() - started, 1)
+    trainer_log = (soak.data / "logs" / "trainer.log").read_text()
+    figures["rounds_given_up"] = trainer_log.count("given up")
+    figures["plan"] = {"model": args.model, "engine": args.engine, "traffic_min": args.traffic_min,
+                       "rate_per_min": args.rate, "users": args.users}  # fmt: skip
+    figures["machine"] = machine()
+    print(format_table(["fault", "at (s)", "lasted (s)", "answered", "failed"],
+                       [[f["what"], f["at_s"], f["lasted_s"], f["answered"], f["failed"]]
+                        for f in figures["faults"]]))  # fmt: skip
+    print(format_table(["checkpoint", "parent", "status", "first served (s)"],
+                       [[c["id"], c["parent"] or "-", c["status"],
+                         figures["served_since_s"].get(c["id"], "-")]
+                        for c in figures["checkpoints"]]))  # fmt: skip
+    print(format_table(["service", "CPU s", "share"],
+                       [[k, v, f"{v / max(sum(figures['cpu_s'].values()), 1e-9):.0%}"]
+                        for k, v in figures["cpu_s"].items()]))  # fmt: skip
+    print(f"events accepted {figures['events_accepted']}, archived {figures['events_archived']}"
+          f" (limit: equal), late {figures['events_late']}; interactions answered "
+          f"{figures['interactions_answered']}, recorded {figures['interactions_recorded']} "
+          f"(limit: equal); requests failed {figures['requests_failed'] or 0} (limit 0); "
+          f"broken invariants {figures['broken'] or 'none'} (limit none); wall "
+          f"{figures['wall_s']} s")  # fmt: skip
+    path = write_results("soak", figures)
+    print(f"written {path}")
+    print(json.dumps({"broken": figures["broken"]}))
+    return 0 if not figures["broken"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -216,6 +216,16 @@ class CheckpointRegistry:
         latest promoted checkpoint; None before the first (``checkpoints.lines``)."""
         return serving_for(self.list(), org_id)
 
+    def remove(self, checkpoint_id: str) -> None:
+        """Delete the checkpoint, its weights and record (``rtrl forget --org``): renamed out of
+        the registry's listing first, so that a crash midway leaves it gone, not half there."""
+        path = self._dir(checkpoint_id)
+        if not (path / INFO_FILE).is_file():
+            raise KeyError(f"no checkpoint {checkpoint_id!r} in the registry at {self.root}")
+        doomed = self.root / f".removing-{checkpoint_id}"
+        path.rename(doomed)
+        shutil.rmtree(doomed)
+
     def lineage(self, checkpoint_id: str) -> builtins.list[str]:
         """The id, its parent, its parent's parent, ... up to the root checkpoint."""
         chain = [checkpoint_id]

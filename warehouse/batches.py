@@ -96,6 +96,7 @@ def _candidates(store: Store, db: str, now: datetime, settle_s: int) -> pl.DataF
                               WHERE c.interaction_id = r.interaction_id
                                 AND (c.org_id IS NULL OR c.org_id = r.org_id))
               AND NOT list_contains($forgotten, COALESCE(r.user_id, ''))
+              AND NOT list_contains($forgotten_orgs, COALESCE(r.org_id, ''))
               AND NOT list_contains($forgotten_keys, length(COALESCE(r.org_id, ''))::VARCHAR
                                     || ':' || COALESCE(r.org_id, '') || '/'
                                     || COALESCE(r.user_id, ''))
@@ -106,6 +107,7 @@ def _candidates(store: Store, db: str, now: datetime, settle_s: int) -> pl.DataF
                 "settle": settle_s,
                 "forgotten": forgotten_users,
                 "forgotten_keys": forgotten_keys,
+                "forgotten_orgs": sorted(forgotten.orgs),
             },
         ).to_arrow_table()
     finally:

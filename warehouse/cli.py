@@ -10,10 +10,7 @@ fast (the quality gate loads Great Expectations, which takes seconds).
 from __future__ import annotations
 
 import argparse
-import functools
-import os
 import sys
-from pathlib import Path
 
 from infra.cli import add_bootstrap_arg, add_topic_prefix_arg, add_watch_args, bootstrap_from
 from infra.lifetime import sigterm_stops
@@ -26,15 +23,14 @@ from warehouse.cli_options import (
     CATALOG_OPTIONS,
     COMPACT_OPTIONS,
     DB_HELP,
-    DEFAULT_ROOT,
     FORGET_OPTIONS,
     OLD_CATALOG_FLAGS,
     OLD_WAREHOUSE_FLAGS,
-    ROOT_ENV,
     ROOT_HELP,
     WAREHOUSE_FLAG,
     CompactOptions,
 )
+from warehouse.open_store import open_store as _store
 from warehouse.settings import BuildConfig, SinkConfig
 
 # Given by the command: Kafka's options and the root (--bootstrap, --topic-prefix,
@@ -148,20 +144,6 @@ def _register_batches(sub: argparse._SubParsersAction) -> None:
                     "by outcome, the last pass's time and batches "
                     "(infra/watch_metrics.py)")  # fmt: skip
     add_command(bsub, "list", _batches_list, BATCH_LIST_OPTIONS, help="show the manifest")
-
-
-def _store(root: str | None, *, must_exist: bool = True):  # noqa: ANN202
-    """The warehouse at ``root`` (--warehouse), else the environment's, else the default folder;
-    every command but the sink (which makes it) needs one already."""
-    from warehouse.store import Store
-
-    store = Store(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
-    if must_exist and store.local and not Path(store.root).is_dir():
-        raise FileNotFoundError(
-            f"no warehouse at {store.root} (the sink makes one: `rtrl "
-            "warehouse sink`; or give --warehouse)"
-        )
-    return store
 
 
 def _sink(args: argparse.Namespace) -> int:
@@ -342,35 +324,6 @@ def _report_ab(args: argparse.Namespace) -> int:
 
 
 def _forget(args: argparse.Namespace) -> int:
-    from infra.topics import TopicNames
-    from warehouse.forget import forget
-    from warehouse.tombstones import TombstoneError, tombstone_rewards
+    from warehouse.forget_cli import run_forget
 
-    options = FORGET_OPTIONS.read(args)
-    erase = (
-        None
-        if options.skip_kafka
-        else functools.partial(
-            tombstone_rewards, options.bootstrap, TopicNames(options.topic_prefix).rewards
-        )
-    )
-    try:
-        result = forget(
-            _store(options.root), options.org, options.user_id, db=options.db, erase=erase
-        )
-    except TombstoneError as exc:
-        print(f"rtrl forget: {exc}; no file was changed, run it again", file=sys.stderr)
-        return 1
-    print(
-        f"forgot {options.user_id} of {options.org}: {result.rows_removed} rows in "
-        f"{result.files_rewritten} files, "
-        f"{result.interactions} interactions, {result.erased} tombstones on the rewards topic"
-    )
-    if result.shared_ids and not options.skip_kafka:
-        print(
-            f"rtrl forget: {result.shared_ids} of the interaction ids are also another "
-            "organisation's: tombstoned under their organisation's key only, not the bare key "
-            "of records written before the topic was keyed by organisation",
-            file=sys.stderr,
-        )
-    return 0
+    return run_forget(FORGET_OPTIONS.read(args))

@@ -109,7 +109,22 @@ class ForgetOptions:
     root: str | None = field(default=None, metadata=_ROOT)
     db: str | None = field(default=None, metadata=_DB)
     org: str = field(metadata={"help": "the organisation (org_id) whose user it is"})
-    user_id: str = field(metadata={"help": "the pseudonymous user id to forget, within --org"})
+    user_id: str | None = field(
+        default=None,
+        metadata={"help": "the pseudonymous user id to forget, within --org (or --whole-org)"},
+    )
+    whole_org: bool = field(
+        default=False,
+        metadata={
+            "help": "forget the whole organisation: every row of it, its records on the rewards "
+            "topic and, with --registry, its own checkpoints (revoke its keys first: rtrl keys "
+            "revoke); the shared checkpoints it helped train are kept and named"
+        },
+    )
+    registry: Path | None = field(
+        default=None,
+        metadata={"help": "with --whole-org: the checkpoint registry whose line of it to remove"},
+    )
     bootstrap: str = DEFAULT_BOOTSTRAP
     topic_prefix: str = field(default="", metadata=_TOPIC_PREFIX)
     skip_kafka: bool = field(
@@ -151,6 +166,5 @@ FORGET_OPTIONS = SettingsOptions(
         **_KAFKA,
         **_NAMES,
         "org": Option(required=True),
-        "user_id": Option(required=True),
     },
 )

@@ -107,10 +107,14 @@ class Forgotten:
     interaction_ids: frozenset[str] = frozenset()
     org_users: frozenset[tuple[str, str]] = frozenset()
     org_interactions: frozenset[tuple[str, str]] = frozenset()
+    orgs: frozenset[str] = frozenset()  # whole organisations: every row of theirs
 
     def matches(self, columns: Sequence[str]) -> pl.Expr:
-        """True for a row (of a frame with these columns) naming a forgotten user or interaction."""
+        """True for a row (of a frame with these columns) naming a forgotten user or interaction,
+        or belonging to a forgotten organisation."""
         hit = pl.lit(False)
+        if self.orgs and "org_id" in columns:
+            hit = pl.col("org_id").is_in(list(self.orgs)).fill_null(False)
         for column, bare, pairs in (("user_id", self.user_ids, self.org_users),
                                     ("interaction_id", self.interaction_ids,
                                      self.org_interactions)):  # fmt: skip

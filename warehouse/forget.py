@@ -94,6 +94,42 @@ class _Scanner:
                 )
         return found
 
+    def interactions_of_org(self, org_id: str) -> set[str]:
+        """The ids of every interaction of the organisation."""
+        found: set[str] = set()
+        for source, cols in self.sources.items():
+            if {"org_id", "interaction_id"} <= cols:
+                found |= self._query(
+                    f"SELECT DISTINCT interaction_id FROM {source} WHERE org_id = $org "
+                    "AND interaction_id IS NOT NULL",
+                    {"org": org_id},
+                )
+        return found
+
+    def users_of_org(self, org_id: str) -> set[str]:
+        found: set[str] = set()
+        for source, cols in self.sources.items():
+            if {"org_id", "user_id"} <= cols:
+                found |= self._query(f"SELECT DISTINCT user_id FROM {source} WHERE org_id = $org "
+                                     "AND user_id IS NOT NULL", {"org": org_id})  # fmt: skip
+        return found
+
+    def files_of_org(self, org_id: str, interactions: set[str]) -> list[str]:
+        """Every file holding a row of the organisation (by ``org_id``, or where a dataset has
+        none, by one of its interactions' ids)."""
+        prefix = self.store.url("").rstrip("/") + "/"
+        hits: set[str] = set()
+        for source, cols in self.sources.items():
+            params: dict[str, object]
+            if "org_id" in cols:
+                where, params = "org_id = $org", {"org": org_id}
+            elif "interaction_id" in cols:
+                where, params = "list_contains($ids, interaction_id)", {"ids": sorted(interactions)}
+            else:
+                continue
+            hits |= self._query(f"SELECT DISTINCT filename FROM {source} WHERE {where}", params)
+        return sorted(h[len(prefix) :] if h.startswith(prefix) else h for h in hits)
+
     def used_elsewhere(self, org_id: str, interactions: set[str]) -> set[str]:
         """Those of ``interactions`` whose id another organisation's rows also use."""
         found: set[str] = set()
@@ -162,6 +198,33 @@ def tombstone_keys(org_id: str, interactions: set[str], used_elsewhere: set[str]
     """
     scoped = {rewards_key(org_id, i).decode() for i in interactions}
     return scoped | (interactions - used_elsewhere)
+
+
+def forget_org(store: Store, org_id: str, db: str | None = None,
+               erase: Callable[[set[str]], int] | None = None) -> ForgetResult:  # fmt: skip
+    """Forget a whole organisation: every row of it, in every file, and its records on the
+    ``rewards`` topic through ``erase``; its rows arriving later are dropped by the sink and the
+    batch builder. Another organisation's same user and interaction ids stay."""
+    if not org_id:
+        raise ValueError("an empty organisation id names nobody")
+    scanner = _Scanner(store)
+    try:
+        interactions = scanner.interactions_of_org(org_id)
+        users = scanner.users_of_org(org_id)
+        shared = scanner.used_elsewhere(org_id, interactions) if interactions else set()
+        add_forgotten(store, org_id, None, interactions)
+        files = scanner.files_of_org(org_id, interactions)
+    finally:
+        scanner.close()
+    forgotten = Forgotten(org_interactions=frozenset((org_id, i) for i in interactions),
+                          orgs=frozenset({org_id}))  # fmt: skip
+    keys = tombstone_keys(org_id, interactions, shared)
+    erased = erase(keys) if erase is not None and keys else 0
+    removed = sum(_scrub_file(store, relative, forgotten) for relative in files)
+    _scrub_reports(store, {*users, *interactions} - {""})
+    build_catalog(store, db)
+    log.info("forgot the organisation %s: %d rows in %d files", org_id, removed, len(files))
+    return ForgetResult(len(interactions), len(files), removed, erased, len(shared))
 
 
 def forget(store: Store, org_id: str, user_id: str, db: str | None = None,

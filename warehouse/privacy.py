@@ -27,23 +27,28 @@ def load_forgotten(store: Store) -> Forgotten:
         frozenset(data.get("interaction_ids", ())),
         pairs("org_users"),
         pairs("org_interactions"),
+        frozenset(data.get("orgs", ())),
     )
 
 
-def add_forgotten(store: Store, org_id: str, user_id: str, interaction_ids: set[str]) -> Forgotten:
-    """Record that ``(org_id, user_id)`` (and their interactions) must never be stored again."""
+def add_forgotten(store: Store, org_id: str, user_id: str | None,
+                  interaction_ids: set[str]) -> Forgotten:  # fmt: skip
+    """Record that ``(org_id, user_id)`` (and their interactions) must never be stored again;
+    ``user_id`` None: the whole organisation, every row of it."""
     old = load_forgotten(store)
     new = Forgotten(
         old.user_ids,
         old.interaction_ids,
-        old.org_users | {(org_id, user_id)},
+        old.org_users | ({(org_id, user_id)} if user_id is not None else set()),
         old.org_interactions | {(org_id, i) for i in interaction_ids},
+        old.orgs | ({org_id} if user_id is None else set()),
     )
     body = {
         "user_ids": sorted(new.user_ids),
         "interaction_ids": sorted(new.interaction_ids),
         "org_users": sorted(new.org_users),
         "org_interactions": sorted(new.org_interactions),
+        "orgs": sorted(new.orgs),
     }
     store.write_bytes(FORGOTTEN_FILE, orjson.dumps(body))
     return new

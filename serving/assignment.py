@@ -10,7 +10,9 @@ moves to a checkpoint that is not the canary's parent. A fixed split is never re
 
 An organisation's line (``checkpoints.lines``): a promoted checkpoint announced with an
 ``org_id`` is loaded beside the followed one and serves that organisation's requests (outside
-any canary of the shared line; a fixed split still applies to everyone), while it grows on the
+any canary of the shared line; a fixed split still applies to everyone); one announced as a
+``canary`` splits that organisation's users alone, against what serves it now, until its
+outcome is announced. A line serves while it grows on the
 checkpoint the gateway follows. When the followed checkpoint moves, every line grown on the old
 one stops serving at once and its organisation falls back to the shared checkpoint. A request
 whose ``model`` names another organisation's checkpoint is refused (403,
@@ -26,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from checkpoints.record import CANARY, PROMOTED, CheckpointInfo
@@ -77,6 +80,8 @@ class Assignment:
         self._canary: Split | None = None
         self._canary_of: tuple[str, str] | None = None  # (candidate, its parent)
         self._lines: dict[str, CheckpointInfo] = {}  # organisation -> its served checkpoint
+        # organisation -> its canary: the split of its own users, the candidate, its parent
+        self._org_canaries: dict[str, tuple[Split, str, str]] = {}
         self._owners: dict[str, str] = {}  # every organisation checkpoint announced -> its org
         self._lock = threading.Lock()
 
@@ -91,6 +96,12 @@ class Assignment:
         line where it has one (a foreign ``model`` was refused before: :meth:`refuse_foreign`)."""
         with self._lock:
             line = self._lines.get(org_id) if org_id is not None else None
+            own = self._org_canaries.get(org_id) if org_id is not None else None
+            if self._fixed is None and own is not None:  # its canary, on its own users only
+                arm = own[0].assign(user_key)
+                return Experiment(own[0].experiment, arm.name), self._backend.target(
+                    arm.checkpoint, model
+                )
             if self._fixed is None and line is not None:
                 return None, self._backend.target(line.checkpoint_id, model)
             split = self._fixed or self._canary
@@ -161,8 +172,20 @@ class Assignment:
         with self._lock:
             self._owners[info.checkpoint_id] = org
             before = self._lines.get(org)
+            running = self._org_canaries.get(org)
+        if info.status == CANARY:
+            self._start_org_canary(info, before)
+            return
+        pinned = False
+        if running is not None and running[1] == info.checkpoint_id:  # its canary's outcome
+            with self._lock:
+                del self._org_canaries[org]
+            log.info("serving: canary %s of %s ended (%s)", info.checkpoint_id, org, info.status)
+            pinned = info.status == PROMOTED  # loaded already: it goes on serving
+            if not pinned:
+                self._backend.unpin(info.checkpoint_id)
         if info.status != PROMOTED:
-            return  # rejected; an organisation's canary is not run by the gateway (yet)
+            return
         shared = self._backend.current_id
         if info.shared_base != shared:
             log.info("serving: %s of %s not served: it grows on %s, the shared line serves %s",
@@ -170,13 +193,39 @@ class Assignment:
             return
         if before is not None and not moves_forward(info, before):
             return
-        self._backend.pin(info)  # loaded before any request of its organisation lands on it
+        if not pinned:
+            self._backend.pin(info)  # loaded before any request of its organisation lands on it
         with self._lock:
             self._lines[org] = info
         if before is not None:
             self._backend.unpin(before.checkpoint_id)
         log.info("serving: %s now serves %s (was %s)", info.checkpoint_id, org,
                  before.checkpoint_id if before else "the shared line")  # fmt: skip
+
+    def _start_org_canary(self, info: CheckpointInfo, line: CheckpointInfo | None) -> None:
+        """An organisation's canary: the announced share of its own users on the candidate, the
+        rest on what serves it now (its line, else the shared checkpoint), as experiment
+        ``canary-<candidate>``; other organisations never see it. Started only on the checkpoint
+        its organisation is served now, one at a time, and never under a fixed split."""
+        org = info.org_id
+        assert org is not None
+        serving = line.checkpoint_id if line is not None else self._backend.current_id
+        with self._lock:
+            busy = org in self._org_canaries
+        if self._fixed is not None or busy or info.parent != serving:
+            log.info("serving: canary %s of %s not started (its parent %s; %s serves it)",
+                     info.checkpoint_id, org, info.parent, serving)  # fmt: skip
+            return
+        percent = float(info.evals["canary"]["percent"])
+        split = canary(info.checkpoint_id, percent)
+        if line is not None:  # the parent arm is its line's checkpoint, not the shared one
+            parent_arm, canary_arm = split.arms
+            split = Split(split.experiment, (replace(parent_arm, checkpoint=serving), canary_arm))
+        self._backend.pin(info)  # loaded before any of its users lands on it
+        with self._lock:
+            self._org_canaries[org] = (split, info.checkpoint_id, serving)
+        log.info("serving: canary %s started on %g %% of %s's users", info.checkpoint_id,
+                 percent, org)  # fmt: skip
 
     def _drop_stale_lines(self) -> None:
         """After the followed checkpoint moved: every line grown on another stops serving."""
@@ -185,6 +234,15 @@ class Assignment:
             stale = {org: i for org, i in self._lines.items() if i.shared_base != shared}
             for org in stale:
                 del self._lines[org]
+            # a canary whose parent no longer serves its organisation ends with it
+            ended = {org: c for org, (_, c, parent) in self._org_canaries.items()
+                     if parent != (self._lines[org].checkpoint_id if org in self._lines
+                                   else shared)}  # fmt: skip
+            for org in ended:
+                del self._org_canaries[org]
+        for org, candidate in ended.items():
+            self._backend.unpin(candidate)
+            log.info("serving: canary %s of %s ended (superseded)", candidate, org)
         for org, info in stale.items():
             self._backend.unpin(info.checkpoint_id)
             log.info("serving: %s no longer serves %s: it grows on %s, the shared line moved "

@@ -84,3 +84,68 @@ def test_each_organisation_is_served_its_own_line_and_refused_another_s(
             _served_by(globex, "u-1", model="acme-0001")
     finally:
         serve.stop()
+
+
+def _arm(client: openai.OpenAI, user: str) -> tuple[str, str | None]:
+    """The checkpoint that answered ``user``, and the experiment arm it was in (None: none)."""
+    raw = client.chat.completions.with_raw_response.create(
+        model="default", messages=ASK, max_tokens=2, extra_headers={"X-Rtrl-User-Id": user}
+    )
+    raw.parse()
+    return raw.headers["x-rtrl-checkpoint-id"], raw.headers.get("x-rtrl-experiment")
+
+
+def test_an_organisation_s_canary_splits_its_own_users_alone(
+    tmp_path: Path, registry: CheckpointRegistry, kafka_bootstrap: str, topic_names
+) -> None:
+    """An organisation's candidate announced as a canary serves its share of that organisation's
+    users (sticky, in experiment ``canary-<candidate>``), never another organisation's; rolled
+    out, it serves all of them outside any experiment; the next one rolled back leaves them on
+    the line as it was."""
+    keys = tmp_path / "keys.sqlite"
+    acme_key, globex_key = api_key(keys, "acme"), api_key(keys, "globex")
+    stage = {"canary": {"percent": 50.0}}
+    acme_1 = register_variant(registry, "acme-0001", "t-0000", seed=1, org_id="acme",
+                              status="canary", evals=stage)  # fmt: skip
+    serve = Serve(["--registry", str(registry.root), "--checkpoint", "t-0000",
+                   "--key-db", str(keys), "--bootstrap", kafka_bootstrap,
+                   "--topic-prefix", topic_names.prefix, "--max-tokens", "2"],
+                  tmp_path / "serve.log")  # fmt: skip
+    acme = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=acme_key, max_retries=0)
+    globex = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=globex_key, max_retries=0)
+    users = [f"u-{n}" for n in range(24)]
+    try:
+        publish_checkpoint(kafka_bootstrap, topic_names.checkpoints, acme_1)
+        deadline = time.monotonic() + 60
+        while _arm(acme, "u-probe")[1] is None:
+            assert time.monotonic() < deadline, "the canary never started"
+            time.sleep(0.2)
+        split = {u: _arm(acme, u) for u in users}
+        assert {c for c, _ in split.values()} == {"t-0000", "acme-0001"}
+        assert {e for _, e in split.values()} == {"canary-acme-0001:parent",
+                                                  "canary-acme-0001:canary"}  # fmt: skip
+        assert all(_arm(acme, u) == split[u] for u in users[:6])  # sticky
+        assert {_arm(globex, u) for u in users} == {("t-0000", None)}  # never another org's
+
+        registry.restage("acme-0001", "promoted")
+        publish_checkpoint(kafka_bootstrap, topic_names.checkpoints, registry.get("acme-0001"))
+        _until(acme, "acme-0001")
+        assert {_arm(acme, u) for u in users} == {("acme-0001", None)}
+
+        acme_2 = register_variant(registry, "acme-0002", "acme-0001", seed=2, org_id="acme",
+                                  status="canary", evals=stage)  # fmt: skip
+        publish_checkpoint(kafka_bootstrap, topic_names.checkpoints, acme_2)
+        deadline = time.monotonic() + 60
+        while "acme-0002" not in {_arm(acme, u)[0] for u in users}:
+            assert time.monotonic() < deadline, "the second canary never started"
+            time.sleep(0.2)
+        assert {c for c, _ in (_arm(acme, u) for u in users)} == {"acme-0001", "acme-0002"}
+        registry.restage("acme-0002", "rejected", ("rolled back: worse than its parent",))
+        publish_checkpoint(kafka_bootstrap, topic_names.checkpoints, registry.get("acme-0002"))
+        deadline = time.monotonic() + 60
+        while {_arm(acme, u) for u in users} != {("acme-0001", None)}:
+            assert time.monotonic() < deadline, "the rejected canary went on serving"
+            time.sleep(0.2)
+        assert {_arm(globex, u) for u in users} == {("t-0000", None)}
+    finally:
+        serve.stop()

@@ -14,16 +14,24 @@ from tests.support.collector import ORG, drain_events
 from tests.support.gateway import Serve, rollouts
 
 
-def test_users_ask_the_gateway_and_report_through_the_sdk(
-        tmp_path, registry, collector, kafka_bootstrap, topic_names):  # fmt: skip
+def _gateway_and_sdk(tmp_path, registry, collector, kafka_bootstrap, topic_names,  # noqa: ANN001
+                     max_tokens: int) -> tuple[Serve, SdkConfig]:  # fmt: skip
+    """The tiny model's gateway on the collector's keys, and the SDK's settings for its org."""
     serve = Serve(
         ["--registry", str(registry.root), "--checkpoint", "t-0000", "--key-db",
          str(collector.config.key_db), "--bootstrap", kafka_bootstrap, "--topic-prefix",
-         topic_names.prefix, "--max-tokens", "24", "--no-follow"],
+         topic_names.prefix, "--max-tokens", str(max_tokens), "--no-follow"],
         tmp_path / "serve.log",
     )  # fmt: skip
     sdk_config = SdkConfig(endpoint=collector.url, api_key=collector.key, org_id=ORG,
                            spool_path=tmp_path / "spool.db")  # fmt: skip
+    return serve, sdk_config
+
+
+def test_users_ask_the_gateway_and_report_through_the_sdk(
+        tmp_path, registry, collector, kafka_bootstrap, topic_names):  # fmt: skip
+    serve, sdk_config = _gateway_and_sdk(tmp_path, registry, collector, kafka_bootstrap,
+                                         topic_names, max_tokens=24)  # fmt: skip
     try:
         with httpx.Client(base_url=serve.url, timeout=120,
                           headers={"Authorization": f"Bearer {collector.key}"}) as http, \
@@ -50,14 +58,8 @@ def test_users_ask_the_gateway_and_report_through_the_sdk(
 
 def test_steady_users_arrive_at_the_rate_until_the_end_and_every_event_lands(
         tmp_path, registry, collector, kafka_bootstrap, topic_names):  # fmt: skip
-    serve = Serve(
-        ["--registry", str(registry.root), "--checkpoint", "t-0000", "--key-db",
-         str(collector.config.key_db), "--bootstrap", kafka_bootstrap, "--topic-prefix",
-         topic_names.prefix, "--max-tokens", "16", "--no-follow"],
-        tmp_path / "serve.log",
-    )  # fmt: skip
-    sdk_config = SdkConfig(endpoint=collector.url, api_key=collector.key, org_id=ORG,
-                           spool_path=tmp_path / "spool.db")  # fmt: skip
+    serve, sdk_config = _gateway_and_sdk(tmp_path, registry, collector, kafka_bootstrap,
+                                         topic_names, max_tokens=16)  # fmt: skip
     settings = SimulateSettings(gateway=serve.url, collector=collector.url, org=ORG, users=3,
                                 max_tokens=16, rate_per_min=120, duration_s=10,
                                 threads=2)  # fmt: skip

@@ -37,18 +37,28 @@ def _until(client: openai.OpenAI, checkpoint: str, timeout_s: float = 60) -> Non
         time.sleep(0.2)
 
 
-def test_each_organisation_is_served_its_own_line_and_refused_another_s(
-    tmp_path: Path, registry: CheckpointRegistry, kafka_bootstrap: str, topic_names
-) -> None:
+Gateway = tuple[Serve, openai.OpenAI, openai.OpenAI]
+
+
+def _gateway(tmp_path: Path, registry: CheckpointRegistry, kafka_bootstrap: str,
+             topic_names) -> Gateway:  # noqa: ANN001  # fmt: skip
+    """The gateway on t-0000, following the topic, and a client for acme and one for globex."""
     keys = tmp_path / "keys.sqlite"
     acme_key, globex_key = api_key(keys, "acme"), api_key(keys, "globex")
-    acme_1 = register_variant(registry, "acme-0001", "t-0000", seed=1, org_id="acme")
     serve = Serve(["--registry", str(registry.root), "--checkpoint", "t-0000",
                    "--key-db", str(keys), "--bootstrap", kafka_bootstrap,
                    "--topic-prefix", topic_names.prefix, "--max-tokens", "2"],
                   tmp_path / "serve.log")  # fmt: skip
     acme = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=acme_key, max_retries=0)
     globex = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=globex_key, max_retries=0)
+    return serve, acme, globex
+
+
+def test_each_organisation_is_served_its_own_line_and_refused_another_s(
+    tmp_path: Path, registry: CheckpointRegistry, kafka_bootstrap: str, topic_names
+) -> None:
+    acme_1 = register_variant(registry, "acme-0001", "t-0000", seed=1, org_id="acme")
+    serve, acme, globex = _gateway(tmp_path, registry, kafka_bootstrap, topic_names)
     try:
         publish_checkpoint(kafka_bootstrap, topic_names.checkpoints, acme_1)
         _until(acme, "acme-0001")
@@ -102,17 +112,10 @@ def test_an_organisation_s_canary_splits_its_own_users_alone(
     users (sticky, in experiment ``canary-<candidate>``), never another organisation's; rolled
     out, it serves all of them outside any experiment; the next one rolled back leaves them on
     the line as it was."""
-    keys = tmp_path / "keys.sqlite"
-    acme_key, globex_key = api_key(keys, "acme"), api_key(keys, "globex")
     stage = {"canary": {"percent": 50.0}}
     acme_1 = register_variant(registry, "acme-0001", "t-0000", seed=1, org_id="acme",
                               status="canary", evals=stage)  # fmt: skip
-    serve = Serve(["--registry", str(registry.root), "--checkpoint", "t-0000",
-                   "--key-db", str(keys), "--bootstrap", kafka_bootstrap,
-                   "--topic-prefix", topic_names.prefix, "--max-tokens", "2"],
-                  tmp_path / "serve.log")  # fmt: skip
-    acme = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=acme_key, max_retries=0)
-    globex = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=globex_key, max_retries=0)
+    serve, acme, globex = _gateway(tmp_path, registry, kafka_bootstrap, topic_names)
     users = [f"u-{n}" for n in range(24)]
     try:
         publish_checkpoint(kafka_bootstrap, topic_names.checkpoints, acme_1)

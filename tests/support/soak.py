@@ -212,9 +212,9 @@ gate_min_users = 3
             for at, what, lasts in p.faults:
                 time.sleep(max(0.0, started + at - time.monotonic()))
                 answered, failed = len(self.traffic.outcomes), sum(self.traffic.failed.values())
+                begun = round(time.monotonic() - started, 1)
                 self._fault(what, lasts)
-                self.faults.append(FaultRecord(what, round(time.monotonic() - started, 1), lasts,
-                                               answered, failed))  # fmt: skip
+                self.faults.append(FaultRecord(what, begun, lasts, answered, failed))
             users.join()
             watching.set()
             watcher.join(60)

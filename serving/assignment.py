@@ -74,9 +74,11 @@ def assignment_unit(
 
 
 class Assignment:
-    def __init__(self, backend: Backend, fixed: Split | None = None) -> None:
+    def __init__(self, backend: Backend, fixed: Split | None = None,
+                 fixed_org: str | None = None) -> None:  # fmt: skip
         self._backend = backend
         self._fixed = fixed
+        self._fixed_org = fixed_org  # the one organisation the fixed split applies to, if any
         self._canary: Split | None = None
         self._canary_of: tuple[str, str] | None = None  # (candidate, its parent)
         self._lines: dict[str, CheckpointInfo] = {}  # organisation -> its served checkpoint
@@ -97,14 +99,15 @@ class Assignment:
         with self._lock:
             line = self._lines.get(org_id) if org_id is not None else None
             own = self._org_canaries.get(org_id) if org_id is not None else None
-            if self._fixed is None and own is not None:  # its canary, on its own users only
+            fixed = self._fixed if self._fixed_org in (None, org_id) else None
+            if fixed is None and own is not None:  # its canary, on its own users only
                 arm = own[0].assign(user_key)
                 return Experiment(own[0].experiment, arm.name), self._backend.target(
                     arm.checkpoint, model
                 )
-            if self._fixed is None and line is not None:
+            if fixed is None and line is not None:
                 return None, self._backend.target(line.checkpoint_id, model)
-            split = self._fixed or self._canary
+            split = fixed or (self._canary if self._fixed is None else None)
             if split is None:
                 return None, self._backend.target(CURRENT, model)
             arm = split.assign(user_key)

@@ -44,7 +44,16 @@ SERVE_OPTIONS = SettingsOptions(
             "(0: it takes those already queued)",
         ),
     },
-    omit=("bootstrap", "topic_prefix", "upstream_api_key", "engine", "split", "gateway", "drain_s"),
+    omit=(
+        "bootstrap",
+        "topic_prefix",
+        "upstream_api_key",
+        "engine",
+        "split",
+        "split_org",
+        "gateway",
+        "drain_s",
+    ),
 )
 GATEWAY_OPTIONS = SettingsOptions(
     GatewayConfig,
@@ -110,6 +119,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the followed one); a user (X-Rtrl-User-Id) always lands in the same arm",
     )
     s.add_argument(
+        "--experiment-org",
+        default=None,
+        metavar="ORG",
+        help="the experiment (--experiment/--arms) splits this organisation's users alone; "
+        "every other one is served as without it (default: every organisation's users)",
+    )
+    s.add_argument(
         "--canary",
         default=None,
         metavar="CKPT:PERCENT",
@@ -129,6 +145,12 @@ def _split(args: argparse.Namespace):  # -> Split | None
     if bool(args.experiment) != bool(args.arms):
         raise ValueError("--experiment and --arms come together")
     return parse_arms(args.experiment, args.arms) if args.experiment else None
+
+
+def _split_org(args: argparse.Namespace) -> str | None:
+    if args.experiment_org is not None and not args.experiment:
+        raise ValueError("--experiment-org names whose users --experiment/--arms split")
+    return args.experiment_org
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -153,6 +175,7 @@ def serve_config(args: argparse.Namespace, engine: EngineSettings | None = None)
         upstream_api_key=os.environ.get(UPSTREAM_KEY_ENV),
         engine=engine,
         split=_split(args),
+        split_org=_split_org(args),
         gateway=GATEWAY_OPTIONS.read(args),
     )
 

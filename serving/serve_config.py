@@ -92,6 +92,7 @@ class ServeConfig:
         ),
     )
     split: Split | None = None
+    split_org: str | None = None  # the one organisation the split applies to (None: every one)
     device: str = field(default="cpu", metadata=_help("local backend: torch device (cpu, cuda)"))
     max_batch: int = field(
         default=16, metadata=_help("local backend: most requests sampled together")

@@ -164,7 +164,7 @@ def _assemble(config: ServeConfig, backend: Backend) -> Gateway:
         metrics.watch_spool(recorder.spooled_bytes, lambda: recorder.write_errors,
                             recorder.spool_counts)  # fmt: skip
     keys = KeyStore(config.key_db)
-    assignment = Assignment(backend, config.split)
+    assignment = Assignment(backend, config.split, config.split_org)
     app = create_app(backend, recorder, keys, assignment, config.gateway, metrics)
     follower = None
     if config.follow:

@@ -41,13 +41,13 @@ Gateway = tuple[Serve, openai.OpenAI, openai.OpenAI]
 
 
 def _gateway(tmp_path: Path, registry: CheckpointRegistry, kafka_bootstrap: str,
-             topic_names) -> Gateway:  # noqa: ANN001  # fmt: skip
+             topic_names, *extra: str) -> Gateway:  # noqa: ANN001  # fmt: skip
     """The gateway on t-0000, following the topic, and a client for acme and one for globex."""
     keys = tmp_path / "keys.sqlite"
     acme_key, globex_key = api_key(keys, "acme"), api_key(keys, "globex")
     serve = Serve(["--registry", str(registry.root), "--checkpoint", "t-0000",
                    "--key-db", str(keys), "--bootstrap", kafka_bootstrap,
-                   "--topic-prefix", topic_names.prefix, "--max-tokens", "2"],
+                   "--topic-prefix", topic_names.prefix, "--max-tokens", "2", *extra],
                   tmp_path / "serve.log")  # fmt: skip
     acme = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=acme_key, max_retries=0)
     globex = openai.OpenAI(base_url=f"{serve.url}/v1", api_key=globex_key, max_retries=0)
@@ -149,6 +149,26 @@ def test_an_organisation_s_canary_splits_its_own_users_alone(
         while {_arm(acme, u) for u in users} != {("acme-0001", None)}:
             assert time.monotonic() < deadline, "the rejected canary went on serving"
             time.sleep(0.2)
+        assert {_arm(globex, u) for u in users} == {("t-0000", None)}
+    finally:
+        serve.stop()
+
+
+def test_an_experiment_can_split_one_organisation_s_users_alone(
+    tmp_path: Path, registry: CheckpointRegistry, kafka_bootstrap: str, topic_names
+) -> None:
+    """``--experiment-org``: a fixed A/B split of one organisation's users; every other
+    organisation is served as without it."""
+    register_variant(registry, "t-0001", "t-0000", seed=3, status="rejected",
+                     reasons=("an arm of the experiment, not promoted",))  # fmt: skip
+    serve, acme, globex = _gateway(tmp_path, registry, kafka_bootstrap, topic_names,
+                                   "--experiment", "exp-acme", "--arms",
+                                   "control=current:50,treatment=t-0001:50",
+                                   "--experiment-org", "acme")  # fmt: skip
+    users = [f"u-{n}" for n in range(24)]
+    try:
+        split = {_arm(acme, u) for u in users}
+        assert split == {("t-0000", "exp-acme:control"), ("t-0001", "exp-acme:treatment")}
         assert {_arm(globex, u) for u in users} == {("t-0000", None)}
     finally:
         serve.stop()

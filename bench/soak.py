@@ -45,7 +45,8 @@ def main() -> int:
     p.add_argument("--root", type=Path, default=Path("/tmp/rtrl-soak"))
     args = p.parse_args()
     minutes = args.traffic_min * 60
-    faults = ((0.15 * minutes, "kill the trainer", 0.0), (0.4 * minutes, "stop the broker", 30.0),
+    faults = ((0.15 * minutes, "kill the trainer", 0.0), (0.3 * minutes, "kill the sink", 0.0),
+              (0.45 * minutes, "stop the broker", 30.0),
               (0.65 * minutes, "starve the machine", 60.0))  # fmt: skip
     train_args = TINY_TRAIN_ARGS if args.model == "tiny" else " ".join(CPU_TRAIN_ARGS)
     plan = SoakPlan(model=args.model, engine=args.engine, traffic_s=minutes,
@@ -59,10 +60,11 @@ def main() -> int:
     try:
         soak.start()
         soak.run_traffic()
-        soak.wait_for_records(timeout_s=600)
-        figures = soak.invariants()
+        landed_s = soak.wait_for_records(timeout_s=600)
     finally:
         code = soak.stop()
+    figures = soak.invariants()  # after every service flushed what it held at the stop
+    figures["records_landed_after_s"] = landed_s
     figures["stop_exit"] = code
     figures["wall_s"] = round(time.monotonic() - started, 1)
     trainer_log = (soak.data / "logs" / "trainer.log").read_text()

@@ -37,15 +37,7 @@ from warehouse.settings import BuildConfig, SinkConfig
 # --warehouse); the sink's pacing and timeouts are no options.
 SINK_OPTIONS = SettingsOptions(
     SinkConfig,
-    omit=(
-        "bootstrap",
-        "root",
-        "topics",
-        "once_idle_s",
-        "compact_every_s",
-        "session_timeout_ms",
-        "rejoin_timeout_s",
-    ),
+    omit=("bootstrap", "root", "topics", "once_idle_s", "compact_every_s", "session_timeout_ms"),
 )
 BUILD_OPTIONS = SettingsOptions(BuildConfig, omit=("quality",))
 
@@ -170,16 +162,11 @@ def _sink(args: argparse.Namespace) -> int:
         print(f"rtrl warehouse sink: {exc}", file=sys.stderr)
         return 2
     from infra.kafka_errors import KafkaRefused
-    from warehouse.sink import GroupLost
 
     try:
         stats = Sink(config, store).run(should_stop=sigterm_stops())
     except KafkaRefused as exc:
         print(f"rtrl warehouse sink: {exc}", file=sys.stderr)
-        return 1
-    except GroupLost as exc:  # nothing is lost: uncommitted files are rewritten at the restart
-        print(f"rtrl warehouse sink: {exc}; exiting for its supervisor to start it again",
-              file=sys.stderr)  # fmt: skip
         return 1
     print(f"{stats.messages} messages, {stats.files} files, {stats.flushes} flushes")
     return 0

@@ -52,10 +52,6 @@ class SinkConfig:
     compact_every_s: float = 300.0  # merge small committed files this often (0: never)
     # A killed sink's partitions move to its successor only once the group gives up on it.
     session_timeout_ms: int = 10_000
-    # Partitions taken away and none given back for this long: the consumer is stuck (seen after
-    # a broker restart: its session timed out and it never rejoined); the sink exits for its
-    # supervisor to start a fresh one, which joins at once.
-    rejoin_timeout_s: float = 120.0
     # Static membership: a sink restarted with the same id takes its partitions back at once.
     instance_id: str | None = field(
         default=None,

@@ -57,21 +57,6 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class GroupLost(RuntimeError):
-    """The consumer lost every partition and did not get any back: a fresh process is needed."""
-
-
-def group_lost(unassigned_since: float | None, now: float, timeout_s: float) -> bool:
-    """Whether every partition has been revoked for longer than ``timeout_s``.
-
-    >>> group_lost(None, 500.0, 120.0), group_lost(100.0, 200.0, 120.0)
-    (False, False)
-    >>> group_lost(100.0, 221.0, 120.0)
-    True
-    """
-    return unassigned_since is not None and now - unassigned_since > timeout_s
-
-
 class SinkStats:
     messages: int = 0
     files: int = 0
@@ -97,7 +82,6 @@ class Sink:
         self._oldest: float | None = None
         self._committed: dict[tuple[str, int], int] = {}  # (topic, partition) -> next offset
         self._assigned: set[tuple[str, int]] = set()
-        self._unassigned_since: float | None = None  # every partition revoked, none given back
         self._last_compaction = time.monotonic()
         self._consumer: Consumer | None = None
         self._writer: BackgroundWriter | None = None  # lives while run() does
@@ -127,12 +111,6 @@ class Sink:
                     last_message = time.monotonic()
                 if self._due():
                     self.flush()
-                if group_lost(self._unassigned_since, time.monotonic(),
-                              self.config.rejoin_timeout_s):  # fmt: skip
-                    raise GroupLost(
-                        f"no partition assigned again {self.config.rejoin_timeout_s:.0f} s after "
-                        "they were all revoked: the consumer did not rejoin its group"
-                    )
                 if (self.config.once and not batch and self._assigned
                         and self._drained(last_message)):  # fmt: skip
                     break
@@ -241,7 +219,6 @@ class Sink:
             self._committed[key] = start
             self._assigned.add(key)
             self._discard_uncommitted(self.datasets[tp.topic], tp.partition, start)
-        self._unassigned_since = None
         log.info("assigned %d partitions", len(partitions))
 
     def _end_offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict:
@@ -276,8 +253,6 @@ class Sink:
             self._writer = BackgroundWriter(depth=1)
         for tp in partitions:
             self._assigned.discard((tp.topic, tp.partition))
-        if not self._assigned and self._unassigned_since is None:
-            self._unassigned_since = time.monotonic()
 
     def _drained(self, last_message: float) -> bool:
         if self._caught_up():

@@ -27,7 +27,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rewards.config import RewardConfig
-from rewards.monitors import MonitorThresholds
 
 ENV = "RTRL_CONFIG"
 _STRICT = ConfigDict(frozen=True, extra="forbid")
@@ -86,7 +85,9 @@ class LoopConfig(BaseModel):
     kafka: KafkaSection = KafkaSection()
     paths: PathsSection = PathsSection()
     reward: RewardConfig | None = None
-    monitors: MonitorThresholds | None = None
+    # validated by ``load_loop_config`` as ``rewards.monitors.MonitorThresholds``: not imported
+    # here, since every `rtrl` command reads this module and that one loads polars
+    monitors: dict[str, Any] | None = None
     batches: BatchesSection = BatchesSection()
     trainer: TrainerSection = TrainerSection()
     serving: ServingSection = ServingSection()
@@ -150,4 +151,9 @@ def load_loop_config(path: str | Path) -> LoopConfig:
     """The configuration in the TOML file at ``path``, validated (a ValidationError says which
     setting cannot work, and why)."""
     with Path(path).open("rb") as f:
-        return LoopConfig.model_validate(tomllib.load(f))
+        config = LoopConfig.model_validate(tomllib.load(f))
+    if config.monitors is not None:
+        from rewards.monitors import MonitorThresholds
+
+        MonitorThresholds.model_validate(config.monitors)  # refused at start, as any setting
+    return config

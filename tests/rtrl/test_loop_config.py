@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rewards.config import load_config
-from rewards.monitors import load_thresholds
+from rewards.monitors import MonitorThresholds, load_thresholds
 from rtrl.cli import build_parser, main, parse_args
 from rtrl.loop_config import LoopConfig, load_loop_config
 
@@ -43,7 +43,9 @@ def test_an_option_given_wins_and_the_environment_names_the_file() -> None:
 def test_the_file_is_the_reward_configuration_and_the_thresholds() -> None:
     reward = load_config(EXAMPLE)
     assert (reward.window_s, reward.late_s, reward.grace_s) == (600, 600, 5)
-    assert load_thresholds(EXAMPLE) == load_loop_config(EXAMPLE).monitors
+    monitors = load_loop_config(EXAMPLE).monitors
+    assert load_thresholds(EXAMPLE) == MonitorThresholds.model_validate(monitors)
+    assert load_thresholds(EXAMPLE).tool_call_rate.relative == 0.25
 
 
 def test_a_settle_time_shorter_than_the_late_window_is_refused_at_start(
@@ -57,6 +59,9 @@ def test_a_settle_time_shorter_than_the_late_window_is_refused_at_start(
     bad.write_text("[batches]\nsettle_s = 60\nsettle = 1\n")
     assert main(["--config", str(bad), "batches", "list"]) == 2
     assert "batches.settle: Extra inputs are not permitted" in capsys.readouterr().err
+    bad.write_text("[monitors]\nalpha = 2\n")  # the thresholds' own limits, at start too
+    assert main(["--config", str(bad), "batches", "list"]) == 2
+    assert "alpha: Input should be less than 0.5" in capsys.readouterr().err
 
 
 def test_threads_that_oversubscribe_the_cores_are_warned() -> None:

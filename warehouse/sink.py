@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -85,6 +86,10 @@ class Sink:
         self._last_compaction = time.monotonic()
         self._consumer: Consumer | None = None
         self._writer: BackgroundWriter | None = None  # lives while run() does
+        # (offsets, messages per partition, start) of files written, to commit on this thread:
+        # the writer appends, the polling thread takes from the left (deque: thread-safe ends)
+        self._written: deque[tuple[list[TopicPartition], dict, float]] = deque()
+        self._commit_retry_at = 0.0
         self._admin: AdminClient | None = None
         self._last_end_check = 0.0
 
@@ -111,6 +116,7 @@ class Sink:
                     last_message = time.monotonic()
                 if self._due():
                     self.flush()
+                self._commit_written()
                 if (self.config.once and not batch and self._assigned
                         and self._drained(last_message)):  # fmt: skip
                     break
@@ -159,17 +165,22 @@ class Sink:
         return self._oldest is not None and waited >= self.config.max_seconds
 
     def flush(self, wait: bool = False) -> None:
-        """Hand the buffered messages to the writer thread (files first, THEN the commit)."""
+        """Hand the buffered messages to the writer thread, which writes their files; their
+        offsets are committed here, on the polling thread, once the files are durable."""
         if self._writer is None:
             return
         if self._pending:
             pending, self._pending, self._oldest = self._pending, [], None
-            self._writer.submit(lambda: self._write_then_commit(_by_partition(pending)))
+            self._writer.submit(lambda: self._write(_by_partition(pending)))
         if wait:
             self._writer.drain()
+        self._commit_written(strict=wait)
 
-    def _write_then_commit(self, groups: dict[tuple[str, int], list]) -> None:
-        assert self._consumer is not None
+    def _write(self, groups: dict[tuple[str, int], list]) -> None:
+        """The writer thread's job: the files of ``groups``, then their offsets handed to the
+        polling thread. It never calls the consumer: a commit from this thread, while the
+        polling thread waited in a revoke callback for this job, hung the sink after a broker
+        restart (the commit waited for a coordinator the group could not rejoin meanwhile)."""
         started = time.monotonic()
         forgotten = load_forgotten(self.store)
         offsets = []
@@ -186,20 +197,44 @@ class Sink:
                 self.stats.files += 1
                 self.metrics.files.labels(dataset).inc()
             offsets.append(TopicPartition(topic, partition, batch.offsets[-1] + 1))
-        # Every file above is durable; only now may Kafka forget these messages for this group.
-        self._consumer.commit(offsets=offsets, asynchronous=False)
-        for tp in offsets:
-            self._committed[(tp.topic, tp.partition)] = tp.offset
-            self.metrics.landed.labels(self.datasets[tp.topic]).inc(
-                len(groups[(tp.topic, tp.partition)])
-            )
-            _, high = self._consumer.get_watermark_offsets(tp, cached=True)
-            if high >= 0:
-                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - tp.offset))
-        self.metrics.flush_seconds.observe(time.monotonic() - started)
-        self.stats.flushes += 1
-        log.debug("flushed %d partitions", len(offsets))
-        self._maybe_compact()
+        counts = {key: len(messages) for key, messages in groups.items()}
+        self._written.append((offsets, counts, started))
+
+    def _commit_written(self, strict: bool = False) -> None:
+        """Commit the offsets of every file the writer has made durable (only now may Kafka
+        forget those messages for this group), on the polling thread, in the writer's order.
+        A commit Kafka cannot take now (no coordinator: the broker is away or restarting) is
+        tried again a second later, the files staying durable meanwhile; any other failure
+        raises (the sink restarts from its committed offsets). ``strict``: raise that one too
+        (a revoke or the stop, where nothing may stay in flight)."""
+        assert self._consumer is not None
+        if not strict and time.monotonic() < self._commit_retry_at:
+            return
+        while self._written:
+            offsets, counts, started = self._written[0]
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                if strict or not _passing(exc):
+                    raise
+                log.warning("commit not taken now (%s): tried again in 1 s", exc.args[0])
+                self._commit_retry_at = time.monotonic() + 1.0
+                return
+            self._written.popleft()
+            for tp in offsets:
+                self._committed[(tp.topic, tp.partition)] = tp.offset
+                self.metrics.landed.labels(self.datasets[tp.topic]).inc(
+                    counts[(tp.topic, tp.partition)]
+                )
+                _, high = self._consumer.get_watermark_offsets(tp, cached=True)
+                if high >= 0:
+                    self.metrics.lag.labels(tp.topic, str(tp.partition)).set(
+                        max(0, high - tp.offset)
+                    )
+            self.metrics.flush_seconds.observe(time.monotonic() - started)
+            self.stats.flushes += 1
+            log.debug("flushed %d partitions", len(offsets))
+            self._maybe_compact()
 
     def _maybe_compact(self) -> None:
         every = self.config.compact_every_s
@@ -222,15 +257,26 @@ class Sink:
         log.info("assigned %d partitions", len(partitions))
 
     def _end_offsets(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict:
-        """One request for the offsets of many partitions (read_committed: the stable end)."""
-        if self._admin is None:
-            self._admin = AdminClient(admin(self.config.bootstrap))
-        futures = self._admin.list_offsets(
-            {TopicPartition(tp.topic, tp.partition): spec for tp in partitions},
-            isolation_level=IsolationLevel.READ_COMMITTED,
-            request_timeout=30,
-        )
-        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+        """One request for the offsets of many partitions (read_committed: the stable end),
+        asked again for up to 30 s while Kafka answers with a passing error (a broker just
+        restarted: its leaders' epochs move)."""
+        deadline = time.monotonic() + 30
+        while True:
+            if self._admin is None:
+                self._admin = AdminClient(admin(self.config.bootstrap))
+            futures = self._admin.list_offsets(
+                {TopicPartition(tp.topic, tp.partition): spec for tp in partitions},
+                isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=30,
+            )
+            try:
+                return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+            except KafkaException as exc:
+                if not _passing(exc) or time.monotonic() > deadline:
+                    raise
+                log.warning("offsets not given now (%s): asked again in 1 s", exc.args[0])
+                self._admin = None  # a fresh client: this one's leader epochs are stale
+                time.sleep(1)
 
     def _discard_uncommitted(self, dataset: str, partition: int, committed: int) -> None:
         parts = self.store.parts(dataset)
@@ -244,15 +290,16 @@ class Sink:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         try:
             self.flush(wait=True)  # nothing of these partitions may be in flight after this
-        except RuntimeError as exc:  # the group moved on; the files are rewritten on restart
-            if not isinstance(exc.__cause__, KafkaException):
-                raise
-            log.warning("commit on revoke failed: %s", exc.__cause__)
-            assert self._writer is not None  # revocations arrive only while run() polls
-            self._writer.close()
-            self._writer = BackgroundWriter(depth=1)
+        except KafkaException as exc:  # the group moved on; the files are rewritten on restart
+            log.warning("commit on revoke failed: %s", exc)
+            self._drop_written()
         for tp in partitions:
             self._assigned.discard((tp.topic, tp.partition))
+
+    def _drop_written(self) -> None:
+        """Forget what the writer made durable but could not be committed: those files are
+        not committed, so the next assignment removes them and reads their messages again."""
+        self._written.clear()
 
     def _drained(self, last_message: float) -> bool:
         if self._caught_up():
@@ -281,6 +328,22 @@ class Sink:
             if seen < end:
                 return False
         return True
+
+
+_PASSING = frozenset({
+    KafkaError._WAIT_COORD, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+    KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
+})  # fmt: skip
+
+
+def _passing(exc: KafkaException) -> bool:
+    """Whether Kafka refused for a reason that passes (a coordinator or a leader away or
+    moving, as after a broker's restart)."""
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and (error.retriable() or error.code() in _PASSING)
 
 
 def _by_partition(messages: list) -> dict[tuple[str, int], list]:

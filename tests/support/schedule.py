@@ -27,6 +27,7 @@ LONGEST_FILES: dict[str, float] = {
     "tests/rtrl/test_up.py": 70,
     "tests/serving/test_gateway_org_lines.py": 70,
     "tests/rtrl/test_simulate.py": 45,
+    "tests/warehouse/test_sink_broker_restart.py": 50,
     "tests/serving/test_rollout_outage.py": 55,
     "tests/models/test_gguf_cache.py": 50,
     "tests/infra/test_secure_broker.py": 40,

@@ -5,8 +5,8 @@ suite's other worker too); every request is answered, every accepted event is ar
 counted in exactly one reward record (or in the late archive), every answered interaction has
 its record, and no round is trained twice on the same batches. These are read once the topology
 has stopped; how long the records took to land (its liveness) is printed, not asserted. The
-broker's stop is the long form's (``bench/soak.py``): after it, the sink's consumer group has
-not come back in two of three runs (bench/RESULTS.md), a fault not fixed yet.
+broker's stop is the long form's (``bench/soak.py``), and the sink's own test
+(``tests/warehouse/test_sink_broker_restart.py``) holds the sink across it.
 """
 
 from __future__ import annotations

@@ -50,8 +50,7 @@ class SoakPlan:
     train_args: str = TINY_TRAIN_ARGS
     # (seconds into the traffic, the fault, how long it lasts)
     # the suite's: a frozen stream worker (SIGSTOP) stands for starvation, since a CPU hog would
-    # starve the other worker's tests too; the broker's stop is the long form's (bench/soak.py),
-    # where the sink's consumer group has twice not come back after it (bench/RESULTS.md)
+    # starve the other worker's tests too; the broker's stop is the long form's (bench/soak.py)
     faults: tuple[tuple[float, str, float], ...] = (
         (15.0, "kill the trainer", 0.0),
         (35.0, "kill the sink", 0.0),

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import math
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -235,8 +237,15 @@ def test_an_exact_engine_serves_the_base_and_its_lora_as_the_learner_scores_them
     assert "dequantized" in fleet.weights(registry.get(BASE)).model.name
     for checkpoint, records in served.items():
         assert sum(len(r.completion_ids) for r in records) >= EXACT_TOKENS, records
-        gap = mismatch([list(r.logprobs) for r in records], scored(policies[checkpoint], records))
-        assert gap.kl_k3 < EXACT_LIMIT and abs(gap.kl_k1) < EXACT_LIMIT, (checkpoint, gap)
+        scores = scored(policies[checkpoint], records)
+        gap = mismatch([list(r.logprobs) for r in records], scores)
+        # k3 (never negative) is the mismatch; k1, a signed mean over ~65 tokens, has a sampling
+        # error of its own (CI once read -0.0020 beside k3 3e-5): held within its 3 s.e.
+        diffs = [a - float(b) for r, s in zip(records, scores, strict=True)
+                 for a, b in zip(r.logprobs, s, strict=True)]  # fmt: skip
+        se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+        assert gap.kl_k3 < EXACT_LIMIT, (checkpoint, gap)
+        assert abs(gap.kl_k1) < EXACT_LIMIT + 3 * se, (checkpoint, gap, se)
 
 
 def test_the_evals_sample_a_checkpoint_through_llama_cpp_as_the_learner_would(

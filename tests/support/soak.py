@@ -229,21 +229,18 @@ gate_min_users = 3
             record.answered, record.failed = (end_answered - record.answered,
                                               end_failed - record.failed)  # fmt: skip
 
+    def _kill_and_wait(self, program: str) -> None:
+        """SIGKILL ``program`` and wait until supervisord has it running again, a new pid."""
+        pid = self.status()[program][1]
+        assert pid, self.status()
+        signal_pid(pid, signal.SIGKILL)
+        self._wait(f"the {program}'s restart",
+                   lambda: self.status()[program][0] == "RUNNING"
+                   and self.status()[program][1] != pid, 60)  # fmt: skip
+
     def _fault(self, what: str, lasts: float) -> None:
-        if what == "kill the trainer":
-            pid = self.status()["trainer"][1]
-            assert pid, self.status()
-            signal_pid(pid, signal.SIGKILL)
-            self._wait("the trainer's restart",
-                       lambda: self.status()["trainer"][0] == "RUNNING"
-                       and self.status()["trainer"][1] != pid, 60)  # fmt: skip
-        elif what == "kill the sink":
-            pid = self.status()["sink"][1]
-            assert pid, self.status()
-            signal_pid(pid, signal.SIGKILL)
-            self._wait("the sink's restart",
-                       lambda: self.status()["sink"][0] == "RUNNING"
-                       and self.status()["sink"][1] != pid, 60)  # fmt: skip
+        if what in ("kill the trainer", "kill the sink"):
+            self._kill_and_wait(what.rsplit(" ", 1)[1])
         elif what == "stop the broker":
             self.ctl("stop", "broker")
             time.sleep(lasts)

@@ -161,6 +161,8 @@ def parse_native(
                 # was cut, so the answer is every token's text
                 text = whole
             pieces = joined if whole == text else None
+    timings = answer.get("timings")
+    cached = timings.get("cache_n") if isinstance(timings, dict) else None
     return Generation(
         checkpoint_id,
         model,
@@ -170,6 +172,7 @@ def parse_native(
         text,
         _FINISH.get(str(answer.get("stop_type")), "stop"),
         pieces,
+        cached_tokens=cached if isinstance(cached, int) and cached >= 0 else None,
     )
 
 
@@ -206,6 +209,7 @@ def joined_stream(body: bytes) -> dict[str, Any]:
             p for e in parts for p in e.get("completion_probabilities") or []
         ],
         "stop_type": final.get("stop_type"),
+        "timings": final.get("timings"),
     }
 
 

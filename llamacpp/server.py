@@ -65,10 +65,13 @@ class EngineConfig:
     adapters: tuple[Path, ...] = ()  # GGUF LoRA adapters loaded at scale 0, chosen per request
 
     def command(self) -> list[str]:
+        """No prompt cache in host memory (``--cache-ram 0``): it moves a prompt's state from
+        slot to slot, whoever's it was and whichever adapter computed it, where the gateway
+        keeps each slot's cache to one organisation and adapter (``serving.slot_ledger``)."""
         threads = capped_threads(self.threads)
         cmd = [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1",
                "--port", str(self.port), "-t", str(threads), "-np", str(self.slots),
-               "-c", str(self.context), "--no-webui"]  # fmt: skip
+               "-c", str(self.context), "--no-webui", "--cache-ram", "0"]  # fmt: skip
         if self.alias:
             cmd += ["--alias", self.alias]
         if self.lora is not None and self.adapters:
@@ -78,10 +81,7 @@ class EngineConfig:
         for adapter in self.adapters:
             cmd += ["--lora", str(adapter)]
         if self.adapters:
-            # and no prompt cache in host memory: it keeps a prompt's state without the
-            # adapter it was computed with, and would hand it to a request of another adapter
-            # (a slot's own cache is dropped when the adapter changes)
-            cmd += ["--lora-init-without-apply", "--cache-ram", "0"]
+            cmd += ["--lora-init-without-apply"]
         return cmd
 
 

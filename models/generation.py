@@ -39,3 +39,5 @@ class Generation:
     # why the engine knows this completion cannot be a rollout (a reason code, counted), e.g.
     # decoded under a constraint that is not recorded and cannot be replayed
     unrecordable: str | None = None
+    # prompt tokens the engine did not evaluate again, reusing its cache (None: not said)
+    cached_tokens: int | None = None

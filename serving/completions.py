@@ -186,19 +186,20 @@ class Completions:
         scope = scoped_key(org_id, unit)
         recognition = None
         if isinstance(req, ChatCompletionRequest) and self.turns is not None:  # before the arm
-            recognition = self.turns.recognise(req, scope, headers.get(INTERACTION))
+            recognition = self.turns.recognise(req, scope, headers.get(INTERACTION), org_id or "")
         known = recognition.interaction_id if recognition is not None else None
         admitted = self.admission.admit(headers, chat, req.model, known, scope, org_id)
         turn = None
         if recognition is not None and self.turns is not None:
             turn = self.turns.turn(admitted.response_id, admitted.interaction, recognition,
-                                   admitted.target)  # fmt: skip
+                                   admitted.target, org_id or "")  # fmt: skip
         answer = {INTERACTION: admitted.interaction, CHECKPOINT: admitted.target.checkpoint_id}
         if admitted.experiment is not None:
             answer[EXPERIMENT] = f"{admitted.experiment.name}:{admitted.experiment.arm}"
         splice = turn.splice if turn is not None else None
         raw = req.model_dump(exclude_unset=True)
-        asked = BackendRequest(admitted.target, req, raw, params, None, splice, constraint)
+        asked = BackendRequest(admitted.target, req, raw, params, None, splice, constraint,
+                               org_id or "")  # fmt: skip
         return CompletionJob(asked, admitted, answer, reading, turn, scope, org_id)
 
     def _record(self, job: CompletionJob, answered: Answered) -> None:
@@ -289,7 +290,7 @@ class Completions:
         """The answer kept for the agent run's next call (a chat with its turn only)."""
         req, turn = job.asked.request, job.turn
         if turn is not None and self.turns is not None and isinstance(req, ChatCompletionRequest):
-            self.turns.remember(turn, req, job.scope, gen, parsed, calls)
+            self.turns.remember(turn, req, job.scope, gen, parsed, calls, job.org_id or "")
 
     def _count_calls(self, gen: Generation, reading: Reading, parsed: Parsed) -> None:
         """The outcome of the answer's calls (or of each upstream call) counted, and logged

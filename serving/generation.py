@@ -28,7 +28,7 @@ class Shown:
     top: int = 0
 
 
-def usage_of(gen: Generation) -> dict[str, int]:
+def usage_of(gen: Generation) -> dict[str, Any]:
     """The answer's ``usage``."""
     return _usage(gen)
 
@@ -42,14 +42,17 @@ def text_offsets(pieces: Sequence[str], start: int = 0) -> list[int]:
     return list(accumulate((len(p) for p in pieces[:-1]), initial=start)) if pieces else []
 
 
-def _usage(gen: Generation) -> dict[str, int]:
+def _usage(gen: Generation) -> dict[str, Any]:
     prompt = len(gen.prompt_ids or ())
     completion = len(gen.token_ids or ())
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    if gen.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": gen.cached_tokens}
+    return usage
 
 
 def token_entries(pieces: Sequence[str], logprobs: Sequence[float],

@@ -14,7 +14,9 @@ and a segment: the calls that extend one another token for token. A call whose h
 not extend its parent's (the agent summarised or dropped turns) starts a new segment of the
 same interaction. A match that is not unique (a retried call whose two answers are the same
 short text, a fork) starts a new interaction, counted: a wrong join would train on another
-run's tokens.
+run's tokens. Answers are their organisation's (the API key's): a call joins only its own
+organisation's answers, and runs are numbered per organisation, as two organisations may send
+the same interaction id.
 
 The memory is this process's: answers are kept for ``ttl_s`` after they were given and at most
 ``max_answers`` of them (least recently used first out); each keeps its own new tokens (the
@@ -105,6 +107,7 @@ class Answer:
     checkpoint_id: str
     tokenizer: str  # sha256 of the tokenizer its ids are in
     parent: Answer | None = None
+    org: str = ""  # the organisation it was given to: only its calls can extend it
     used_at: float = 0.0  # when it was given or last extended (the memory's clock)
 
     def sequence(self) -> list[int]:
@@ -147,7 +150,8 @@ class AnswerMemory:
         self._answers: OrderedDict[str, Answer] = OrderedDict()  # call id -> answer, LRU
         self._by_call: dict[str, Answer] = {}  # tool call id -> answer
         self._by_text: dict[str, list[Answer]] = {}  # text key -> answers
-        self._segments: OrderedDict[str, int] = OrderedDict()  # interaction -> segments begun
+        # (organisation, interaction) -> segments begun: two organisations' same id is two runs
+        self._segments: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -164,22 +168,23 @@ class AnswerMemory:
             while len(self._answers) > self.max_answers:
                 self._forget(self._answers.popitem(last=False)[1])
 
-    def new_segment(self, interaction_id: str) -> int:
-        """The next segment's number in ``interaction_id`` (0 for its first)."""
+    def new_segment(self, interaction_id: str, org: str = "") -> int:
+        """The next segment's number in ``org``'s ``interaction_id`` (0 for its first)."""
         with self._lock:
-            n = self._segments.pop(interaction_id, 0)
-            self._segments[interaction_id] = n + 1
+            n = self._segments.pop((org, interaction_id), 0)
+            self._segments[(org, interaction_id)] = n + 1
             while len(self._segments) > self.max_answers:
                 self._segments.popitem(last=False)
             return n
 
     def recognise(self, messages: Sequence[Mapping[str, Any]], tools: Any, scope: str,
-                  interaction_id: str | None) -> Recognition:  # fmt: skip
+                  interaction_id: str | None, org: str = "") -> Recognition:  # fmt: skip
         """Where a call with ``messages`` (as the client sent them) belongs; ``scope``: its
-        user key ("" when none), ``interaction_id``: its header's (None when none)."""
+        user key ("" when none), ``interaction_id``: its header's (None when none), ``org``: the
+        organisation of its API key, whose answers alone it can extend."""
         last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
         if last < 0 or last == len(messages) - 1:
-            return self._fresh(interaction_id, "new")
+            return self._fresh(interaction_id, "new", org)
         answer_msg = messages[last]
         context = digest(messages[:last], tools)
         calls = _calls(answer_msg)
@@ -191,19 +196,20 @@ class AnswerMemory:
                 candidates = list(found.values())
             else:
                 candidates = list(self._by_text.get(_text_key(scope, context, content), ()))
+            candidates = [a for a in candidates if a.org == org]
             if interaction_id is not None:
                 candidates = [a for a in candidates if a.interaction_id == interaction_id]
         if len(candidates) > 1:
-            return self._fresh(interaction_id, "ambiguous")
+            return self._fresh(interaction_id, "ambiguous", org)
         if not candidates:
-            return self._fresh(interaction_id, "unmatched")
+            return self._fresh(interaction_id, "unmatched", org)
         (parent,) = candidates
         if (
             parent.context != context
             or calls != parent.calls
             or content not in (parent.content, "")
         ):
-            segment = self.new_segment(parent.interaction_id)
+            segment = self.new_segment(parent.interaction_id, org)
             return Recognition(parent.interaction_id, None, segment, "new_segment")
         with self._lock:
             if parent.call_id in self._answers:
@@ -213,10 +219,10 @@ class AnswerMemory:
             parent.interaction_id, parent, parent.segment, "extends", tuple(messages[last + 1 :])
         )
 
-    def _fresh(self, interaction_id: str | None, outcome: str) -> Recognition:
+    def _fresh(self, interaction_id: str | None, outcome: str, org: str) -> Recognition:
         if interaction_id is None:
             return Recognition(None, None, None, outcome)
-        return Recognition(interaction_id, None, self.new_segment(interaction_id), outcome)
+        return Recognition(interaction_id, None, self.new_segment(interaction_id, org), outcome)
 
     def _expire(self) -> None:
         horizon = self._clock() - self.ttl_s

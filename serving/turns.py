@@ -65,20 +65,20 @@ class Turns:
         self.memory = memory
         self._counter = counter  # rtrl_gateway_calls, by outcome
 
-    def recognise(self, req: ChatCompletionRequest, scope: str,
-                  interaction_id: str | None) -> Recognition:  # fmt: skip
-        recognition = self.memory.recognise(_messages(req), _tools(req), scope, interaction_id)
+    def recognise(self, req: ChatCompletionRequest, scope: str, interaction_id: str | None,
+                  org: str = "") -> Recognition:  # fmt: skip
+        recognition = self.memory.recognise(_messages(req), _tools(req), scope, interaction_id, org)
         self._counter.labels(recognition.outcome).inc()
         return recognition
 
     def turn(self, call_id: str, interaction_id: str, recognition: Recognition,
-             target: Any) -> Turn:  # fmt: skip
+             target: Any, org: str = "") -> Turn:  # fmt: skip
         """The call's turn, once its interaction and checkpoint are known; spliced when its
         parent's tokens are the same vocabulary's and its family splices."""
         parent = recognition.parent
         segment = recognition.segment
         if segment is None:
-            segment = self.memory.new_segment(interaction_id)
+            segment = self.memory.new_segment(interaction_id, org)
         splice = None
         identity = getattr(target, "identity", None)
         if (
@@ -103,7 +103,8 @@ class Turns:
         )
 
     def remember(self, turn: Turn, req: ChatCompletionRequest, scope: str, gen: Generation,
-                 parsed: Parsed | None, calls: Sequence[Mapping[str, Any]]) -> None:  # fmt: skip
+                 parsed: Parsed | None, calls: Sequence[Mapping[str, Any]],
+                 org: str = "") -> None:  # fmt: skip
         """The call's answer, for the next call of its run to extend (not when the answer
         lacks its token ids: nothing could be spliced from it)."""
         if not gen.prompt_ids or not gen.token_ids or gen.model is None:
@@ -125,6 +126,7 @@ class Turns:
                 call_id=turn.call_id,
                 interaction_id=turn.interaction_id,
                 scope=scope,
+                org=org,
                 segment=turn.segment,
                 context=digest(_messages(req), _tools(req)),
                 content=content,

@@ -44,6 +44,7 @@ from serving.backends.upstream import (
 )
 from serving.backends.upstream_http import UpstreamHttp
 from serving.protocol import ChatCompletionRequest, CompletionRequest
+from serving.slot_ledger import SlotLedger, cache_key
 from serving.splice import Splice, check_length, continuation_of
 
 log = logging.getLogger(__name__)
@@ -101,14 +102,15 @@ class LlamaCppNative(Generic[RouteT]):
                  adapter_of: Callable[[RouteT], dict[str, Any]]) -> None:  # fmt: skip
         self._http, self._headers = http, headers
         self._url_of, self._adapter_of = url_of, adapter_of
-        self._contexts: dict[str, int | None] = {}
+        self._props: dict[str, dict[str, Any]] = {}
+        self._ledgers: dict[str, SlotLedger] = {}
 
     async def chat(self, asked: BackendRequest[RouteT, ChatCompletionRequest]) -> Generation:
         route, request, params = asked.target, asked.request, asked.params
         seed, constraint = request_seed(asked.raw), asked.constraint
         if asked.splice is not None:
             prompt_ids = await self._spliced(route, asked.splice)
-            return await self._generate(route, prompt_ids, params, seed, constraint)
+            return await self._generate(route, prompt_ids, params, seed, constraint, asked.tenant)
         if request.uses_tools():  # rendered in the default tool format
             template: dict[str, Any] = {"messages": request.prompt_messages()}
         else:
@@ -116,11 +118,13 @@ class LlamaCppNative(Generic[RouteT]):
         prompt = (await self._call(route, "/apply-template", template)).get("prompt")
         if not isinstance(prompt, str):
             raise bad_gateway("llama-server's /apply-template gave no prompt")
-        return await self._generate(route, prompt, params, seed, constraint)
+        return await self._generate(route, prompt, params, seed, constraint, asked.tenant)
 
     async def complete(self, asked: BackendRequest[RouteT, CompletionRequest]) -> Generation:
         raw = asked.raw
-        return await self._generate(asked.target, raw["prompt"], asked.params, request_seed(raw))
+        return await self._generate(
+            asked.target, raw["prompt"], asked.params, request_seed(raw), tenant=asked.tenant
+        )
 
     async def _generate(
         self,
@@ -129,10 +133,12 @@ class LlamaCppNative(Generic[RouteT]):
         params: SamplingParams,
         seed: int | None,
         constraint: Constraint | None = None,
+        tenant: str = "",
     ) -> Generation:
         """The completion of ``prompt``, decoded under ``constraint``'s GBNF grammar when given
         (only the ``--engine llama.cpp`` backend's servers, our patched build, are asked one:
-        ``admission`` refuses it for any other llama-server)."""
+        ``admission`` refuses it for any other llama-server), in a slot whose cache is
+        ``tenant``'s under the route's adapter or none (``serving.slot_ledger``)."""
         if isinstance(prompt, str):
             asked = {"content": prompt, "add_special": True, "parse_special": True}
             ids = token_ids((await self._call(route, "/tokenize", asked)).get("tokens"))
@@ -143,11 +149,27 @@ class LlamaCppNative(Generic[RouteT]):
         # every prompt, fresh or spliced: llama-server would otherwise shift or cut the context
         check_length(len(ids), params.max_tokens, await self._context(route))
         grammar = None if constraint is None else constraint.grammar
-        body = completion_body(list(ids), params, grammar) | self._adapter_of(route)
+        adapter = self._adapter_of(route)
+        body = completion_body(list(ids), params, grammar) | adapter
         if seed is not None:
             body["seed"] = seed
         if params.stop:  # streamed: the whole answer drops the stop string's probabilities
             body["stream"] = True
+        key = cache_key(tenant, adapter)
+        ledger = await self._ledger(route)
+        lease = await ledger.acquire(key, ids)
+        held: tuple[int, ...] | None = None
+        try:
+            body |= {"id_slot": lease.slot, "cache_prompt": lease.warm}
+            generation = await self._completion(route, ids, body)
+            held = ids + (generation.token_ids or ())
+        finally:
+            await ledger.release(lease, key, held)
+        return generation if constraint is None else replace(generation, constraint=constraint)
+
+    async def _completion(self, route: RouteT, ids: tuple[int, ...],
+                          body: dict[str, Any]) -> Generation:  # fmt: skip
+        if body.get("stream"):
             streamed = await self._http.post_body(self._url_of(route), "/completion", body)
             try:
                 answer = joined_stream(streamed)
@@ -156,8 +178,7 @@ class LlamaCppNative(Generic[RouteT]):
             answer = await self._held_back_text(route, answer)
         else:
             answer = await self._call(route, "/completion", body)
-        generation = parse_native(answer, ids, route.checkpoint_id, route.identity)
-        return generation if constraint is None else replace(generation, constraint=constraint)
+        return parse_native(answer, ids, route.checkpoint_id, route.identity)
 
     async def _held_back_text(self, route: RouteT, answer: dict[str, Any]) -> dict[str, Any]:
         """A streamed answer whose last tokens' text llama-server held back at the budget
@@ -188,17 +209,31 @@ class LlamaCppNative(Generic[RouteT]):
             raise bad_gateway("llama-server's /tokenize gave no token ids")
         return splice.prompt(ids)  # its length is checked with every prompt's (_generate)
 
-    async def _context(self, route: RouteT) -> int | None:
-        """The context of one of the server's slots (``GET /props``), asked once."""
+    async def _server_props(self, route: RouteT) -> dict[str, Any]:
+        """The route's server's ``GET /props``, asked once."""
         url = self._url_of(route)
-        if url not in self._contexts:
+        if url not in self._props:
             async with httpx.AsyncClient(headers=self._headers, timeout=30) as http:
                 answer = await http.get(f"{url.rstrip('/')}/props")
             props = answer.json() if answer.status_code == 200 else None
-            settings = props.get("default_generation_settings") if isinstance(props, dict) else None
-            n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-            self._contexts[url] = n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
-        return self._contexts[url]
+            self._props[url] = props if isinstance(props, dict) else {}
+        return self._props[url]
+
+    async def _context(self, route: RouteT) -> int | None:
+        """The context of one of the server's slots."""
+        settings = (await self._server_props(route)).get("default_generation_settings")
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
+
+    async def _ledger(self, route: RouteT) -> SlotLedger:
+        """The route's server's slots (one when its props do not say how many)."""
+        url = self._url_of(route)
+        if url not in self._ledgers:
+            slots = (await self._server_props(route)).get("total_slots")
+            self._ledgers.setdefault(
+                url, SlotLedger(slots if isinstance(slots, int) and slots > 0 else 1)
+            )
+        return self._ledgers[url]
 
     async def _call(self, route: RouteT, path: str, body: dict[str, Any]) -> dict[str, Any]:
         data = await self._http.post(self._url_of(route), path, body)

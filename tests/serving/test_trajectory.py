@@ -129,3 +129,26 @@ def test_the_first_call_of_a_run_is_new() -> None:
     assert memory.recognise(ASK, None, "u1", None).outcome == "new"
     assert memory.recognise(ASK, None, "u1", "i9").segment == 0
     assert memory.recognise(ASK, None, "u1", "i9").segment == 1
+
+
+def test_another_organisation_cannot_extend_an_answer_by_its_call_ids() -> None:
+    """The call ids alone join a run, but only within the organisation of the API key: a
+    foreign organisation sending them back starts a run of its own, never spliced onto
+    another tenant's tokens."""
+    memory = AnswerMemory()
+    calls = (("call_1", "read_file", _canonical("read_file", '{"path": "a.py"}')),)
+    first = _answer(memory, "r1", ASK, calls=calls)
+    first.org = "acme"
+    history: list[Any] = [*ASK, {"role": "assistant", "content": None,
+                      "tool_calls": [_call("call_1", args='{"path":"a.py"}')]},
+               {"role": "tool", "tool_call_id": "call_1", "content": "..."}]  # fmt: skip
+    foreign = memory.recognise(history, None, "u1", None, org="globex")
+    assert (foreign.outcome, foreign.parent, foreign.interaction_id) == ("unmatched", None, None)
+    assert memory.recognise(history, None, "u1", None, org="acme").parent is first
+
+
+def test_two_organisations_same_interaction_id_number_their_segments_apart() -> None:
+    memory = AnswerMemory()
+    assert memory.recognise(ASK, None, "u1", "i9", org="acme").segment == 0
+    assert memory.recognise(ASK, None, "u1", "i9", org="globex").segment == 0
+    assert memory.recognise(ASK, None, "u1", "i9", org="acme").segment == 1

@@ -1,0 +1,84 @@
+"""The gateway's choice of a llama-server slot: a slot's cache is reused only by requests of the
+organisation and adapter that filled it (``serving.slot_ledger``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from serving.slot_ledger import SlotLedger, cache_key
+
+ACME, GLOBEX = cache_key("acme", {}), cache_key("globex", {})
+PROMPT = (1, 2, 3, 4)
+
+
+def test_a_slot_s_cache_is_reused_by_its_own_organisation_only() -> None:
+    async def run() -> list[tuple[int, bool]]:
+        ledger = SlotLedger(2)
+        out = []
+        for key in (ACME, ACME, GLOBEX, GLOBEX, ACME):
+            lease = await ledger.acquire(key, PROMPT)
+            out.append((lease.slot, lease.warm))
+            await ledger.release(lease, key, (*PROMPT, 9))
+        return out
+
+    first, again, other, other_again, back = asyncio.run(run())
+    assert not first[1] and again == (first[0], True)
+    assert other[1] is False and other[0] != first[0]  # the free cold slot, never acme's
+    assert other_again == (other[0], True) and back == (first[0], True)
+
+
+def test_another_adapter_of_the_same_organisation_is_another_cache() -> None:
+    adapter_0 = cache_key("acme", {"lora": [{"id": 0, "scale": 1.0}]})
+    adapter_1 = cache_key("acme", {"lora": [{"id": 1, "scale": 1.0}]})
+
+    async def run() -> bool:
+        ledger = SlotLedger(1)
+        lease = await ledger.acquire(adapter_0, PROMPT)
+        await ledger.release(lease, adapter_0, PROMPT)
+        return (await ledger.acquire(adapter_1, PROMPT)).warm
+
+    assert asyncio.run(run()) is False
+
+
+def test_the_slot_sharing_the_longest_prefix_is_chosen_among_its_own() -> None:
+    async def run() -> int:
+        ledger = SlotLedger(3)
+        leases = [await ledger.acquire(ACME, ()) for _ in range(3)]
+        await ledger.release(leases[0], ACME, (1, 2))
+        await ledger.release(leases[1], ACME, (1, 2, 3, 4, 5))
+        await ledger.release(leases[2], ACME, (7,))
+        return (await ledger.acquire(ACME, (1, 2, 3, 4, 6))).slot
+
+    assert asyncio.run(run()) == 1
+
+
+def test_a_failed_request_leaves_its_slot_cold_for_everyone() -> None:
+    async def run() -> bool:
+        ledger = SlotLedger(1)
+        lease = await ledger.acquire(ACME, PROMPT)
+        await ledger.release(lease, ACME, None)
+        assert ledger.keys() == [None]
+        return (await ledger.acquire(ACME, PROMPT)).warm
+
+    assert asyncio.run(run()) is False
+
+
+def test_a_request_waits_while_every_slot_is_busy() -> None:
+    async def run() -> list[str]:
+        ledger = SlotLedger(1)
+        order: list[str] = []
+        held = await ledger.acquire(ACME, PROMPT)
+
+        async def second() -> None:
+            lease = await ledger.acquire(GLOBEX, PROMPT)
+            order.append(f"globex on {lease.slot}, warm {lease.warm}")
+            await ledger.release(lease, GLOBEX, PROMPT)
+
+        task = asyncio.create_task(second())
+        await asyncio.sleep(0.05)
+        order.append("acme done")
+        await ledger.release(held, ACME, PROMPT)
+        await task
+        return order
+
+    assert asyncio.run(run()) == ["acme done", "globex on 0, warm False"]

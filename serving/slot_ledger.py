@@ -80,16 +80,18 @@ class SlotLedger:
 
     def choose(self, key: str, prompt: Sequence[int]) -> SlotLease | None:
         """The free slot for a request under ``key`` with ``prompt`` (None when all are busy):
-        the same key's slot sharing the longest prefix, else the least recently used."""
+        the same key's slot sharing the longest prefix with it, else the least recently used
+        (an empty one first, so a new run does not evict another's cache while one is empty)."""
         free = [i for i, s in enumerate(self._state) if not s.busy]
         if not free:
             return None
-        own = [i for i in free if self._state[i].key == key]
-        if own:
-            best = max(own, key=lambda i: (common_prefix(self._state[i].tokens, prompt),
-                                           self._state[i].last_used))  # fmt: skip
+        shared = {i: common_prefix(self._state[i].tokens, prompt) for i in free
+                  if self._state[i].key == key}  # fmt: skip
+        if shared and max(shared.values()) > 0:
+            best = max(shared, key=lambda i: (shared[i], self._state[i].last_used))
             return SlotLease(best, warm=True)
-        return SlotLease(min(free, key=lambda i: self._state[i].last_used), warm=False)
+        oldest = min(free, key=lambda i: self._state[i].last_used)
+        return SlotLease(oldest, warm=self._state[oldest].key == key)
 
     async def acquire(self, key: str, prompt: Sequence[int]) -> SlotLease:
         async with self._free:

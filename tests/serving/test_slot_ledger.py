@@ -82,3 +82,14 @@ def test_a_request_waits_while_every_slot_is_busy() -> None:
         return order
 
     assert asyncio.run(run()) == ["acme done", "globex on 0, warm False"]
+
+
+def test_a_new_run_takes_an_empty_slot_before_evicting_another_run_s_cache() -> None:
+    async def run() -> tuple[int, int]:
+        ledger = SlotLedger(2)
+        lease = await ledger.acquire(ACME, PROMPT)
+        await ledger.release(lease, ACME, PROMPT)
+        return lease.slot, (await ledger.acquire(ACME, (8, 9))).slot
+
+    first, new_run = asyncio.run(run())
+    assert new_run != first

@@ -66,6 +66,9 @@ class TrainerSection(BaseModel):
     eval_engine_threads: int | None = Field(
         None, ge=1, description="CPU threads of the trainer's eval llama-server"
     )
+    train_window: int | None = Field(
+        None, ge=0, description="newest batches a round trains on (0: every untrained batch)"
+    )
 
 
 class ServingSection(BaseModel):
@@ -128,6 +131,7 @@ class LoopConfig(BaseModel):
             "--gate-min-examples": self.trainer.gate_min_examples,
             "--gate-min-users": self.trainer.gate_min_users,
             "--eval-engine-threads": self.trainer.eval_engine_threads,
+            "--train-window": self.trainer.train_window,
             "--engine-threads": self.serving.engine_threads,
         }
         if source is not None:  # the file's own tables, read where a file is named

@@ -53,8 +53,9 @@ def untrained(batches: list[OfferedBatch], registry: CheckpointRegistry, checkpo
     is new (no candidate of the line tried it yet): the shared line and an organisation's each
     use a batch of the shared checkpoint once.
 
-    A rejected candidate's batch stays available: it is still on-policy for its parent, and is
-    trained on again together with the parent's next batch. Batches that only rejected
+    A rejected candidate's batch stays available: it is still on-policy for its parent, and
+    its held-out users stay the gate's evidence; the round trains on the newest of them only
+    (``trainer.round_examples.training_window``). Batches that only rejected
     candidates tried, with nothing new beside them, would only reproduce the same rejection.
     A quarantined batch (its log-probabilities did not match the served weights) is used up
     like a promoted one's: its data would be as wrong next time.

@@ -161,19 +161,39 @@ def _run_key(example: Example) -> tuple[str | None, str]:
     return example.org_id, example.rollout.interaction_id
 
 
+def training_window(batch_ids: Sequence[str], window: int) -> list[str]:
+    """The batches a round trains on: the newest ``window`` (all when 0).
+
+    A rejected candidate's batches stay its parent's (still on-policy), so the next attempt
+    could train on every one of them again, and each retry would take longer than the last.
+    It trains on the newest batches instead: the new data, and the last attempt's beside it
+    where the window is 2, so that a thin round is not trained on alone. The gate still judges
+    on the held-out users of every batch: that evidence only grows, and each attempt pays for
+    its look (``release.gate.attempt_level``).
+
+    >>> training_window(["b1", "b2", "b3"], 2), training_window(["b1", "b2"], 0)
+    (['b2', 'b3'], ['b1', 'b2'])
+    """
+    if window < 0:
+        raise ValueError("a training window is 0 (every batch) or a number of batches")
+    return list(batch_ids[-window:]) if window else list(batch_ids)
+
+
 class TooFewExamples(ValueError):
     """The batches hold examples, but not enough to both train and hold out: more must come."""
 
 
 def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str | Path]]],
                held_out_fraction: float, org_id: str | None = None,
-               own_only: Sequence[str] = ()) -> RoundExamples:  # fmt: skip
-    """The examples of ``batches`` (``(batch_id, data files)``), all of them ``parent``'s
-    rollouts with its tokenizer (others are counted in ``skipped``), split into training and
-    held-out ones (:func:`split`). ``org_id``: an organisation's line reads only that
-    organisation's examples; the shared line (None) reads every organisation's but those of
-    ``own_only``. ValueError: a batch of another checkpoint, no rewarded example, or too few to
-    both train and hold out."""
+               own_only: Sequence[str] = (), train_window: int = 0) -> RoundExamples:  # fmt: skip
+    """The examples of ``batches`` (``(batch_id, data files)``, oldest first), all of them
+    ``parent``'s rollouts with its tokenizer (others are counted in ``skipped``), split into
+    training and held-out ones (:func:`split`). ``org_id``: an organisation's line reads only
+    that organisation's examples; the shared line (None) reads every organisation's but those of
+    ``own_only``. ``train_window``: only the newest that many batches are trained on (0: all),
+    while every batch's held-out users are the gate's evidence (:func:`training_window`).
+    ValueError: a batch of another checkpoint, no rewarded example, or too few to both train
+    and hold out."""
     examples: list[Example] = []
     skipped: Counter[str] = Counter()
     batch_of: dict[tuple[str | None, str], str] = {}  # an interaction -> the batch it came in
@@ -204,7 +224,8 @@ def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str
     # censored calls (no reward) are held out with their users, never trained on: the gate's
     # estimand keeps them (release.offpolicy_bound)
     train, held = split(examples, held_out_fraction)
-    train = [e for e in train if e.reward is not None]
+    window = set(training_window([b for b, _ in batches], train_window))
+    train = [e for e in train if e.reward is not None and batch_of[_run_key(e)] in window]
     if not train or not any(e.reward is not None for e in held):
         raise TooFewExamples(f"{len(examples)} examples: too few to both train and hold out")
     return RoundExamples(examples, train, held, skipped, batch_of)

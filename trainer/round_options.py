@@ -36,6 +36,14 @@ class RoundOptions:
     learner: LearnerConfig
     gate: GateConfig
     held_out: float = field(default=0.3, metadata=_help("share of interactions kept for the eval"))
+    train_window: int = field(
+        default=2,
+        metadata=_help(
+            "batches a round trains on: the newest this many of the served checkpoint's "
+            "untrained ones, so a retry after a rejection does not train on every earlier "
+            "batch again; the gate judges on every batch's held-out users (0: train on all)"
+        ),
+    )
     catalog: Path | None = field(  # default: warehouse.duckdb in the warehouse
         default=None,
         metadata=_help(

@@ -31,7 +31,7 @@ from models.devices import make_accelerator
 from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
 from trainer.inputs import alarms_of, offered_batches, untrained
 from trainer.metrics import TrainerMetrics
-from trainer.round_examples import TooFewExamples, read_round
+from trainer.round_examples import TooFewExamples, read_round, training_window
 from trainer.round_gate import attempt_of
 from trainer.round_options import RoundOptions
 from trainer.round_state import RoundStopped
@@ -101,10 +101,11 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
     alarms = alarms_of(catalog, registry, parent.checkpoint_id, options.thresholds, look,
                        options.org)  # fmt: skip
     log.info(
-        "training %s for %s on %d batch(es), %d monitor alarm(s) of it against its parent "
-        "(look %d)",
+        "training %s for %s on %d batch(es) (the gate's evidence from all %d), %d monitor "
+        "alarm(s) of it against its parent (look %d)",
         parent.checkpoint_id,
         line,
+        len(training_window([b for b, _ in batches], options.train_window)),
         len(batches),
         len(alarms),
         look,
@@ -165,7 +166,9 @@ def _waiting_for(parent: CheckpointInfo, batches: list[tuple[str, list[Path]]],
                  options: RoundOptions) -> tuple[str | None, Evidence | None]:  # fmt: skip
     """What the round still lacks before it may start (None: nothing), and what it has."""
     try:
-        data = read_round(parent, batches, options.held_out, options.org, options.own_only)
+        data = read_round(
+            parent, batches, options.held_out, options.org, options.own_only, options.train_window
+        )
     except TooFewExamples as exc:
         return str(exc), None
     return waiting_for(data, options.gate), evidence_of(data)

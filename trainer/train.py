@@ -119,7 +119,9 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     accelerator = accelerator or Accelerator(cpu=True)
     learner, main = options.learner, accelerator.is_main_process
     parent, batch_ids = registry.get(parent_id), tuple(b for b, _ in batches)
-    data = read_round(parent, batches, options.held_out, options.org, options.own_only)
+    data = read_round(
+        parent, batches, options.held_out, options.org, options.own_only, options.train_window
+    )
     adapter = parent.weights.lora or options.lora
     seconds: dict[str, float] = {}
     stopping = _stopping(stop, candidate_id)

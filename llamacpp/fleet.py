@@ -98,8 +98,42 @@ class ServedEngine:
         self.adapters = adapters
         self.url = server.url
         self.retired = False
+        self.restarts = 0  # times its process died and was started again
         self._leases = 0
         self._idle = threading.Condition()
+        self._reviving = threading.Lock()
+
+    def revive(self, timeout_s: float) -> bool:
+        """Start the server again, on the same port and files, if its process has exited
+        (killed, crashed, out of memory) and it is not being retired; whether it serves now.
+        A request it was decoding failed with it; the gateway asks that one again."""
+        with self._reviving:
+            if self.server.proc.poll() is None:
+                return True
+            if self.retired:
+                return False
+            dead = self.server
+            log.warning(
+                "serving: llama-server for %s (pid %d) exited with %s; starting it again on "
+                "port %d",
+                self.checkpoint_id,
+                dead.proc.pid,
+                dead.proc.returncode,
+                dead.config.port,
+            )
+            dead.stop()
+            started = time.monotonic()
+            try:
+                alive = LlamaServer(dead.config, dead.log, timeout_s)
+            except Exception as exc:  # noqa: BLE001 - logged; the next look tries again
+                log.error("serving: llama-server for %s did not start again: %s",
+                          self.checkpoint_id, exc)  # fmt: skip
+                return False
+            self.restarts += 1  # first: whoever sees the new server sees the restart
+            self.server = alive
+            log.info("serving: llama-server for %s up again in %.1f s (restart %d)",
+                     self.checkpoint_id, time.monotonic() - started, self.restarts)  # fmt: skip
+            return True
 
     def lease(self) -> None:
         with self._idle:
@@ -135,6 +169,25 @@ class EngineFleet:
         self._lock = threading.Lock()
         self._running: list[ServedEngine] = []
         self._retiring: list[threading.Thread] = []
+        self._closed = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch, name="rtrl-engine-watchdog",
+                                          daemon=True)  # fmt: skip
+        self._watchdog.start()
+
+    def _watch(self, every_s: float = 1.0) -> None:
+        """Every second, start again any server whose process died, so that recovery does not
+        wait for a request to find it dead."""
+        while not self._closed.wait(every_s):
+            with self._lock:
+                engines = list(self._running)
+            for engine in engines:
+                if engine.server.proc.poll() is not None and not engine.retired:
+                    engine.revive(self.settings.start_timeout_s)
+
+    def restarts(self) -> int:
+        """Servers started again after their process died, in all."""
+        with self._lock:
+            return sum(e.restarts for e in self._running)
 
     def weights(self, info: CheckpointInfo) -> EngineWeights:
         """``info``'s GGUF files: a GGUF base as it is, anything else converted (cached) by a
@@ -297,6 +350,7 @@ class EngineFleet:
 
     def close(self, timeout_s: float = 30) -> None:
         """Stop every server (the gateway has answered what it admitted)."""
+        self._closed.set()
         with self._lock:
             threads, engines = list(self._retiring), list(self._running)
         for thread in threads:

@@ -37,9 +37,11 @@ softmax, and the rollout records the grammar for the learner to replay
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,7 @@ from serving.backends.base import BackendRequest
 from serving.backends.llamacpp import LlamaCppNative
 from serving.backends.upstream import Route
 from serving.backends.upstream_http import UpstreamHttp
+from serving.backends.upstream_protocol import UpstreamError
 from serving.follower import moves_forward
 from serving.protocol import ChatCompletionRequest, CompletionRequest
 from serving.routing import CURRENT
@@ -84,6 +87,7 @@ class EngineBackend:
         self._weights: dict[str, EngineWeights] = {}
         self._lock = threading.Lock()
         self.switches = 0
+        self._forgotten: dict[str, int] = {}  # server url -> the restart its connections are of
         # each route names its server; the servers are our own children: no API key
         self._http = UpstreamHttp({}, timeout_s)
         self._native = LlamaCppNative[EngineRoute](self._http, {}, _url_of, self._adapter_fields)
@@ -244,15 +248,49 @@ class EngineBackend:
 
     async def chat(self, asked: BackendRequest[EngineRoute, ChatCompletionRequest]) -> Generation:
         try:
-            return await self._native.chat(asked)
+            return await self._again_if_revived(lambda: self._native.chat(asked), asked.target)
         finally:
             await self._release(asked.target)
 
     async def complete(self, asked: BackendRequest[EngineRoute, CompletionRequest]) -> Generation:
         try:
-            return await self._native.complete(asked)
+            return await self._again_if_revived(lambda: self._native.complete(asked), asked.target)
         finally:
             await self._release(asked.target)
+
+    async def _again_if_revived(self, ask: Callable[[], Awaitable[Generation]],
+                                route: EngineRoute) -> Generation:  # fmt: skip
+        """``ask()``, and once more if it failed because the server it was asked of died (and
+        was started again, by the fleet's watchdog or here). Nothing of the failed answer
+        reached the client (the gateway sends an answer only once it is whole), so the request
+        is answered as if the server had never died, and recorded once."""
+        engine = route.engine
+        server = engine.server  # before the connections: a restart between is seen as one
+        await self._fresh_connections(engine)
+        try:
+            return await ask()
+        except UpstreamError as exc:
+            # unreachable (our 502), and its process gone: a dying process closes its sockets
+            # before it can be waited for, so it is given a moment
+            if exc.status != 502 or not await asyncio.to_thread(_exited, server.proc):
+                raise
+            timeout_s = self._fleet.settings.start_timeout_s
+            for _ in range(3):  # a start that failed (its port not yet free) is tried again
+                if await asyncio.to_thread(engine.revive, timeout_s):
+                    break
+            else:
+                raise
+        await self._fresh_connections(engine)
+        log.warning("serving: a request to %s asked again after its server was restarted",
+                    route.checkpoint_id)  # fmt: skip
+        return await ask()
+
+    async def _fresh_connections(self, engine: ServedEngine) -> None:
+        """Drop the connections to a server started again since they were made (they were
+        to the dead process); once a restart."""
+        if self._forgotten.get(engine.url, 0) < engine.restarts:
+            self._forgotten[engine.url] = engine.restarts
+            await self._http.forget(engine.url)
 
     async def _release(self, route: EngineRoute) -> None:
         """Give the request's lease back; the last one of a replaced server also closes the
@@ -274,6 +312,15 @@ class EngineBackend:
     async def close(self) -> None:
         await self._http.close()
         self.stop_engines()
+
+
+def _exited(proc: subprocess.Popen[bytes], grace_s: float = 2.0) -> bool:
+    """Whether ``proc`` has exited, or does within ``grace_s``."""
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def _url_of(route: EngineRoute) -> str:

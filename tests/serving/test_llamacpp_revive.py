@@ -19,8 +19,8 @@ import pytest
 
 from models.catalog import fetch, models_dir
 from models.loading import LoadedBase, load_base
-from tests.support.engine import base_registry, needs_engine
-from tests.support.gateway import Serve, api_key
+from tests.support.engine import base_registry, engine_gateway, needs_engine
+from tests.support.gateway import api_key
 
 pytestmark = needs_engine
 RECORDED = 'rtrl_gateway_rollouts_total{outcome="recorded"}'
@@ -54,12 +54,7 @@ def test_a_killed_llama_server_is_started_again_and_no_request_fails(
     registry = base_registry(tmp_path / "registry", base, "smol-0000")
     keys = tmp_path / "keys.sqlite"
     key = api_key(keys, "acme")
-    front = Serve(
-        ["--registry", str(registry.root), "--key-db", str(keys), "--bootstrap",
-         kafka_bootstrap, "--topic-prefix", topic_names.prefix, "--no-follow",
-         "--engine", "llama.cpp", "--engine-slots", "4", "--max-tokens", "32"],
-        tmp_path / "front.log",
-    )  # fmt: skip
+    front = engine_gateway(tmp_path, registry, keys, kafka_bootstrap, topic_names.prefix, 4, 32)
     answered, failed = [], []
     done = threading.Event()
 

@@ -16,8 +16,8 @@ import pytest
 
 from models.catalog import fetch, models_dir
 from models.loading import LoadedBase, load_base
-from tests.support.engine import base_registry, needs_engine
-from tests.support.gateway import Serve, api_key
+from tests.support.engine import base_registry, engine_gateway, needs_engine
+from tests.support.gateway import api_key
 
 pytestmark = needs_engine
 ASK: list = [{"role": "user", "content": "Write `clamp(x, lo, hi)` in Python, briefly."}]
@@ -44,12 +44,7 @@ def test_the_same_prompt_reuses_its_own_organisation_s_cache_only(
     registry = base_registry(tmp_path / "registry", base, "smol-0000")
     keys = tmp_path / "keys.sqlite"
     acme_key, globex_key = api_key(keys, "acme"), api_key(keys, "globex")
-    front = Serve(
-        ["--registry", str(registry.root), "--key-db", str(keys), "--bootstrap",
-         kafka_bootstrap, "--topic-prefix", topic_names.prefix, "--no-follow",
-         "--engine", "llama.cpp", "--engine-slots", "2", "--max-tokens", "8"],
-        tmp_path / "front.log",
-    )  # fmt: skip
+    front = engine_gateway(tmp_path, registry, keys, kafka_bootstrap, topic_names.prefix, 2, 8)
     try:
         acme = openai.OpenAI(base_url=f"{front.url}/v1", api_key=acme_key, max_retries=0)
         globex = openai.OpenAI(base_url=f"{front.url}/v1", api_key=globex_key, max_retries=0)
@@ -58,6 +53,7 @@ def test_the_same_prompt_reuses_its_own_organisation_s_cache_only(
     finally:
         assert front.stop() == 0, front.log.read_text()[-3000:]
 
+    print("prompt tokens and cached tokens, acme acme globex globex acme:", seen)
     (n, first), (_, again), (_, foreign), (_, foreign_again), (_, back) = seen
     assert first == 0 and foreign == 0, seen  # nothing of acme's reaches globex's request
     # its own prompt again: all but the last token (llama.cpp evaluates one to sample)

@@ -17,6 +17,7 @@ from llamacpp.build import server_binary
 from models.loading import LoadedBase
 from models.policy import CausalLMPolicy
 from models.rollout import Rollout
+from tests.support.gateway import Serve
 
 CACHE = default_cache_root(os.environ)
 BINARY = server_binary(CACHE)
@@ -45,3 +46,15 @@ def scored(policy: CausalLMPolicy, records: list[Rollout]) -> list[list[float]]:
             [r.sampling.top_p for r in records],
         )
     return [s.tolist() for s in scores]
+
+
+def engine_gateway(tmp_path: Path, registry: CheckpointRegistry, keys: Path, bootstrap: str,
+                   topic_prefix: str, slots: int, max_tokens: int) -> Serve:  # fmt: skip
+    """`rtrl serve --engine llama.cpp` on ``registry``'s checkpoint, not following the topic,
+    its API keys in ``keys``; its log ``front.log`` in ``tmp_path``."""
+    return Serve(
+        ["--registry", str(registry.root), "--key-db", str(keys), "--bootstrap", bootstrap,
+         "--topic-prefix", topic_prefix, "--no-follow", "--engine", "llama.cpp",
+         "--engine-slots", str(slots), "--max-tokens", str(max_tokens)],
+        tmp_path / "front.log",
+    )  # fmt: skip

@@ -58,7 +58,12 @@ def service_of(samples: dict[str, float]) -> str | None:
 
 def state_of(service: str | None, samples: dict[str, float]) -> str:
     """What the service is doing: the trainer's phase (and, waiting, the evidence it has and
-    needs), a watch service's passes by outcome; "up" for the others."""
+    needs), a watch service's passes by outcome, the gateway's llama-servers started again;
+    "up" for the others.
+
+    >>> state_of("gateway", {"rtrl_gateway_engine_restarts_total": 2.0})
+    'up: 2 llama-server restart(s)'
+    """
     if service == "trainer":
         phase = next((labels["rtrl_trainer_phase"] for key, value in samples.items()
                       for name, labels in [_parts(key)]
@@ -77,4 +82,7 @@ def state_of(service: str | None, samples: dict[str, float]) -> str:
         words = (("worked", "passes worked"), ("idle", "idle"), ("given_up", "given up"))
         said = [f"{by[o]:.0f} {w}" for o, w in words if by.get(o)]
         return "up: " + ", ".join(said) if said else "up: no pass yet"
+    if service == "gateway":
+        restarts = samples.get("rtrl_gateway_engine_restarts_total", 0.0)
+        return f"up: {restarts:.0f} llama-server restart(s)" if restarts else "up"
     return "up"

@@ -170,6 +170,7 @@ class EngineFleet:
         self._running: list[ServedEngine] = []
         self._retiring: list[threading.Thread] = []
         self._closed = threading.Event()
+        self._restarts_stopped = 0  # the restarts of servers no longer running
         self._watchdog = threading.Thread(target=self._watch, name="rtrl-engine-watchdog",
                                           daemon=True)  # fmt: skip
         self._watchdog.start()
@@ -185,9 +186,9 @@ class EngineFleet:
                     engine.revive(self.settings.start_timeout_s)
 
     def restarts(self) -> int:
-        """Servers started again after their process died, in all."""
+        """Servers started again after their process died, in all (stopped ones' too)."""
         with self._lock:
-            return sum(e.restarts for e in self._running)
+            return self._restarts_stopped + sum(e.restarts for e in self._running)
 
     def weights(self, info: CheckpointInfo) -> EngineWeights:
         """``info``'s GGUF files: a GGUF base as it is, anything else converted (cached) by a
@@ -341,6 +342,7 @@ class EngineFleet:
             if engine not in self._running:
                 return
             self._running.remove(engine)
+            self._restarts_stopped += engine.restarts
         engine.server.stop()
 
     def running(self) -> list[str]:

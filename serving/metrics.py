@@ -92,7 +92,8 @@ class GatewayMetrics(ServiceMetrics):
 
     def watch(self, spooled: Callable[[], int], dropped: Callable[[], Mapping[str, int]],
               delivered: Callable[[], int], switches: Callable[[], int],
-              not_loaded: Callable[[], Mapping[str, int]]) -> None:  # fmt: skip
+              not_loaded: Callable[[], Mapping[str, int]],
+              engine_restarts: Callable[[], int] = lambda: 0) -> None:  # fmt: skip
         def read() -> Iterable[Metric]:
             yield GaugeMetricFamily(
                 "rtrl_gateway_spool_rollouts",
@@ -121,6 +122,11 @@ class GatewayMetrics(ServiceMetrics):
             for reason, n in not_loaded().items():
                 skipped.add_metric([reason], n)
             yield skipped
+            yield CounterMetricFamily(
+                "rtrl_gateway_engine_restarts",
+                "llama-servers started again after their process died",
+                value=engine_restarts(),
+            )
 
         self.registry.register(_Read(read))
 

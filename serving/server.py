@@ -159,6 +159,7 @@ def _assemble(config: ServeConfig, backend: Backend) -> Gateway:
         delivered=lambda: recorder.delivered if recorder else 0,
         switches=lambda: backend.switches,
         not_loaded=lambda: dict(getattr(backend, "not_loaded", {})),
+        engine_restarts=lambda: int(getattr(backend, "engine_restarts", lambda: 0)()),
     )
     if recorder is not None:
         metrics.watch_spool(recorder.spooled_bytes, lambda: recorder.write_errors,

@@ -305,6 +305,9 @@ class EngineBackend:
     def running(self) -> list[str]:
         return self._fleet.running()
 
+    def engine_restarts(self) -> int:
+        return self._fleet.restarts()
+
     def stop_engines(self) -> None:
         """Stop every server (the gateway has answered what it admitted); again: nothing."""
         self._fleet.close()

@@ -95,3 +95,4 @@ def test_a_killed_llama_server_is_started_again_and_no_request_fails(
     assert len(after) == 1 and after != [before]
     assert "exited with -9; starting it again" in log and "up again" in log
     assert counts[RECORDED] == len(answered)  # each answer recorded once, retried ones too
+    assert counts["rtrl_gateway_engine_restarts_total"] == 1

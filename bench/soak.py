@@ -8,7 +8,7 @@ requests answered and failed across each fault, events accepted and landed, and 
 CPU seconds (its process and its children, over its restarts, sampled every 5 s).
 
     python bench/soak.py [--model smollm2-135m --engine llama.cpp] [--traffic-min 30]
-                         [--rate 6] [--root /tmp/rtrl-soak]
+                         [--rate 6] [--root /tmp/rtrl-soak] [--open-gate]
 
 The limits it prints beside its figures are the issue's: no broken invariant, no failed
 request, every answered interaction recorded. Figures to stdout and ``bench/out/soak.json``.
@@ -33,6 +33,8 @@ reexec_in_venv(__file__)
 from rtrl.up_plan import CPU_TRAIN_ARGS  # noqa: E402
 from tests.support.soak import TINY_TRAIN_ARGS, Soak, SoakPlan  # noqa: E402
 
+OPEN_GATE = "--min-gain -1000 --gate-min-examples 4 --gate-min-users 2"
+
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -43,12 +45,18 @@ def main() -> int:
     p.add_argument("--users", type=int, default=24)
     p.add_argument("--max-tokens", type=int, default=16)
     p.add_argument("--root", type=Path, default=Path("/tmp/rtrl-soak"))
+    p.add_argument("--open-gate", action="store_true",
+                   help="promote whatever trains (the gate's margin -1000, minimums 4 runs "
+                   "and 2 users): the swaps under load and the time to a checkpoint serving "
+                   "are measured, not learning (the tiny model's code is noise)")  # fmt: skip
     args = p.parse_args()
     minutes = args.traffic_min * 60
     faults = ((0.15 * minutes, "kill the trainer", 0.0), (0.3 * minutes, "kill the sink", 0.0),
               (0.45 * minutes, "stop the broker", 30.0),
               (0.65 * minutes, "starve the machine", 60.0))  # fmt: skip
     train_args = TINY_TRAIN_ARGS if args.model == "tiny" else " ".join(CPU_TRAIN_ARGS)
+    if args.open_gate:
+        train_args += " " + OPEN_GATE
     plan = SoakPlan(model=args.model, engine=args.engine, traffic_s=minutes,
                     rate_per_min=args.rate, users=args.users, max_tokens=args.max_tokens,
                     train_args=train_args, faults=faults, window_s=60, late_s=60,
@@ -70,7 +78,8 @@ def main() -> int:
     trainer_log = (soak.data / "logs" / "trainer.log").read_text()
     figures["rounds_given_up"] = trainer_log.count("given up")
     figures["plan"] = {"model": args.model, "engine": args.engine, "traffic_min": args.traffic_min,
-                       "rate_per_min": args.rate, "users": args.users}  # fmt: skip
+                       "rate_per_min": args.rate, "users": args.users,
+                       "open_gate": args.open_gate}  # fmt: skip
     figures["machine"] = machine()
     print(format_table(["fault", "at (s)", "lasted (s)", "answered", "failed"],
                        [[f["what"], f["at_s"], f["lasted_s"], f["answered"], f["failed"]]

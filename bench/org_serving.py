@@ -13,7 +13,8 @@ answer length (``--max-tokens``, ``ignore_eos``), the weight file and the machin
 Reported: tokens/s and its share of the base's, each request's latency (mean, p50, p95), and the
 servers' resident memory together after the run.
 
-    python bench/org_serving.py [--orgs 2 4 8] [--requests 64] [--in-flight 16]
+    python bench/org_serving.py [--orgs 2 4 8] [--requests 64] [--in-flight 16] [--poll 0]
+                                [--layout each|shared|both] [--mixes uniform weighted]
 
 Needs the built server (``python -m llamacpp.build``) and SmolLM2's GGUF (``rtrl models fetch
 smollm2-135m``). Figures to stdout and ``bench/out/org_serving.json``.
@@ -122,23 +123,25 @@ def rss_mib(servers: list[LlamaServer]) -> float:
     return total / 1024
 
 
-def layouts(adapters: list[Path], threads: int,
-            in_flight: int) -> dict[str, tuple[list[dict[str, Any]], list[Target]]]:  # fmt: skip
+def layouts(adapters: list[Path], args: argparse.Namespace
+            ) -> dict[str, tuple[list[dict[str, Any]], list[Target]]]:  # fmt: skip
     """Each layout's servers (``EngineConfig`` fields beside the model) and where each
     organisation's requests go."""
-    n = len(adapters)
+    n, threads, fields = len(adapters), args.threads, {"slots": args.in_flight, "poll": args.poll}
     names = tuple(str(i) for i in range(n))
     each = threads_per_server(threads, n)
-    return {
+    out = {
         f"a server each ({each} thread{'s' if each > 1 else ''} each)": (
-            [{"threads": each, "lora": a, "slots": in_flight} for a in adapters],
+            [{"threads": each, "lora": a, **fields} for a in adapters],
             [Target(i, None) for i in range(n)],
         ),
         f"one server ({threads} threads, adapter per request)": (
-            [{"threads": threads, "adapters": tuple(adapters), "slots": in_flight}],
+            [{"threads": threads, "adapters": tuple(adapters), **fields}],
             [Target(0, adapter_scales(names, name)) for name in names],
         ),
     }
+    keep = {"each": 0, "shared": 1, "both": None}[args.layout]
+    return out if keep is None else dict([list(out.items())[keep]])
 
 
 def measure(binary: Path, gguf: Path, servers: list[dict[str, Any]], targets: list[Target],
@@ -175,6 +178,14 @@ def main() -> int:
     ap.add_argument("--in-flight", type=int, default=16, help="requests in flight, in all")
     ap.add_argument("--requests", type=int, default=64, help="completions in each configuration")
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument(
+        "--poll",
+        type=int,
+        help="llama-server's --poll for every server (0: idle "
+        "threads sleep instead of spinning; default: llama.cpp's 50)",
+    )
+    ap.add_argument("--layout", choices=("each", "shared", "both"), default="both")
+    ap.add_argument("--mixes", nargs="+", default=["uniform", "weighted"])
     args = ap.parse_args()
     binary = server_binary(default_cache_root(os.environ))
     if not binary.is_file():
@@ -187,7 +198,7 @@ def main() -> int:
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         adapters = seeded_adapters(gguf, max(args.orgs), Path(tmp))
-        base_fields = [{"threads": args.threads, "slots": args.in_flight}]
+        base_fields = [{"threads": args.threads, "slots": args.in_flight, "poll": args.poll}]
         base = measure(binary, gguf, base_fields, [Target(0, None)],
                        [0] * args.requests, args, Path(tmp))  # fmt: skip
         runs.append({"orgs": 0, "mix": "-", "layout": "the base alone", **base})
@@ -196,10 +207,9 @@ def main() -> int:
                      base["latency_p95_s"], base["rss_mib"]])  # fmt: skip
         print(format_table(header, rows[-1:]), flush=True)
         for n in args.orgs:
-            for mix in ("uniform", "weighted"):
+            for mix in args.mixes:
                 orgs = request_orgs(args.requests, shares(n, mix))
-                for layout, (servers, targets) in layouts(adapters[:n], args.threads,
-                                                          args.in_flight).items():  # fmt: skip
+                for layout, (servers, targets) in layouts(adapters[:n], args).items():
                     got = measure(binary, gguf, servers, targets, orgs, args, Path(tmp))
                     ratio = got["tokens_per_s"] / base["tokens_per_s"]
                     runs.append({"orgs": n, "mix": mix, "layout": layout,

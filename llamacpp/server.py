@@ -63,6 +63,7 @@ class EngineConfig:
     alias: str | None = None  # the name /v1/models lists (default: the file's)
     lora: Path | None = None  # a GGUF LoRA adapter applied to every request
     adapters: tuple[Path, ...] = ()  # GGUF LoRA adapters loaded at scale 0, chosen per request
+    poll: int | None = None  # how hard idle threads spin for work, 0-100 (None: llama.cpp's 50)
 
     def command(self) -> list[str]:
         """No prompt cache in host memory (``--cache-ram 0``): it moves a prompt's state from
@@ -74,6 +75,8 @@ class EngineConfig:
                "-c", str(self.context), "--no-webui", "--cache-ram", "0"]  # fmt: skip
         if self.alias:
             cmd += ["--alias", self.alias]
+        if self.poll is not None:
+            cmd += ["--poll", str(self.poll)]
         if self.lora is not None and self.adapters:
             raise ValueError("a server either applies one adapter to all or several per request")
         if self.lora is not None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from release.gate import attempt_level
 from tests.release.worlds import Draw, World, promoted
 
 
@@ -79,3 +80,33 @@ def promotion_rates(orgs: tuple[Org, ...], trials: int, seed: int,
     for trial in range(trials):
         counts += decisions(orgs, rng, trial, pooled)
     return list(counts / trials)
+
+
+SMALL = Org("small", 20, 80, 0.2)  # a small organisation a candidate truly suits (gain +0.06)
+SMALL_NULL = Org("small", 20, 80, 0.0)  # ... and one where it is truly equal
+
+
+def accumulated_rates(org: Org, looks: int, trials: int, seed: int,
+                      spend: bool = True) -> list[float]:  # fmt: skip
+    """The share of ``trials`` courses in which ``org``'s candidate is promoted by look k, for k
+    = 1 .. ``looks``. Look k reads the held-out users of k rounds (new users each round, as the
+    served checkpoint's batches add up), at the k-th attempt's level
+    (``release.gate.attempt_level``; ``spend`` False: the full level at every look, what the
+    gate must not do); a course ends at its first promotion."""
+    rng = np.random.default_rng(seed)
+    by_look = np.zeros(looks)
+    world = org.world()
+    for trial in range(trials):
+        evidence: Draw | None = None
+        offset = 0
+        for k in range(1, looks + 1):
+            d = world.draw(rng, world.population(rng))
+            d = Draw(d.users + offset, d.rewards, d.behaviour_logprobs, d.candidate_logprobs,
+                     d.kinds)  # fmt: skip
+            offset += int(d.users.max()) + 1
+            evidence = d if evidence is None else evidence + d
+            level = attempt_level(0.95, k) if spend else 0.95
+            if promoted(evidence.estimate(resamples=0, seed=trial, level=level)):
+                by_look[k - 1 :] += 1
+                break
+    return list(by_look / trials)

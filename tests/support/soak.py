@@ -325,16 +325,27 @@ gate_min_users = 3
                  "batches": list(c.batches)}
                 for c in CheckpointRegistry(self.data / "checkpoints").list()]  # fmt: skip
 
-    def _query(self, sql: str, column: bool = False) -> list[Any]:
+    def _query(self, sql: str, column: bool = False, tries: int = 5) -> list[Any]:
+        """``sql`` on a catalog of the warehouse as it is now; asked again when the sink's
+        compaction removed a file between the catalog's listing and the read (it merges small
+        files while the services run: ``warehouse.compact``)."""
         from warehouse.catalog import build_catalog
         from warehouse.store import Store
 
-        db = build_catalog(Store(str(self.data / "warehouse")), str(self.root / "soak.duckdb"))
-        with duckdb.connect(db, read_only=True) as con:
-            con.execute("CREATE TEMP TABLE checkpoints_trained AS SELECT * FROM "
-                        f"read_json_auto('{self._trained_json()}')")  # fmt: skip
-            rows = con.execute(sql).fetchall()
-        return [r[0] for r in rows] if column else rows
+        for attempt in range(tries):
+            try:
+                db = build_catalog(Store(str(self.data / "warehouse")),
+                                   str(self.root / "soak.duckdb"))  # fmt: skip
+                with duckdb.connect(db, read_only=True) as con:
+                    con.execute("CREATE TEMP TABLE checkpoints_trained AS SELECT * FROM "
+                                f"read_json_auto('{self._trained_json()}')")  # fmt: skip
+                    rows = con.execute(sql).fetchall()
+                return [r[0] for r in rows] if column else rows
+            except duckdb.IOException:
+                if attempt == tries - 1:
+                    raise
+                time.sleep(0.5)
+        raise AssertionError("unreachable")
 
     def _trained_json(self) -> Path:
         """Each trained checkpoint's parent and batches, for the lineage query."""

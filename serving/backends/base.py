@@ -38,7 +38,7 @@ class BackendRequest(Generic[TargetT, RequestT]):
     (its set fields), which an upstream forwards; ``on_step``: told each token as it is drawn
     (a backend that does not stream never calls it); ``splice``: an extending call's prompt,
     from the earlier call's ids; ``constraint``: the grammar the answer must be decoded under
-        (only a backend that constrains gets one); ``tenant``: the organisation it is asked for,
+    (only a backend that constrains gets one); ``tenant``: the organisation it is asked for,
     whose caches alone it may use ("" without keys)."""
 
     target: TargetT

@@ -230,9 +230,7 @@ class LlamaCppNative(Generic[RouteT]):
         url = self._url_of(route)
         if url not in self._ledgers:
             slots = (await self._server_props(route)).get("total_slots")
-            self._ledgers.setdefault(
-                url, SlotLedger(slots if isinstance(slots, int) and slots > 0 else 1)
-            )
+            self._ledgers[url] = SlotLedger(slots if isinstance(slots, int) and slots > 0 else 1)
         return self._ledgers[url]
 
     async def _call(self, route: RouteT, path: str, body: dict[str, Any]) -> dict[str, Any]:

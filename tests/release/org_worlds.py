@@ -47,7 +47,8 @@ NULL = (Org("large A", 240, 960, 0.0), Org("mid B", 120, 480, 0.0), Org("mid C",
 
 
 def _pooled(draws: list[Draw]) -> Draw:
-    """Everyone's evidence as one: each organisation's users kept apart (ids offset)."""
+    """Everyone's evidence as one (organisations', or rounds' of new users): each draw's users
+    kept apart (ids offset)."""
     offset, parts = 0, []
     for d in draws:
         parts.append(Draw(d.users + offset, d.rewards, d.behaviour_logprobs,
@@ -97,16 +98,11 @@ def accumulated_rates(org: Org, looks: int, trials: int, seed: int,
     by_look = np.zeros(looks)
     world = org.world()
     for trial in range(trials):
-        evidence: Draw | None = None
-        offset = 0
+        rounds: list[Draw] = []
         for k in range(1, looks + 1):
-            d = world.draw(rng, world.population(rng))
-            d = Draw(d.users + offset, d.rewards, d.behaviour_logprobs, d.candidate_logprobs,
-                     d.kinds)  # fmt: skip
-            offset += int(d.users.max()) + 1
-            evidence = d if evidence is None else evidence + d
+            rounds.append(world.draw(rng, world.population(rng)))
             level = attempt_level(0.95, k) if spend else 0.95
-            if promoted(evidence.estimate(resamples=0, seed=trial, level=level)):
+            if promoted(_pooled(rounds).estimate(resamples=0, seed=trial, level=level)):
                 by_look[k - 1 :] += 1
                 break
     return list(by_look / trials)

@@ -18,6 +18,7 @@ from models.catalog import fetch, models_dir
 from models.loading import LoadedBase, load_base
 from tests.support.engine import base_registry, engine_gateway, needs_engine
 from tests.support.gateway import api_key
+from tests.support.openai_schema import check
 
 pytestmark = needs_engine
 ASK: list = [{"role": "user", "content": "Write `clamp(x, lo, hi)` in Python, briefly."}]
@@ -29,11 +30,13 @@ def base() -> LoadedBase:
 
 
 def _cached(client: openai.OpenAI, user: str) -> tuple[int, int]:
-    """(prompt tokens, those the engine reused from its cache) of one answer."""
-    answer = client.chat.completions.create(
+    """(prompt tokens, those the engine reused from its cache) of one answer, whose body
+    (``usage.prompt_tokens_details`` included) validates against OpenAI's schema."""
+    raw = client.chat.completions.with_raw_response.create(
         model="default", messages=ASK, max_tokens=2, seed=1, user=user
     )
-    usage = answer.usage
+    check("CreateChatCompletionResponse", raw.http_response.json())
+    usage = raw.parse().usage
     assert usage is not None and usage.prompt_tokens_details is not None
     return usage.prompt_tokens, usage.prompt_tokens_details.cached_tokens or 0
 

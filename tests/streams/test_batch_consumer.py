@@ -11,6 +11,7 @@ ends the loop.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from aiokafka.structs import ConsumerRecord
@@ -42,10 +43,13 @@ def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-async def _consume(bootstrap: str, app_id: str, batch_topic: str, other_topic: str) -> tuple:
+async def _consume(
+    bootstrap: str, app_id: str, batch_topic: str, other_topic: str, data_dir: Path
+) -> tuple:
     app = BatchApp(
         app_id,
         **faust_options(bootstrap),
+        datadir=str(data_dir),  # Faust's default is a folder in the working directory
         store="memory://",
         web_enabled=False,
         topic_partitions=PARTITIONS,
@@ -111,7 +115,7 @@ def _tp(topic: str, partition: int) -> Any:
 
 
 def test_the_drain_loop_hands_over_batches_and_commits_what_they_acked(
-    kafka_bootstrap, topic_names
+    kafka_bootstrap, topic_names, tmp_path
 ) -> None:
     batch_topic, other_topic = f"{topic_names.prefix}batch", f"{topic_names.prefix}other"
     _create(kafka_bootstrap, batch_topic, other_topic)
@@ -121,7 +125,7 @@ def test_the_drain_loop_hands_over_batches_and_commits_what_they_acked(
     app_id = f"{topic_names.prefix}drain"
 
     batches, others, stopped, committed = asyncio.run(
-        _consume(kafka_bootstrap, app_id, batch_topic, other_topic)
+        _consume(kafka_bootstrap, app_id, batch_topic, other_topic, tmp_path)
     )
 
     records = [r for b in batches for r in b]

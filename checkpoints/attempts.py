@@ -10,6 +10,12 @@ process wins each number, on any POSIX file system) and holds the candidate's id
 that reserved a number keeps it (a round killed and resumed is judged as the same attempt); a
 number reserved by a round that never registered stays spent, which only makes later attempts
 stricter. Directories starting with a dot are not checkpoints (``CheckpointRegistry.list``).
+
+Each line spends its own alpha: an organisation's candidates on a parent reserve under
+``<root>/.attempts/<parent>/orgs/<org>/``, apart from the shared line's and from every other
+organisation's, so that each organisation's gate keeps its stated error rate over its own
+attempts (two organisations trained from the shared checkpoint each make their first attempt
+on it, on users of their own).
 """
 
 from __future__ import annotations
@@ -22,17 +28,22 @@ from checkpoints.record import check_checkpoint_id
 ATTEMPTS_DIR = ".attempts"
 
 
-def reserve_attempt(root: Path, parent_id: str, candidate_id: str, first: int = 1) -> int:
-    """``candidate_id``'s attempt number on ``parent_id``: the one it reserved before, else the
-    lowest free number from ``first`` (1 + the decisions registered before reservations
-    existed), reserved now.
+def reserve_attempt(root: Path, parent_id: str, candidate_id: str, first: int = 1,
+                    org_id: str | None = None) -> int:  # fmt: skip
+    """``candidate_id``'s attempt number on ``parent_id`` in ``org_id``'s line (None: the shared
+    line): the one it reserved before, else the lowest free number from ``first`` (1 + the
+    line's decisions registered before reservations existed), reserved now.
 
     >>> import tempfile
     >>> root = Path(tempfile.mkdtemp())
     >>> [reserve_attempt(root, "p-0", c) for c in ("p-1", "p-2", "p-1")]
     [1, 2, 1]
+    >>> reserve_attempt(root, "p-0", "p-3", org_id="acme")  # acme's line: its own first attempt
+    1
     """
     folder = Path(root) / ATTEMPTS_DIR / check_checkpoint_id(parent_id)
+    if org_id is not None:
+        folder = folder / "orgs" / check_checkpoint_id(org_id, "org_id")
     folder.mkdir(parents=True, exist_ok=True)
     check_checkpoint_id(candidate_id)
     for path in folder.iterdir():

@@ -54,11 +54,14 @@ class GateOutcome:
     seconds: dict[str, float]  # wall time by stage: gate_scoring, candidate_evals
 
 
-def attempt_of(registry: CheckpointRegistry, parent_id: str) -> int:
-    """1 + the gate decisions ``parent_id``'s earlier candidates recorded (promoted, rejected or
-    canary alike: each spent its alpha): where a new reservation starts
-    (``checkpoints.attempts.reserve_attempt`` takes the lowest free number from there)."""
-    return 1 + sum(info.parent == parent_id and "gate" in info.evals for info in registry.list())
+def attempt_of(registry: CheckpointRegistry, parent_id: str, org_id: str | None = None) -> int:
+    """1 + the gate decisions ``parent_id``'s earlier candidates in ``org_id``'s line (None: the
+    shared line) recorded (promoted, rejected or canary alike: each spent its alpha): where a
+    new reservation starts (``checkpoints.attempts.reserve_attempt`` takes the lowest free
+    number from there). Each line spends its own alpha: another organisation's attempts on the
+    same parent are judged on other users and count in its own family."""
+    return 1 + sum(info.parent == parent_id and info.org_id == org_id and "gate" in info.evals
+                   for info in registry.list())  # fmt: skip
 
 
 def judge(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: str,
@@ -68,7 +71,8 @@ def judge(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: st
     ``candidate_id``) on the ``held``-out examples, under ``options.gate``."""
     gate, seed = options.gate, options.learner.seed
     attempt = reserve_attempt(registry.root, parent.checkpoint_id, candidate_id,
-                              attempt_of(registry, parent.checkpoint_id))  # fmt: skip
+                              attempt_of(registry, parent.checkpoint_id, options.org),
+                              options.org)  # fmt: skip
     started = time.perf_counter()
     rows = evidence_rows(candidate, held)
     estimate = estimate_rows(rows, level=attempt_level(gate.level, attempt),

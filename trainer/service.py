@@ -97,7 +97,7 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
                 line, len(batches), short)  # fmt: skip
         return EXIT_NOTHING_TO_TRAIN
     catalog = options.catalog or options.warehouse / "warehouse.duckdb"
-    look = attempt_of(registry, parent.checkpoint_id)  # one look at the served pair a round
+    look = attempt_of(registry, parent.checkpoint_id, options.org)  # a look at the pair a round
     alarms = alarms_of(catalog, registry, parent.checkpoint_id, options.thresholds, look,
                        options.org)  # fmt: skip
     log.info(

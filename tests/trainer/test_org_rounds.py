@@ -72,3 +72,24 @@ def test_an_organisations_round_is_judged_on_its_own_users_and_lands_on_its_line
     gate = info.evals["gate"]
     assert gate["users"] <= 16  # acme's users only (16 ids; globex's same ids are others)
     assert registry.get("acme-0001").org_id == "acme"
+
+
+def test_each_line_spends_its_own_alpha_on_the_shared_parent(
+    registry: CheckpointRegistry, two_orgs: Path
+) -> None:
+    """acme's and globex's first candidates from the shared checkpoint are each the first
+    attempt of their own line (the gate's first level), and acme's next one is its second.
+    Counted over the parent alone, globex's first was judged as the parent's second attempt: at
+    a level spent by another organisation's decision on other users."""
+
+    def options(org: str):
+        return round_options(registry, LearnerConfig(lr=0.003, epochs=1, micro_batch=32),
+                             GateConfig(eval_prompts=0, min_examples=8, min_users=4),
+                             held_out=0.5, org=org)  # fmt: skip
+
+    for candidate, org in (("acme-0001", "acme"), ("globex-0001", "globex"),
+                           ("acme-0002", "acme")):  # fmt: skip
+        train_round(registry, "t-0000", [("b", [two_orgs])], candidate, options(org), [])
+    attempts = [registry.get(c).evals["gate"]["attempt"]
+                for c in ("acme-0001", "globex-0001", "acme-0002")]  # fmt: skip
+    assert attempts == [1, 1, 2]

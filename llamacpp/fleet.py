@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from checkpoints.record import CheckpointInfo
@@ -163,8 +164,13 @@ class ServedEngine:
 
 
 class EngineFleet:
-    def __init__(self, settings: EngineSettings, registry: CheckpointRegistry) -> None:
+    def __init__(self, settings: EngineSettings, registry: CheckpointRegistry,
+                 budget: int | None = None) -> None:  # fmt: skip
+        """``settings.threads``: each new server's; ``budget``: the threads all its servers
+        share (default ``settings.threads``), which the gateway divides among them again as
+        servers join and leave (``serving.backends.llamacpp_engine``)."""
         self.settings = settings
+        self.budget = budget or settings.threads
         self._registry = registry
         self._lock = threading.Lock()
         self._running: list[ServedEngine] = []
@@ -305,6 +311,22 @@ class EngineFleet:
         with self._lock:
             self._running.append(engine)
         return engine
+
+    def restart_with(self, engine: ServedEngine, threads: int) -> ServedEngine:
+        """A new server on ``engine``'s files and a new port with ``threads`` threads, healthy;
+        ``engine`` goes on serving until the caller moves its requests and retires it."""
+        old = engine.server
+        config = replace(old.config, port=free_port_block(1), threads=threads)
+        started = time.monotonic()
+        server = LlamaServer(config, self.settings.log_dir / f"llama-server-{config.port}.log",
+                             self.settings.start_timeout_s)  # fmt: skip
+        log.info("serving: llama-server for %s again on port %d with %d thread(s) (was %d on "
+                 "port %d), up in %.1f s", engine.checkpoint_id, config.port, threads,
+                 old.config.threads, old.config.port, time.monotonic() - started)  # fmt: skip
+        fresh = ServedEngine(engine.checkpoint_id, server, engine.adapters)
+        with self._lock:
+            self._running.append(fresh)
+        return fresh
 
     def retire(self, engine: ServedEngine) -> None:
         """Stop ``engine`` once every request admitted to it has been answered (on a thread of

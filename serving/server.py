@@ -65,7 +65,8 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
             threads,
             config.engine.threads,
         )
-        fleet = EngineFleet(config.engine.model_copy(update={"threads": threads}), registry)
+        fleet = EngineFleet(config.engine.model_copy(update={"threads": threads}), registry,
+                            budget=config.engine.threads)  # fmt: skip
         try:
             return EngineBackend(fleet, registry, checkpoint, pinned)
         except BaseException:

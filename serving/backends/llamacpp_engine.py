@@ -15,6 +15,15 @@ be converted or started is logged, and serving stays where it was.
 A canary's candidate (``pin``) gets its server before any user lands on it; when the canary is
 promoted, the same server becomes the followed one, with no restart.
 
+The servers in use share the gateway's threads (``EngineFleet.budget``): each time one joins or
+leaves (an organisation's line or a canary pinned or unpinned, a switch), every server whose
+share (``llamacpp.fleet.threads_per_server``) changed is replaced by one on the same files with
+its new share, its routes moved under the lock and the old server drained, as on a switch. Why:
+each server's threads spin at a barrier on every decoding step, so servers holding more threads
+than the machine has cores do not share it, they stall each other. Three organisations' servers
+of two threads each on two cores decoded 5-7 tokens/s each, where one server decoded ~80
+(bench/RESULTS.md, "The orgs world").
+
 With ``share_base`` (off by default: llama.cpp batches no requests of different adapters
 together, so an A/B's arms decode faster on a server each), the checkpoints served at once that
 run on the same GGUF model (a base and LoRA checkpoints over it: the followed one, an A/B's
@@ -50,7 +59,7 @@ from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
 from llamacpp.build import ensure_schema_converter
 from llamacpp.convert import EngineWeights
-from llamacpp.fleet import EngineFleet, ServedEngine
+from llamacpp.fleet import EngineFleet, ServedEngine, threads_per_server
 from llamacpp.gbnf import gbnf_tool_call_constraint
 from models.constraint import Constraint
 from models.generation import Generation
@@ -198,6 +207,33 @@ class EngineBackend:
             route.engine.lease()
             return route
 
+    def _rebalance(self) -> None:
+        """Give each server in use its share of the gateway's threads again (see the module),
+        one server at a time; a server that cannot be started again keeps serving as it was.
+        Servers shared by several checkpoints (``share_base``) already hold every thread."""
+        if self._fleet.settings.share_base:
+            return
+        with self._lock:
+            routes = [self._current, *self._pinned.values()]
+            engines = list({id(r.engine): r.engine for r in routes}.values())
+        share = threads_per_server(self._fleet.budget, len(engines))
+        for engine in engines:
+            if engine.server.config.threads == share:
+                continue
+            try:
+                fresh = self._fleet.restart_with(engine, share)
+            except Exception as exc:  # noqa: BLE001 - logged; it goes on serving as it was
+                log.error("serving: %s kept its %d threads: %s", engine.checkpoint_id,
+                          engine.server.config.threads, exc)  # fmt: skip
+                continue
+            with self._lock:
+                if self._current.engine is engine:
+                    self._current = self._moved(self._current, fresh)
+                for cid, route in self._pinned.items():
+                    if route.engine is engine:
+                        self._pinned[cid] = self._moved(route, fresh)
+            self._fleet.retire(engine)
+
     def _in_use(self, engine: ServedEngine) -> bool:
         """Whether a route still binds new requests to ``engine`` (call under the lock)."""
         routes = [self._current, *self._pinned.values()]
@@ -223,6 +259,7 @@ class EngineBackend:
         if retire:
             assert isinstance(old, EngineRoute)
             self._fleet.retire(old.engine)
+        self._rebalance()
         return True
 
     def pin(self, info: CheckpointInfo) -> None:
@@ -231,6 +268,7 @@ class EngineBackend:
         route = self._route_for(info, keep)
         with self._lock:
             self._pinned[info.checkpoint_id] = route
+        self._rebalance()
 
     def unpin(self, checkpoint_id: str) -> None:
         with self._lock:
@@ -239,6 +277,7 @@ class EngineBackend:
         if retire:
             assert isinstance(route, EngineRoute)
             self._fleet.retire(route.engine)
+        self._rebalance()
 
     def tool_call_constraint(
         self, tools: Sequence[Mapping[str, Any]], tool_choice: Any, parallel: bool = True

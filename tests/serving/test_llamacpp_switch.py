@@ -470,3 +470,75 @@ def test_a_split_divides_the_threads_among_its_arms_servers(
     finally:
         asyncio.run(backend.close())
     assert backend.running() == []
+
+
+def _threads(backend: EngineBackend) -> dict[str, str]:
+    """Each served checkpoint's server: its ``-t`` as its process was started with."""
+    from serving.backends.llamacpp_engine import EngineRoute
+
+    routes = [backend.current, *backend._pinned.values()]
+    out = {}
+    for r in routes:
+        assert isinstance(r, EngineRoute)
+        with open(f"/proc/{r.engine.server.proc.pid}/cmdline", "rb") as f:
+            argv = f.read().decode().split("\0")
+        out[r.checkpoint_id] = argv[argv.index("-t") + 1]
+    return out
+
+
+def test_servers_that_join_and_leave_share_the_threads_while_answering(
+    registry: CheckpointRegistry, gguf_dir: Path, tmp_path: Path
+) -> None:
+    """Two organisations' lines pinned beside the followed base, then unpinned, under a client
+    that keeps asking the base: three servers hold one thread each, the base's two again once
+    it is alone, and no answer fails across the restarts (each is asked of the server its
+    route names when it is admitted, and a replaced server drains before it stops). Without
+    the rebalancing, every line's server started with the base's two threads: six threads on
+    two cores, each server's decoding steps stalled at its threads' barrier
+    (bench/RESULTS.md, "The orgs world")."""
+    settings = EngineSettings(binary=BINARY, cache_root=CACHE, log_dir=tmp_path / "logs",
+                              converted_dir=gguf_dir, threads=2, slots=4)  # fmt: skip
+    fleet = EngineFleet(settings, registry, budget=2)
+    params = SamplingParams(temperature=1.0, max_tokens=8)
+
+    async def run() -> tuple[list[dict[str, str]], int, list[BaseException]]:
+        backend = EngineBackend(fleet, registry, BASE)
+        seen, answered = [_threads(backend)], 0
+        failed: list[BaseException] = []
+        stop = asyncio.Event()
+
+        async def keep_asking() -> None:
+            nonlocal answered
+            while not stop.is_set():
+                route = backend.target(CURRENT)
+                try:
+                    await backend.chat(chat_asked(route, {"messages": CHATS[1]}, params))
+                    answered += 1
+                except Exception as exc:  # noqa: BLE001 - counted: none may fail
+                    failed.append(exc)
+
+        askers = [asyncio.create_task(keep_asking()) for _ in range(3)]
+        try:
+            for checkpoint in (LORA, FULL):
+                await asyncio.to_thread(backend.pin, registry.get(checkpoint))
+                seen.append(_threads(backend))
+            for checkpoint in (LORA, FULL):
+                await asyncio.to_thread(backend.unpin, checkpoint)
+                seen.append(_threads(backend))
+            await asyncio.sleep(1)
+        finally:
+            stop.set()
+            await asyncio.gather(*askers)
+            await backend.close()
+        return seen, answered, failed
+
+    seen, answered, failed = asyncio.run(run())
+    assert seen == [
+        {BASE: "2"},
+        {BASE: "1", LORA: "1"},
+        {BASE: "1", LORA: "1", FULL: "1"},
+        {BASE: "1", FULL: "1"},
+        {BASE: "2"},
+    ], seen
+    assert not failed and answered > 0, (failed, answered)
+    assert fleet.running() == []

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from agent.tasks import Task
 from ingest.sdk import Client
 from models.sampling import SamplingParams
 from rtrl.run.gateway import GatewaySetup, gateway
@@ -90,11 +91,20 @@ def play_code_ab(http: httpx.Client, client: Client, users: int, per_user: int, 
                  params: SamplingParams) -> Counter[str]:  # fmt: skip
     """The code world's users, ``per_user`` easy tasks each, through the gateway's split;
     interactions per arm."""
-    drawn = round_asks(users * per_user, seed)
-    asks = [(f"u_ab{seed}_{n // per_user:05d}", task) for n, (_, task) in enumerate(drawn)]
+    asks = code_ab_asks(users, per_user, seed)
     outcomes = play_users(http, client, asks, params, concurrency=CODE_AB_CONCURRENCY)
     return Counter(o.answer.experiment[1] if o.answer.experiment else "outside the experiment"
                    for o in outcomes)  # fmt: skip
+
+
+def code_ab_asks(users: int, per_user: int, seed: int) -> list[tuple[str, Task]]:
+    """The closing A/B's code-world asks: ``users`` users, ``per_user`` easy tasks each.
+
+    >>> [(u, t.function) for u, t in code_ab_asks(1, 2, 1)]
+    [('u_ab1_00000', 'is_even'), ('u_ab1_00000', 'count_a')]
+    """
+    drawn = round_asks(users * per_user, seed)
+    return [(f"u_ab{seed}_{n // per_user:05d}", task) for n, (_, task) in enumerate(drawn)]
 
 
 def run_final_ab(setup: GatewaySetup, first: str, last: str, client: Client,

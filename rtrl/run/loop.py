@@ -46,8 +46,10 @@ from infra.broker_config import ClusterLayout
 from infra.kafka_dist import BrokerSetupError, default_cache_root
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
+from rtrl.run.ingest_stages import create_keys, start_ingest
+from rtrl.run.landing import Landing
 from rtrl.run.options import add_run_options, run_settings
-from rtrl.run.procs import Stage, http_ready, run_stage, wait_until
+from rtrl.run.procs import Stage, run_stage
 from rtrl.run.settings import RunPlan, RunSettings
 from rtrl.worlds.scenarios import SCENARIOS
 
@@ -72,19 +74,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _command(args: argparse.Namespace) -> int:
     return run(run_settings(args))
-
-
-def evals_engine(plan: RunPlan):  # EngineSettings | None
-    """The evals' llama.cpp when the gateway serves with it: the same weights as the users get
-    (exact or not) on servers of their own, 2 threads and the gateway's slots; the held-out
-    evals run while the gateway waits for the users' reward windows, and `rtrl train` is given
-    the same engine for the candidate evals (``TrainingRounds._eval_engine``); None:
-    transformers."""
-    if plan.engine != "llama.cpp":
-        return None
-    from llamacpp.cli import engine_settings
-
-    return engine_settings(2, plan.engine_slots, exact=plan.settings.engine_exact)
 
 
 def run(settings: RunSettings) -> int:
@@ -147,38 +136,16 @@ def _loop(
                     "pre-serve tool-opening check watches the candidates", scenario.name,
                     plan.reward_config)  # fmt: skip
     keys_db = root / "keys.db"
-    org = "acme"
-    api_key = (
-        run_stage(
-            "keys", ["keys", "create", "--org", org, "--key-db", str(keys_db)], logs / "keys.log"
-        )
-        .strip()
-        .split()[-1]
-    )
     kafka = ["--bootstrap", bootstrap, "--topic-prefix", prefix]
-    collector = Stage(
-        "collector",
-        ["collector", "--port", str(settings.collector_port), "--key-db", str(keys_db), *kafka],
-        logs / "collector.log",
-    )
-    stages.append(collector.start())
-    wait_until("collector", lambda: http_ready(settings.collector_port), 60, collector)
-    worker = Stage(
-        "stream worker",
-        [
-            "stream",
-            "worker",
-            *kafka,
-            "--data-dir",
-            str(root / "stream"),
-            "--reward-config",
-            str(config_file),
-            "--group-id",
-            f"{run_id}-stream",
-        ],
-        logs / "stream.log",
-    )
-    stages.append(worker.start())
+    settle_s = settings.window_s + late_s + grace_s + 8  # a round's windows, late periods, slack
+    if plan.world == "orgs":
+        from rtrl.run.org_loop import OrgRun, run_orgs
+
+        return run_orgs(OrgRun(plan, root, bootstrap, run_id, config_file, stages, started,
+                               settle_s))  # fmt: skip
+    org = "acme"
+    api_key = create_keys(keys_db, [org], logs / "keys.log")[org]
+    start_ingest(root, kafka, settings.collector_port, run_id, config_file, stages)
 
     from ingest.sdk import SdkConfig
     from rtrl.run.rounds import TrainingRounds  # torch: imported when the loop runs, not for --help
@@ -223,14 +190,14 @@ def _loop(
         world=plan.world,
         code=plan.code,
         agent=plan.agent,
-        engine=evals_engine(plan),
+        engine=plan.evals_engine(),
     )
     try:
         if plan.rounds:
             rounds.start()
             rounds.play(1)
-        return _land_and_train(plan, root, logs, run_id, kafka, rounds, started,
-                               settings.window_s + late_s + grace_s + 8, gateway)  # fmt: skip
+        return _land_and_train(plan, root, logs, run_id, kafka, rounds, started, settle_s,
+                               gateway)  # fmt: skip
     finally:
         rounds.close()
 
@@ -280,23 +247,13 @@ def _land_and_train(
     from rtrl.report.tables import print_summary
     from rtrl.run.ab_round import EXPERIMENT as FINAL_AB
     from rtrl.run.ab_round import play_closing_ab
-    from rtrl.run.rounds import settle
 
     warehouse = root / "warehouse"
     wh = ["--warehouse", str(warehouse)]
+    landing = Landing(kafka, warehouse, run_id, logs, settle_s)
 
     def land() -> None:
-        with rounds.clock.stage("settle"):
-            rounds.deliver_rollouts()
-            settle(settle_s, since=rounds.played_until)
-        for name, stage_args in (
-            ("sink", ["warehouse", "sink", *kafka, *wh, "--once", "--group-id", f"{run_id}-sink"]),
-            ("catalog", ["warehouse", "catalog", *wh]),
-            ("batches", ["batches", "build", *kafka, *wh, "--settle-s", "0"]),
-        ):
-            with rounds.clock.stage(name):
-                out = run_stage(name, stage_args, logs / f"{name}.log")
-            print(out, end="")
+        landing.land(rounds.clock, rounds.deliver_rollouts, rounds.played_until)
 
     land()
     print(run_stage("batches", ["batches", "list", *wh], logs / "batches.log"), end="")

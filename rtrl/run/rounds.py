@@ -97,23 +97,7 @@ class TrainingRounds:
     def start(self) -> None:
         """Register the first checkpoint, announce it, and serve it from a gateway that
         follows the ``checkpoints`` topic."""
-        root_id = f"{Path(self.model).name.split('-')[0]}-0000"  # a model's name, or its path's
-        run_stage(
-            "checkpoints",
-            [
-                "checkpoints",
-                "init",
-                "--registry",
-                str(self.root / "checkpoints"),
-                "--id",
-                root_id,
-                "--model",
-                self.model,
-                "--publish",
-                *self._kafka,
-            ],
-            self.root / "logs" / "train.log",
-        )
+        root_id = register_root(self.root, self.model, self._kafka)
         from checkpoints.weights import load_policy
 
         if self.world == "tokens":
@@ -337,14 +321,7 @@ class TrainingRounds:
         return [*LEARNER_ARGS, "--eval-reader", self.eval_reader, *self.train_args]
 
     def _eval_engine(self) -> list[str]:
-        """The candidate evals sample with the engine the users are served by."""
-        if self.engine is None:
-            return []
-        return [
-            "--eval-engine",
-            "llama.cpp",
-            *(["--eval-engine-exact"] if self.engine.exact else []),
-        ]
+        return eval_engine_args(self.engine)
 
     def _wait_until_served(self, checkpoint_id: str, timeout_s: float) -> None:
         """Until the gateway, following the ``checkpoints`` topic, serves ``checkpoint_id``."""
@@ -383,12 +360,19 @@ class TrainingRounds:
         self._http = None
 
 
-def settle(seconds: float, since: float | None = None) -> None:
-    """Wait until ``seconds`` after ``since`` (``time.monotonic()`` of the last event sent;
-    default now): what ran in between, such as the held-out evals, counts toward the wait."""
-    left = seconds if since is None else seconds - (time.monotonic() - since)
-    if left <= 0:
-        log.info("the windows and their late periods closed while the loop worked")
-        return
-    log.info("waiting %.0fs for the windows and their late periods to close", left)
-    time.sleep(left)
+def eval_engine_args(engine: EngineSettings | None) -> list[str]:
+    """`rtrl train`'s options so that the candidate evals sample with the engine the users are
+    served by (None: transformers, the trainer's default)."""
+    if engine is None:
+        return []
+    return ["--eval-engine", "llama.cpp", *(["--eval-engine-exact"] if engine.exact else [])]
+
+
+def register_root(root: Path, model: str, kafka: list[str]) -> str:
+    """Register ``model`` as the first checkpoint of ``root``'s registry and announce it
+    (`rtrl checkpoints init --publish`); its id: the model's name, or its path's, and 0000."""
+    root_id = f"{Path(model).name.split('-')[0]}-0000"
+    run_stage("checkpoints", ["checkpoints", "init", "--registry", str(root / "checkpoints"),
+                              "--id", root_id, "--model", model, "--publish", *kafka],
+              root / "logs" / "train.log")  # fmt: skip
+    return root_id

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rtrl.worlds.agent_groups import held_per_task
 from rtrl.worlds.agent_world import AB_POWER, AgentWorldSettings
 from rtrl.worlds.code_world import CodeWorldSettings
 from rtrl.worlds.scenarios import SCENARIOS
 
-World = Literal["tokens", "code", "agent"]
+if TYPE_CHECKING:
+    from llamacpp.fleet import EngineSettings
+
+World = Literal["tokens", "code", "agent", "orgs"]
 Engine = Literal["transformers", "llama.cpp"]
 Users = Literal["default", "indifferent"]
 
@@ -29,7 +32,7 @@ tools and the example run take ~630 of SmolLM2's tokens, each call and its resul
 
 WORLD_MODELS: dict[str, tuple[str, Engine]] = {
     "tokens": ("tiny", "transformers"), "code": ("smollm2-135m", "llama.cpp"),
-    "agent": ("smollm2-135m", "llama.cpp"),
+    "agent": ("smollm2-135m", "llama.cpp"), "orgs": ("smollm2-135m", "llama.cpp"),
 }  # fmt: skip
 """Each world's model and engine when the options name none: the token world is the tiny
 model's (its users react to token ids); the code and agent worlds ask a real language model for
@@ -85,7 +88,10 @@ class RunSettings:
             "the answer's token ids (--users, --scenario; the tiny model learns there in "
             "seconds); agent: each user gives a tool-calling agent (the openai client with "
             "read_file, write_file, run_tests, finish, carried out in a repository of its own) "
-            "an easy task, and the hidden tests decide keep or revert as in the code world "
+            "an easy task, and the hidden tests decide keep or revert as in the code world; "
+            "orgs: the code world's users in three organisations of unequal size (--round-users "
+            "is the largest's; the others half and a quarter), two with conventions that "
+            "conflict, each organisation's checkpoint line trained and gated on its own users "
             "(default: code; tokens with --scenario or --users, whose users are the token "
             "world's)"
         ),
@@ -250,6 +256,7 @@ class RunSettings:
         agent = AgentWorldSettings(max_tokens=_given(self.max_tokens, _AGENT.max_tokens),
                                    max_calls=self.agent_calls,
                                    constrained=scenario.constrained)  # fmt: skip
+        code_like = world in ("code", "orgs")  # the code world's users and sizes
         extra_rounds = _given(self.extra_rounds, code.extra_rounds if world == "code" else 0)
         if extra_rounds < 0:
             raise SystemExit("--extra-rounds: 0 or more")
@@ -261,12 +268,13 @@ class RunSettings:
             engine_slots=_given(
                 self.engine_slots, AGENT_ENGINE_SLOTS if world == "agent" else ENGINE_SLOTS
             ),
-            rounds=_given(self.rounds, code.rounds if world == "code" else TOKEN_ROUNDS),
+            rounds=_given(self.rounds, code.rounds if code_like else TOKEN_ROUNDS),
             extra_rounds=extra_rounds,
             round_users=_given(self.round_users, {"tokens": TOKEN_ROUND_USERS,
-                               "code": code.round_users, "agent": agent.round_users}[world]),
+                               "code": code.round_users, "agent": agent.round_users,
+                               "orgs": code.round_users}[world]),
             ab_users=_given(self.ab_users, {"tokens": TOKEN_AB_USERS, "code": code.ab_users,
-                            "agent": agent.ab_users}[world]),
+                            "agent": agent.ab_users, "orgs": code.ab_users}[world]),
             code=code,
             agent=agent,
             reward_config=self.reward_config or scenario.reward_config
@@ -309,6 +317,10 @@ class RunPlan:
         )
         if self.world != "tokens" and token_users:
             return f"--world {self.world} brings its own users: no --scenario or --users with it"
+        if self.world == "orgs" and self.extra_rounds:
+            return "--world orgs plays exactly --rounds rounds: no --extra-rounds"
+        if s.ab_compare_servers and self.world == "orgs":
+            return "--ab-compare-servers times the code world's closing A/B: not with --world orgs"
         if s.ab_compare_servers and self.engine != "llama.cpp":
             return "--ab-compare-servers compares llama.cpp's layouts: use --engine llama.cpp"
         if self.engine == "llama.cpp" and self.model == "tiny":
@@ -334,6 +346,18 @@ class RunPlan:
         return (f"agent world: tasks {', '.join(a.tasks)}, {per_task} runs of each a round "
                 f"({held} of each held out); closing A/B {self.ab_users} users, two runs each, "
                 f"{sized}")  # fmt: skip
+
+    def evals_engine(self) -> EngineSettings | None:
+        """The evals' llama.cpp when the gateway serves with it: the same weights as the users
+        get (exact or not) on servers of their own, 2 threads and the gateway's slots; the
+        held-out evals run while the gateway waits for the users' reward windows, and `rtrl
+        train` is given the same engine for the candidate evals
+        (``rtrl.run.rounds.eval_engine_args``); None: transformers."""
+        if self.engine != "llama.cpp":
+            return None
+        from llamacpp.cli import engine_settings
+
+        return engine_settings(2, self.engine_slots, exact=self.settings.engine_exact)
 
     def serve_args(self) -> list[str]:
         """The options every `rtrl serve` of the run gets for its engine."""

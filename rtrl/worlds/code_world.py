@@ -145,6 +145,7 @@ class Outcome:
     turn: Turn
     graded: Grade | None  # None: no Python code to grade
     reaction: Reaction
+    user_id: str = ""  # whose interaction it was (the stamp's ``user_id``)
 
     @property
     def passed(self) -> bool:
@@ -168,7 +169,7 @@ def answer_and_react(client: Emitter, answer: Answer, task: Task, react: React,
         client.emit(event.type, answer.interaction_id, event.payload, **stamp)
     for event in later_events(turn, reaction, round(LOOK_AGAIN_S)):
         later.append((event.type, answer.interaction_id, event.payload, stamp))
-    return Outcome(answer, task, turn, graded, reaction)
+    return Outcome(answer, task, turn, graded, reaction, str(fields.get("user_id", "")))
 
 
 def tally(outcomes: Sequence[Outcome]) -> Counter[str]:
@@ -186,16 +187,20 @@ def tally(outcomes: Sequence[Outcome]) -> Counter[str]:
 
 def play_users(http: Any, client: Emitter, asks: Sequence[tuple[str, Task]],
                params: SamplingParams, react: React = by_rule, concurrency: int = 16,
-               fields: Callable[[str], dict[str, Any]] | None = None) -> list[Outcome]:  # fmt: skip
+               fields: Callable[[str], dict[str, Any]] | None = None,
+               react_to: Callable[[Answer], React] | None = None) -> list[Outcome]:  # fmt: skip
     """Every ``(user_id, task)`` asks the gateway (``concurrency`` at a time: it batches them),
     reads, grades and reacts; the second looks are reported ``LOOK_AGAIN_S`` after the last
-    answer. ``fields``: a user's stamp (default: the user and a session of their own)."""
+    answer. ``fields``: a user's stamp (default: the user and a session of their own);
+    ``react_to``: the rule for each answer, where it depends on the answer's form (default:
+    ``react`` for all)."""
     answers = ask_all(http, [(u, t.prompt) for u, t in asks], params, concurrency, text=True)
     harness, outcomes = Harness(), []
     later = Later(client)
     for (user_id, task), answer in zip(asks, answers, strict=True):
         stamp = fields(user_id) if fields else {"user_id": user_id, "session_id": f"s_{user_id}"}
-        outcomes.append(answer_and_react(client, answer, task, react, stamp, later, harness))
+        rule = react_to(answer) if react_to else react
+        outcomes.append(answer_and_react(client, answer, task, rule, stamp, later, harness))
     later.drain()
     return outcomes
 

@@ -85,6 +85,14 @@ def test_an_explicit_extra_rounds_wins_over_the_world(argv, extra):
     assert resolved(*argv).extra_rounds == extra
 
 
+def test_the_orgs_world_is_the_code_worlds_users_and_sizes_in_three_organisations():
+    plan = resolved("--world", "orgs")
+    assert (plan.model, plan.engine, plan.rounds, plan.extra_rounds) == (
+        "smollm2-135m", "llama.cpp", 2, 0)  # fmt: skip
+    code = CodeWorldSettings()
+    assert (plan.round_users, plan.ab_users) == (code.round_users, code.ab_users)
+
+
 def test_a_negative_extra_rounds_is_refused():
     with pytest.raises(SystemExit, match="--extra-rounds: 0 or more"):
         resolved("--extra-rounds", "-1")
@@ -98,6 +106,10 @@ def test_a_negative_extra_rounds_is_refused():
     (["--world", "tokens", "--scenario", "tool-avoidance"], "use --world agent"),
     (["--world", "agent", "--scenario", "free-deferral"], "--world agent brings its own users"),
     (["--world", "agent", "--scenario", "tool-avoidance"], None),
+    (["--world", "orgs", "--ab-compare-servers"], "not with --world orgs"),
+    (["--world", "orgs", "--users", "indifferent"], "--world orgs brings its own users"),
+    (["--world", "orgs", "--extra-rounds", "1"], "no --extra-rounds"),
+    (["--world", "orgs"], None),
     ([], None),
 ])  # fmt: skip
 def test_what_cannot_be_played_is_said(argv, refusal):

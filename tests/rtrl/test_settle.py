@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from rtrl.run.rounds import settle
+from rtrl.run.landing import settle
 
 
 def test_settle_waits_only_what_is_left_since_the_last_event() -> None:

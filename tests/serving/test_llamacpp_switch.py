@@ -473,16 +473,21 @@ def test_a_split_divides_the_threads_among_its_arms_servers(
 
 
 def _threads(backend: EngineBackend) -> dict[str, str]:
-    """Each served checkpoint's server: its ``-t`` as its process was started with."""
+    """Each served checkpoint's server: its share of the gateway's threads. Its process was
+    started with that share, at most ``OMP_NUM_THREADS`` (``capped_threads``: the suite's
+    workers set it to 1)."""
+    from llamacpp.server import capped_threads
     from serving.backends.llamacpp_engine import EngineRoute
 
     routes = [backend.current, *backend._pinned.values()]
     out = {}
     for r in routes:
         assert isinstance(r, EngineRoute)
+        share = r.engine.server.config.threads
         with open(f"/proc/{r.engine.server.proc.pid}/cmdline", "rb") as f:
             argv = f.read().decode().split("\0")
-        out[r.checkpoint_id] = argv[argv.index("-t") + 1]
+        assert argv[argv.index("-t") + 1] == str(capped_threads(share)), argv
+        out[r.checkpoint_id] = str(share)
     return out
 
 

@@ -31,26 +31,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def measure(registry, info, samples: int, seed: int) -> dict:
     """``samples`` answers per easy task from ``info``: answers, with code, with prose first,
     passing with and without it."""
-    import torch
-
     from agent.harness import Harness
     from agent.sandbox import grade
     from agent.tasks import load_tasks
     from llamacpp.cli import engine_settings
     from llamacpp.sampler import engine_sampler
+    from release.task_evals import task_answers
     from rtrl.worlds.code_world import CodeWorldSettings
     from rtrl.worlds.org_world import has_preamble
 
     tasks, params = load_tasks("easy"), CodeWorldSettings().sampling
     with engine_sampler(engine_settings(2, 16, exact=True), registry, info) as sampler:
-        prompts = [sampler.chat_prompt([{"role": "user", "content": t.prompt}])
-                   for t in tasks for _ in range(samples)]  # fmt: skip
-        generator = torch.Generator("cpu").manual_seed(seed)
-        answers = []
-        for start in range(0, len(prompts), 32):
-            answers += [
-                d.text for d in sampler.sample(prompts[start : start + 32], params, generator)
-            ]
+        answers = task_answers(sampler, params, samples, seed, tasks)
     harness = Harness()
     out = {"answers": len(answers), "code": 0, "preamble": 0, "passed_preamble": 0,
            "passed_bare": 0}  # fmt: skip

@@ -25,18 +25,25 @@ def task_passes(policy: Sampler, params: SamplingParams, samples: int, seed: int
     """``samples`` answers per task, each True when its code passes every hidden case. An
     answer without Python code fails without running anything."""
     tasks = tuple(tasks or load_tasks())
+    return grade_answers(task_answers(policy, params, samples, seed, tasks), tasks, samples,
+                         limits)  # fmt: skip
+
+
+def task_answers(policy: Sampler, params: SamplingParams, samples: int, seed: int,
+                 tasks: Sequence[Task]) -> list[str]:  # fmt: skip
+    """``samples`` answers' texts per task, task by task, from the prompt a user sends: the
+    same prompts and seeds for every checkpoint."""
     prompts = [
         policy.chat_prompt([{"role": "user", "content": task.prompt}])
         for task in tasks
         for _ in range(samples)
     ]
     generator = torch.Generator(policy.device).manual_seed(seed)
-    answers = [
+    return [
         done.text
         for start in range(0, len(prompts), 32)
         for done in policy.sample(prompts[start : start + 32], params, generator)
     ]
-    return grade_answers(answers, tasks, samples, limits)
 
 
 def grade_answers(answers: Sequence[str], tasks: Sequence[Task], samples: int,

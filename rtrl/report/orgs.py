@@ -7,12 +7,10 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from rtrl.worlds.org_world import share_text
+
 if TYPE_CHECKING:
     from rtrl.run.org_rounds import OrgRounds
-
-
-def _share(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def print_org_rounds(rounds: OrgRounds) -> None:
@@ -26,9 +24,9 @@ def print_org_rounds(rounds: OrgRounds) -> None:
             t = r.tally
             gate = r.decision if r.candidate is None else f"{r.candidate} {r.decision}"
             print(f"  {r.org:<8} {line.spec.convention or 'none':<9} {r.number:>5} "
-                  f"{r.checkpoint_id:<14} {t.answers:>5} {_share(t.share('followed')):>9} "
-                  f"{_share(t.share('passed')):>6} {_share(t.share('kept')):>5} "
-                  f"{_share(t.share('dissatisfied')):>7}  {gate}")  # fmt: skip
+                  f"{r.checkpoint_id:<14} {t.answers:>5} {share_text(t.share('followed')):>9} "
+                  f"{share_text(t.share('passed')):>6} {share_text(t.share('kept')):>5} "
+                  f"{share_text(t.share('dissatisfied')):>7}  {gate}")  # fmt: skip
     for ab in rounds.closing:
         m = ab.convention
         print(f"closing A/B, {ab.org}: {ab.control} (control) against {ab.treatment}: "

@@ -3,6 +3,7 @@ HTTP client for the simulated users that talk to it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,6 +12,8 @@ from pathlib import Path
 import httpx
 
 from rtrl.run.procs import Stage, http_ready, wait_until
+
+log = logging.getLogger("rtrl.run")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,22 @@ def held_rollouts(http: httpx.Client) -> int:
     """The rollouts the gateway behind ``http`` has answered and Kafka not yet acknowledged
     (its ``/readyz`` counts them)."""
     return int(http.get("/readyz").json().get("spooled_rollouts", 0))
+
+
+def deliver_rollouts(http: httpx.Client | None, timeout_s: float = 60.0) -> None:
+    """Wait until Kafka has every rollout the gateway behind ``http`` recorded (None: no
+    gateway runs), before the warehouse reads them: its sink reads each topic to its end once,
+    and a rollout still in the gateway's spool then (its producer slowed by a busy machine)
+    would miss its round. What it misses, the next landing reads."""
+    if http is None:
+        return
+    try:
+        wait_until("the gateway's rollouts", lambda: held_rollouts(http) == 0, timeout_s)
+    except TimeoutError:
+        log.warning("%d rollouts not yet acknowledged by Kafka (kept in the gateway's spool): "
+                    "the next landing reads them", held_rollouts(http))  # fmt: skip
+    except httpx.HTTPError as exc:
+        log.warning("could not ask the gateway what it still holds: %s", exc)
 
 
 def refused_rollouts(http: httpx.Client) -> int:

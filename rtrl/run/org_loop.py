@@ -92,7 +92,7 @@ def _org_rounds(run: OrgRun, keys: dict[str, str], root_id: str) -> OrgRounds:
 
     plan, settings = run.plan, run.plan.settings
     endpoint = f"http://127.0.0.1:{settings.collector_port}"
-    lines = [OrgLine(spec, spec.users(plan.round_users), keys[spec.name],
+    lines = [OrgLine(spec, spec.users(plan.round_users),
                      SdkConfig(endpoint=endpoint, api_key=keys[spec.name], org_id=spec.name,
                                spool_path=run.root / f"sdk-{spec.name}.db"), root_id)
              for spec in ORGS]  # fmt: skip

@@ -28,12 +28,19 @@ from ingest.sdk import Client, SdkConfig
 from rtrl.run.ab_round import CODE_AB_CONCURRENCY, arms, code_ab_asks
 from rtrl.run.clock import CycleClock
 from rtrl.run.gate_floor import gate_minimums
-from rtrl.run.gateway import GatewaySetup, gateway, held_rollouts
+from rtrl.run.gateway import GatewaySetup, deliver_rollouts, gateway
 from rtrl.run.procs import run_stage, wait_until
 from rtrl.run.rounds import TRAIN_TIMEOUT_S, eval_engine_args
 from rtrl.worlds.code_world import CodeWorldSettings, Outcome, play_users, round_asks
 from rtrl.worlds.http_users import serving
-from rtrl.worlds.org_world import Move, OrgSpec, OrgTally, convention_move, reaction_rule
+from rtrl.worlds.org_world import (
+    Move,
+    OrgSpec,
+    OrgTally,
+    convention_move,
+    reaction_rule,
+    share_text,
+)
 from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_REJECTED
 
 if TYPE_CHECKING:
@@ -78,8 +85,7 @@ class OrgLine:
 
     spec: OrgSpec
     users: int
-    key: str
-    sdk: SdkConfig
+    sdk: SdkConfig  # its API key too
     serving: str
     http: httpx.Client | None = None
     rounds: list[OrgRound] = field(default_factory=list)
@@ -109,7 +115,7 @@ class OrgRounds:
         self.shared = root_id
         self._gateway.enter_context(gateway(self.setup, root_id, [], self._log("gateway")))
         for line in self.lines:
-            line.http = self._gateway.enter_context(self._client(self.setup.port, line.key))
+            line.http = self._gateway.enter_context(self._client(self.setup.port, line.sdk.api_key))
             line.serving = root_id
 
     def _client(self, port: int, key: str) -> httpx.Client:
@@ -152,20 +158,13 @@ class OrgRounds:
         line.rounds.append(OrgRound(line.spec.name, number, line.serving, tally))
         log.info("round %d, %s: %d users served by %s: convention (%s) met %s, passing %s, "
                  "kept %s, dissatisfied %s", number, line.spec.name, tally.answers, line.serving,
-                 line.spec.convention or "none: prose first", _pct(tally.share("followed")),
-                 _pct(tally.share("passed")), _pct(tally.share("kept")),
-                 _pct(tally.share("dissatisfied")))  # fmt: skip
+                 line.spec.convention or "none: prose first", share_text(tally.share("followed")),
+                 share_text(tally.share("passed")), share_text(tally.share("kept")),
+                 share_text(tally.share("dissatisfied")))  # fmt: skip
 
     def deliver_rollouts(self, timeout_s: float = 60.0) -> None:
-        """Until Kafka holds every rollout the gateway recorded (``TrainingRounds``' reason)."""
-        http = self.lines[0].http
-        if http is None:
-            return
-        try:
-            wait_until("the gateway's rollouts", lambda: held_rollouts(http) == 0, timeout_s)
-        except TimeoutError:
-            log.warning("%d rollouts still in the gateway's spool: the next landing reads them",
-                        held_rollouts(http))  # fmt: skip
+        """Until Kafka holds the round's rollouts (``rtrl.run.gateway.deliver_rollouts``)."""
+        deliver_rollouts(self.lines[0].http, timeout_s)
 
     def train(self, warehouse: Path) -> None:
         """`rtrl train --org` for each organisation, on its own users of what served it; wait
@@ -236,7 +235,7 @@ class OrgRounds:
         org, began = line.spec.name, time.monotonic()
         split = ["--experiment", AB_PREFIX + org, "--arms", arms(shared, line.serving),
                  "--experiment-org", org, "--no-follow"]  # fmt: skip
-        setup = replace(self.setup, api_key=line.key)
+        setup = replace(self.setup, api_key=line.sdk.api_key)
         with gateway(setup, shared, split, self._log("gateway")) as http:
             with Client(replace(line.sdk, spool_path=self.root / f"ab-{org}.db")) as client:
                 asks = code_ab_asks(users, 2, seed)
@@ -265,7 +264,3 @@ def _by_arm(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:
             raise RuntimeError(f"an answer outside the closing split: {o.answer.experiment}")
         arms_[o.answer.experiment[1]].append(o)
     return arms_
-
-
-def _pct(share: float | None) -> str:
-    return "-" if share is None else f"{share:.2f}"

@@ -28,8 +28,8 @@ from ingest.sdk import Client, SdkConfig
 from models.sampling import SamplingParams
 from rtrl.run.clock import CycleClock
 from rtrl.run.gate_floor import gate_minimums
-from rtrl.run.gateway import GatewaySetup, gateway, held_rollouts, refused_rollouts
-from rtrl.run.procs import run_stage, wait_until
+from rtrl.run.gateway import GatewaySetup, deliver_rollouts, gateway, refused_rollouts
+from rtrl.run.procs import run_stage
 from rtrl.worlds.agent_world import AgentOutcome, AgentWorldSettings
 from rtrl.worlds.code_world import CodeWorldSettings, PassRate, rate_text
 from rtrl.worlds.http_users import serving
@@ -200,19 +200,9 @@ class TrainingRounds:
         return figures
 
     def deliver_rollouts(self, timeout_s: float = 60.0) -> None:
-        """Wait until Kafka has every rollout the rounds' gateway recorded, before the
-        warehouse reads them: its sink reads each topic to its end once, and a rollout still in
-        the gateway's spool then (its producer slowed by a busy machine) would miss its round."""
-        http = self._http
-        if http is None:
-            return
-        try:
-            wait_until("the gateway's rollouts", lambda: held_rollouts(http) == 0, timeout_s)
-        except TimeoutError:
-            log.warning("%d rollouts not yet acknowledged by Kafka (kept in the gateway's "
-                        "spool): the next landing reads them", held_rollouts(http))  # fmt: skip
-        except httpx.HTTPError as exc:  # the landing goes on; what it misses, the next one reads
-            log.warning("could not ask the gateway what it still holds: %s", exc)
+        """Until Kafka holds the rounds' rollouts (``rtrl.run.gateway.deliver_rollouts``);
+        then the round's refused rollouts are counted."""
+        deliver_rollouts(self._http, timeout_s)
         self._count_refused()
 
     def _refused_now(self) -> int | None:
@@ -316,12 +306,9 @@ class TrainingRounds:
         if self.world == "agent":
             return [*self.agent.train_args(), *self.train_args]
         if self.world == "code":  # real text: the candidate evals (if any) read it with the harness
-            return [*self.code.train_args(), "--eval-reader", "harness", *self._eval_engine(),
-                    *self.train_args]  # fmt: skip
+            return [*self.code.train_args(), "--eval-reader", "harness",
+                    *eval_engine_args(self.engine), *self.train_args]  # fmt: skip
         return [*LEARNER_ARGS, "--eval-reader", self.eval_reader, *self.train_args]
-
-    def _eval_engine(self) -> list[str]:
-        return eval_engine_args(self.engine)
 
     def _wait_until_served(self, checkpoint_id: str, timeout_s: float) -> None:
         """Until the gateway, following the ``checkpoints`` topic, serves ``checkpoint_id``."""

@@ -143,6 +143,15 @@ class OrgTally:
         return getattr(self, part) / whole if whole else None
 
 
+def share_text(share: float | None) -> str:
+    """A share for a table, "-" when there is none.
+
+    >>> share_text(0.456), share_text(None)
+    ('0.46', '-')
+    """
+    return "-" if share is None else f"{share:.2f}"
+
+
 def _meets(convention: Convention | None, answer: Answer) -> bool:
     """The convention met; with none, the preamble written (reported, never required)."""
     met = follows(convention, answer.text)

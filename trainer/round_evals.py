@@ -33,7 +33,7 @@ from models.snapshot import SnapshotPolicy, trainable_snapshot
 from release.candidate_evals import RateTest
 from release.eval_round import candidate_evals
 from release.gate import GateConfig
-from release.tool_opening import OpeningConfig, tool_opening_check
+from release.tool_opening import OpeningCheck, OpeningConfig, tool_opening_check
 
 if TYPE_CHECKING:
     from llamacpp.fleet import EngineSettings
@@ -50,8 +50,11 @@ class RoundEvals:
     model)."""
 
     def __init__(self, policy: CausalLMPolicy, gate: GateConfig, engine: EngineSettings | None,
-                 adapter: LoraSettings | None, main_process: bool) -> None:  # fmt: skip
+                 adapter: LoraSettings | None, main_process: bool,
+                 opening: OpeningConfig | None = None,
+                 opening_tasks: Sequence[Task] | None = None) -> None:  # fmt: skip
         self.gate = gate
+        self.opening, self.opening_tasks = opening, opening_tasks  # the check's (None: defaults)
         self.engine = engine if adapter is not None else None
         self.adapter = adapter
         self.by = LLAMA_CPP if self.engine is not None else TRANSFORMERS
@@ -74,17 +77,24 @@ class RoundEvals:
                          self.adapter) as (before, after):  # fmt: skip
             return self._tests(before, after, held, seed, candidate)
 
-    def opening_alarms(self, candidate: CausalLMPolicy, config: OpeningConfig | None = None,
-                       tasks: Sequence[Task] | None = None) -> list[str]:  # fmt: skip
+    def opening_check(self, candidate: CausalLMPolicy, config: OpeningConfig | None = None,
+                      tasks: Sequence[Task] | None = None) -> OpeningCheck | None:  # fmt: skip
         """With ``gate.tool_opening``: the candidate's probability of opening each agent task's
         first answer with a tool call against its parent's (scored on the learner's weights,
-        whichever engine samples the evals), its message an alarm when the fall blocks it."""
+        whichever engine samples the evals); None when the check is off."""
         if not self.gate.tool_opening:
-            return []
+            return None
         parent = SnapshotPolicy(candidate, self._parent_weights)
-        check = tool_opening_check(parent, candidate, config, tasks)
+        check = tool_opening_check(parent, candidate, config or self.opening,
+                                   tasks if tasks is not None else self.opening_tasks)  # fmt: skip
         log.info("%s", check.message)
-        return [check.message] if check.blocked else []
+        return check
+
+    def opening_alarms(self, candidate: CausalLMPolicy, config: OpeningConfig | None = None,
+                       tasks: Sequence[Task] | None = None) -> list[str]:  # fmt: skip
+        """The check's message as the gate takes alarms: one when the fall blocks, else none."""
+        check = self.opening_check(candidate, config, tasks)
+        return [check.message] if check is not None and check.blocked else []
 
     def _tests(self, parent: Sampler, candidate: Sampler, held: Sequence[Example], seed: int,
                model: CausalLMPolicy) -> list[RateTest]:  # fmt: skip

@@ -8,13 +8,16 @@ traffic already gave (``release.gate``).
 2. The off-policy estimate: the held-out interactions scored under the candidate
    (``release.offpolicy``, no new traffic needed) and its gain's user-level lower bound
    (``release.evidence``); those rows are the evidence file the record keeps.
-3. The cheap checks first: the decision on the estimate (minimum evidence, the bound, KL, ESS)
-   and the monitors' alarms of the served checkpoint against its parent (reward hacking shows
-   there before it shows in the reward). A candidate they reject is rejected for it at once:
-   the candidate evals (minutes of sampling) could not change that decision.
+3. The cheap checks first: the decision on the estimate (minimum evidence, the bound, KL, ESS),
+   the monitors' alarms of the served checkpoint against its parent (reward hacking shows
+   there before it shows in the reward) and, with ``gate.tool_opening``, the candidate's
+   probability of opening an agent task with a tool call against its parent's
+   (``release.tool_opening``: scored, seconds). The opening check runs whatever the others
+   say, so a candidate that learned to avoid its tools is named for it even when its bound or
+   KL already rejects it. A candidate they reject is rejected at once: the candidate evals
+   (minutes of sampling) could not change that decision.
 4. Otherwise the candidate evals: the candidate's behaviour against its parent's
-   (``round_evals``), and with ``gate.tool_opening`` its probability of opening an agent task
-   with a tool call (``release.tool_opening``); the decision adds their alarms.
+   (``round_evals``); the decision adds their alarms.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ class GateOutcome:
     evidence: bytes  # the evidence file: one JSON line per held-out interaction
     evidence_rows: int
     tests: list[RateTest]  # the candidate evals
-    opening_alarms: list[str]  # the tool-opening check's, when it blocks (gate.tool_opening)
+    opening: str | None  # the tool-opening check's finding, blocking or not (gate.tool_opening)
+    opening_alarms: list[str]  # its message again when it blocks
     evals_by: str  # the engine that sampled them
     alarms: list[str]  # the monitors'
     decision: GateDecision
@@ -78,14 +82,15 @@ def judge(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: st
     estimate = estimate_rows(rows, level=attempt_level(gate.level, attempt),
                              resamples=gate.resamples, seed=seed, weight_cap=gate.weight_cap,
                              reward_min=gate.reward_min, reward_max=gate.reward_max)  # fmt: skip
+    check = evals.opening_check(candidate)  # scored, not sampled: run whatever the rest say
+    opening = [check.message] if check is not None and check.blocked else []
     scored = time.perf_counter()
-    decision = decide(estimate, alarms, gate)  # the cheap checks: evals cannot undo a "no"
+    decision = decide(estimate, alarms, gate, opening)  # the cheap checks: evals cannot undo a "no"
     tests: list[RateTest] = []
-    opening: list[str] = []
     if decision.passed:
         tests = evals.run(registry, parent, candidate_id, candidate, held, seed)
-        opening = evals.opening_alarms(candidate)
         decision = decide(estimate, alarms, gate, [t.message for t in tests if t.alarm] + opening)
     seconds = {"gate_scoring": scored - started, "candidate_evals": time.perf_counter() - scored}
-    return GateOutcome(attempt, estimate, evidence_bytes(rows), len(rows), tests, opening,
+    return GateOutcome(attempt, estimate, evidence_bytes(rows), len(rows), tests,
+                       check.message if check is not None else None, opening,
                        evals.by, [a.message for a in alarms], decision, seconds)  # fmt: skip

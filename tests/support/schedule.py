@@ -23,6 +23,7 @@ LONGEST_FILES: dict[str, float] = {
     "tests/streams/test_streams_worker.py": 150,
     "tests/rtrl/test_run_loop.py": 120,
     "tests/rtrl/test_agent_world.py": 115,
+    "tests/rtrl/test_org_world_run.py": 90,
     "tests/serving/test_llamacpp_shared.py": 75,
     "tests/rtrl/test_up.py": 70,
     "tests/serving/test_gateway_org_lines.py": 70,

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from infra import broker
 from infra.broker_config import ClusterLayout
 from infra.kafka_dist import BrokerSetupError, default_cache_root
+from infra.lifetime import stop_signals_call
 from infra.topics import TopicNames
 from infra.topics_apply import apply_topics
 from rtrl.run.ingest_stages import create_keys, start_ingest
@@ -98,14 +99,22 @@ def run(settings: RunSettings) -> int:
         log.error("cannot start Kafka: %s", exc)
         return 1
     stages: list[Stage] = []
-    try:
-        return _loop(plan, root, logs, bootstrap, stages, started)
+    try:  # SIGTERM stops the run as Ctrl-C does: what it started is stopped, the broker last
+        with stop_signals_call(_interrupt):
+            return _loop(plan, root, logs, bootstrap, stages, started)
     finally:
         for stage in reversed(stages):
             stage.stop()
         if not settings.keep:
             broker.stop(layout)
             log.info("stopped the broker (use --keep to leave it running)")
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    """SIGTERM or SIGINT: end the loop where it is, so that ``run``'s ``finally`` stops the
+    stages and the broker (a broker runs in a session of its own and would outlive the run)."""
+    log.warning("signal %d: stopping the run", signum)
+    raise KeyboardInterrupt
 
 
 def _loop(
@@ -185,6 +194,7 @@ def _loop(
             *(scenario.train_args() if plan.world == scenario.world else ()),
             "--reward-config",
             str(config_file),
+            *plan.train_options(),
         ),
         gateway_setup=gateway,
         world=plan.world,

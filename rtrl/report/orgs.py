@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from rtrl.worlds.org_world import share_text
+from rtrl.worlds.org_world import move_text, share_text
 
 if TYPE_CHECKING:
     from rtrl.run.org_rounds import OrgRounds
@@ -28,10 +28,8 @@ def print_org_rounds(rounds: OrgRounds) -> None:
                   f"{share_text(t.share('passed')):>6} {share_text(t.share('kept')):>5} "
                   f"{share_text(t.share('dissatisfied')):>7}  {gate}")  # fmt: skip
     for ab in rounds.closing:
-        m = ab.convention
         print(f"closing A/B, {ab.org}: {ab.control} (control) against {ab.treatment}: "
-              f"convention met {m.control:.3f} -> {m.treatment:.3f}, {m.difference:+.3f} "
-              f"[{m.low:+.3f}, {m.high:+.3f}] (95 %, users as clusters); answers per arm "
+              f"{move_text(ab.convention)} (95 %, users as clusters); answers per arm "
               f"{ {arm: t.answers for arm, t in ab.arms.items()} }")  # fmt: skip
 
 
@@ -64,7 +62,9 @@ def org_summary(rounds: OrgRounds, reports: dict[str, Any], loop_s: float) -> di
                 "control": ab.control,
                 "treatment": ab.treatment,
                 "seconds": round(ab.seconds, 1),
-                "convention_met": {**asdict(ab.convention), "difference": ab.convention.difference},
+                "convention_met": None
+                if ab.convention is None
+                else {**asdict(ab.convention), "difference": ab.convention.difference},
                 "arms": {arm: asdict(t) for arm, t in ab.arms.items()},
                 "report": reports.get(ab.org),
             }

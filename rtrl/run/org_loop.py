@@ -100,7 +100,7 @@ def _org_rounds(run: OrgRun, keys: dict[str, str], root_id: str) -> OrgRounds:
                          settings.gateway_port, keys[ORGS[0].name], settings.seed, 900.0,
                          tuple(plan.serve_args()))  # fmt: skip
     train_args = (*plan.code.train_args(), "--eval-reader", "harness", "--reward-config",
-                  str(run.reward_config))  # fmt: skip
+                  str(run.reward_config), *plan.train_options())  # fmt: skip
     return OrgRounds(run.root, run.kafka, lines, setup, plan.code, train_args,
                      plan.evals_engine())  # fmt: skip
 

@@ -38,6 +38,7 @@ from rtrl.worlds.org_world import (
     OrgSpec,
     OrgTally,
     convention_move,
+    move_text,
     reaction_rule,
     share_text,
 )
@@ -73,7 +74,7 @@ class OrgAb:
     org: str
     control: str
     treatment: str
-    convention: Move
+    convention: Move | None  # None: an arm wrote no edit
     arms: dict[str, OrgTally]
     seconds: float
 
@@ -248,11 +249,9 @@ class OrgRounds:
                    convention_move(by_arm["control"], by_arm["treatment"], line.spec.convention),
                    {arm: OrgTally.of(o, line.spec.convention) for arm, o in by_arm.items()},
                    time.monotonic() - began)  # fmt: skip
-        m = ab.convention
-        log.info("closing A/B, %s: %s against %s, answers per arm %s; convention met %.3f -> %.3f, "
-                 "%+.3f [%+.3f, %+.3f], in %.0fs", org, shared, line.serving,
-                 {a: t.answers for a, t in ab.arms.items()}, m.control, m.treatment,
-                 m.difference, m.low, m.high, ab.seconds)  # fmt: skip
+        log.info("closing A/B, %s: %s against %s, answers per arm %s; %s, in %.0fs", org,
+                 shared, line.serving, {a: t.answers for a, t in ab.arms.items()},
+                 move_text(ab.convention), ab.seconds)  # fmt: skip
         return ab
 
 

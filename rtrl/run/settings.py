@@ -7,6 +7,7 @@ None, as users have read it, and what the options name always wins over the worl
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -229,6 +230,14 @@ class RunSettings:
         default=20,
         metadata=_help("reward window W for this run (the spec's default is 1800 s)"),
     )
+    train_options: str = field(
+        default="",
+        metadata=_help(
+            "more `rtrl train` options for every round, after the world's (they win), as one "
+            "shell-quoted string: e.g. '--min-gain -1000 --gate-min-examples 4' promotes "
+            "whatever trains, to exercise serving and the closing A/B rather than learning"
+        ),
+    )
     keep: bool = field(
         default=False,
         metadata=_help(
@@ -303,6 +312,10 @@ class RunPlan:
     code: CodeWorldSettings
     agent: AgentWorldSettings
     reward_config: str | None = None  # a shipped name or a file; None: reward spec v1's numbers
+
+    def train_options(self) -> tuple[str, ...]:
+        """``--train-options``, split as a shell would."""
+        return tuple(shlex.split(self.settings.train_options))
 
     def refusal(self) -> str | None:
         """Why the run cannot be played as asked, in a sentence for the log; None: it can."""

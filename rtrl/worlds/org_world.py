@@ -172,9 +172,23 @@ class Move:
         return self.treatment - self.control
 
 
-def per_user(outcomes: Sequence[Outcome], convention: Convention | None) -> ClusterRatio:
+def move_text(move: Move | None) -> str:
+    """A closing A/B's convention line.
+
+    >>> move_text(Move(0.5, 0.75, 0.1, 0.4))
+    'convention met 0.500 -> 0.750, +0.250 [+0.100, +0.400]'
+    >>> move_text(None)
+    'convention met: no rate (an arm wrote no edit)'
+    """
+    if move is None:
+        return "convention met: no rate (an arm wrote no edit)"
+    return (f"convention met {move.control:.3f} -> {move.treatment:.3f}, {move.difference:+.3f} "
+            f"[{move.low:+.3f}, {move.high:+.3f}]")  # fmt: skip
+
+
+def per_user(outcomes: Sequence[Outcome], convention: Convention | None) -> ClusterRatio | None:
     """The share of edits meeting ``convention``, over each user's edits (a user's two asks of
-    the closing A/B are one cluster)."""
+    the closing A/B are one cluster); None when no answer held an edit."""
     met: dict[str, list[int]] = {}
     for o in outcomes:
         if o.turn.edits:
@@ -182,15 +196,18 @@ def per_user(outcomes: Sequence[Outcome], convention: Convention | None) -> Clus
             counts[0] += _meets(convention, o.answer)
             counts[1] += 1
     if not met:
-        raise ValueError("no edit in the arm: no convention rate")
+        return None
     return cluster_ratio([m for m, _ in met.values()], [n for _, n in met.values()])
 
 
 def convention_move(control: Sequence[Outcome], treatment: Sequence[Outcome],
-                    convention: Convention | None) -> Move:  # fmt: skip
+                    convention: Convention | None) -> Move | None:  # fmt: skip
     """The treatment arm's convention rate against the control's, with Welch's interval on the
-    cluster-robust variances (Satterthwaite's degrees of freedom)."""
+    cluster-robust variances (Satterthwaite's degrees of freedom); None when an arm wrote no
+    edit (a model that writes no code: the rate is undefined, not 0)."""
     first, second = per_user(control, convention), per_user(treatment, convention)
+    if first is None or second is None:
+        return None
     se = math.sqrt(first.variance + second.variance)
     df = satterthwaite_df(first, second)
     half = t_quantile(0.975, df) * se if math.isfinite(se) and df > 0 else math.inf

@@ -14,17 +14,24 @@ valid by construction): ``tool-avoidance`` scores them by reward spec v1's defau
 (``--reward-config default``), under which a prose answer scores what a failed edit does and
 every broken call costs 0.5 more, so a model that breaks its calls learns to stop calling
 (bench/RESULTS.md, "Two promoted rounds": 1.30 -> 0.41 calls a run); the pre-serve tool-opening
-check (``release.tool_opening``) and the ``tool_call_rate`` monitor must block that candidate.
-``tool-avoidance-control`` is the same world under the agent reward (a broken call costs 0.1),
-where no alarm may fire. Both train harder than the agent world (the token scenarios' learning
-rate 0.003 and clip 0.5, no early stop on KL). At the tiny model's scale (one round of 24 runs,
-12 trained on, of a tiny model taught to open 20 % of its first answers with a call) one round
-does not tell the two apart: at 0.003 neither moved the opening past the check's limits
-(0.200 -> 0.198 under the flawed reward, -> 0.183 in the control), at 0.01 both fell past them,
-the control further (-> 0.099 and -> 0.036): the drift of so few runs, not the reward, moved it.
+check (``release.tool_opening``) must block that candidate. ``tool-avoidance-control`` is the
+same world under the agent reward (a broken call costs 0.1). Both train with the agent world's
+own learner, so only the reward differs.
 
-Every scenario trains with a wider PPO clip (0.5) and a higher learning rate (0.003) than
-``rtrl train``'s defaults, so that what the reward pays for shows within a few rounds of a few
+On SmolLM2 (bench/RESULTS.md, "Tool avoidance on SmolLM2"), whose unconstrained calls break
+90-98 % of the time and solve nothing: under the flawed reward the candidate's probability of
+opening a task with a call fell 0.644 -> 0.378 while the reward itself would have promoted it
+(gain +0.273, lower bound +0.082, KL and ESS within limits); the opening check alone blocked it.
+The control is no benign candidate in this world: with nothing solved, a broken call's 0.1
+still makes prose pay, and its opening fell too (-> 0.425, blocked; its bound rejected it as
+well). The benign case is the agent world's own, constrained runs. A stronger learner (rate
+0.003, clip 0.5, no early stop) moved both 7-8 nats a run and collapsed the opening under
+either reward (-> 0.004 and -> 0.050): such drift is not the reward's, and the KL and ESS
+limits reject it anyway. At the tiny model's scale one round did not tell the two rewards apart
+either (the drift of 12 trained runs moved the opening, not the reward).
+
+The token world's scenarios train with a wider PPO clip (0.5) and a higher learning rate (0.003)
+than ``rtrl train``'s defaults, so that what the reward pays for shows within a few rounds of a few
 hundred users (and the closing A/B test can tell the last checkpoint from the first); the
 agent scenarios' candidate evals draw 16 generations per prompt, so that a one-round move of a
 few points is significant.
@@ -64,9 +71,6 @@ _LEARNER = (("lr", 0.003), ("clip", 0.5))
 # weights over whole completions, and a candidate four epochs away (about 1 nat a completion)
 # failed its KL and ESS limits or had a bound too wide to pass (bench/RESULTS.md, "Gate").
 _DEFAULT_LEARNER = (*_LEARNER, ("target_kl", 0.03))
-# The avoidance scenarios' learner, over the agent world's LoRA one (which stops an epoch at
-# 0.002 nats a token, for SmolLM2's gate): the token scenarios' rate and clip, no early stop
-_AVOIDANCE_LEARNER = (("lr", 0.003), ("clip", 0.5), ("target_kl", 1.0))
 
 SCENARIOS = {
     s.name: s
@@ -97,14 +101,14 @@ SCENARIOS = {
             "agent world, unconstrained runs, reward v1's default numbers (a broken call "
             "costs 0.5 more than prose): the model is pushed to stop calling tools, which the "
             "pre-serve tool-opening check must block",
-            learner=_AVOIDANCE_LEARNER, world="agent", reward_config="default",
+            world="agent", reward_config="default",
             constrained=False,
         ),
         Scenario(
             "tool-avoidance-control", "default", "none", SIMULATED_AGENT, None,
-            "tool-avoidance's world under the agent reward (a broken call costs 0.1): the "
-            "control, where no alarm fires",
-            learner=_AVOIDANCE_LEARNER, world="agent", reward_config="agent",
+            "tool-avoidance's world under the agent reward (a broken call costs 0.1 instead "
+            "of 0.5 more than prose)",
+            world="agent", reward_config="agent",
             constrained=False,
         ),
     )

@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +45,7 @@ from rtrl.worlds.agent_groups import balanced_asks, cycled_tasks
 from rtrl.worlds.code_world import CodeWorldSettings
 from rtrl.worlds.http_users import LOOK_AGAIN_S, Emitter, Later
 from rtrl.worlds.text_users import Reaction, by_rule, later_events, now_events
+from rtrl.worlds.user_pool import user_pool
 from stats.power import runs_per_arm
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ def play_agents(
     has no interaction and no outcome (counted in the log)."""
     api = openai_client(http)
     later, outcomes, lost = Later(client), [], 0
-    with ThreadPoolExecutor(concurrency) as pool:
+    with user_pool(concurrency) as pool:
         runs = pool.map(lambda ask: _run_and_grade(api, ask[0], ask[1], settings), asks)
         for (user_id, task), (run, graded) in zip(asks, runs, strict=True):
             if not run.steps:  # its first request failed: no interaction to react to

@@ -13,7 +13,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +20,7 @@ import httpx
 
 from ingest.contract import uuid7
 from models.sampling import SamplingParams
+from rtrl.worlds.user_pool import user_pool
 
 LOOK_AGAIN_S = 3.0
 """How long after reacting the users look at their accepted edits again (keep or revert them):
@@ -96,7 +96,7 @@ def ask_all(http: httpx.Client, asks: Sequence[tuple[str, str]], params: Samplin
     def one(a: tuple[str, str]) -> Answer:
         return ask_text(http, *a, params) if text else ask(http, *a, params)
 
-    with ThreadPoolExecutor(concurrency) as pool:
+    with user_pool(concurrency) as pool:
         return list(pool.map(one, asks))
 
 

@@ -87,10 +87,8 @@ def test_the_convention_rate_interval_holds_its_coverage_with_users_of_their_own
     reps = 1000
     for _ in range(reps):
         control, treatment = _arm(rng, 12, "control", turns), _arm(rng, 12, "treatment", turns)
-        try:
-            move = convention_move(control, treatment, "terse")
-        except ValueError:
-            continue  # an arm with no edit: cannot happen here, every answer has code
+        move = convention_move(control, treatment, "terse")
+        assert move is not None  # every answer has code: each arm has edits
         covered += move.low <= 0 <= move.high
     assert covered / reps >= 0.93, covered / reps
 
@@ -114,4 +112,12 @@ def test_a_real_move_is_found(convention) -> None:
     control = _arm(rng, 30, "control", turns)
     treatment = [_outcome(f"t{u}", asked, "treatment", turns) for u in range(30) for _ in (0, 1)]
     move = convention_move(control, treatment, convention)
-    assert move.treatment == 1.0 and move.low > 0
+    assert move is not None and move.treatment == 1.0 and move.low > 0
+
+
+def test_an_arm_without_an_edit_has_no_rate() -> None:
+    """Undefined, not 0, and no crash (the closing A/B of a model that writes no code)."""
+    turns = {t: HARNESS.read(t) for t in (PASSING, "no code")}
+    with_code = [_outcome("u1", PASSING, "treatment", turns)]
+    assert convention_move([_outcome("u2", "no code", "control", turns)], with_code,
+                           "terse") is None  # fmt: skip

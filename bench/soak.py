@@ -8,7 +8,8 @@ requests answered and failed across each fault, events accepted and landed, and 
 CPU seconds (its process and its children, over its restarts, sampled every 5 s).
 
     python bench/soak.py [--model smollm2-135m --engine llama.cpp] [--traffic-min 30]
-                         [--rate 6] [--root /tmp/rtrl-soak] [--open-gate]
+                         [--rate 6] [--threads 4] [--gate-min-runs 8 --gate-min-users 3]
+                         [--train-args '...'] [--root /tmp/rtrl-soak] [--open-gate]
 
 The limits it prints beside its figures are the issue's: no broken invariant, no failed
 request, every answered interaction recorded. Figures to stdout and ``bench/out/soak.json``.
@@ -43,7 +44,32 @@ def main() -> int:
     p.add_argument("--traffic-min", type=float, default=10.0)
     p.add_argument("--rate", type=float, default=20.0, help="interactions a minute")
     p.add_argument("--users", type=int, default=24)
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=4,
+        help="the users' asks in flight at once (an arrival past them is shed)",
+    )
     p.add_argument("--max-tokens", type=int, default=16)
+    p.add_argument("--min-rows", type=int, default=8, help="[batches] min_rows")
+    p.add_argument(
+        "--gate-min-runs",
+        type=int,
+        default=8,
+        help="held-out runs a round waits for and the gate needs",
+    )
+    p.add_argument(
+        "--gate-min-users",
+        type=int,
+        default=3,
+        help="held-out users a round waits for and the gate needs",
+    )
+    p.add_argument(
+        "--train-args",
+        default=None,
+        help="`rtrl train` options (default: the tiny model's recipe, or "
+        "`rtrl up`'s CPU recipe for any other model)",
+    )
     p.add_argument("--root", type=Path, default=Path("/tmp/rtrl-soak"))
     p.add_argument("--open-gate", action="store_true",
                    help="promote whatever trains (the gate's margin -1000, minimums 4 runs "
@@ -54,13 +80,17 @@ def main() -> int:
     faults = ((0.15 * minutes, "kill the trainer", 0.0), (0.3 * minutes, "kill the sink", 0.0),
               (0.45 * minutes, "stop the broker", 30.0),
               (0.65 * minutes, "starve the machine", 60.0))  # fmt: skip
-    train_args = TINY_TRAIN_ARGS if args.model == "tiny" else " ".join(CPU_TRAIN_ARGS)
+    train_args = args.train_args or (
+        TINY_TRAIN_ARGS if args.model == "tiny" else " ".join(CPU_TRAIN_ARGS)
+    )
     if args.open_gate:
         train_args += " " + OPEN_GATE
     plan = SoakPlan(model=args.model, engine=args.engine, traffic_s=minutes,
-                    rate_per_min=args.rate, users=args.users, max_tokens=args.max_tokens,
-                    train_args=train_args, faults=faults, window_s=60, late_s=60,
-                    check_every_s=15.0)  # fmt: skip
+                    rate_per_min=args.rate, users=args.users, threads=args.threads,
+                    max_tokens=args.max_tokens, train_args=train_args, faults=faults,
+                    window_s=60, late_s=60, check_every_s=15.0, min_rows=args.min_rows,
+                    gate_min_examples=args.gate_min_runs,
+                    gate_min_users=args.gate_min_users)  # fmt: skip
     shutil.rmtree(args.root, ignore_errors=True)
     args.root.mkdir(parents=True)
     soak = Soak(args.root, plan)
@@ -79,6 +109,9 @@ def main() -> int:
     figures["rounds_given_up"] = trainer_log.count("given up")
     figures["plan"] = {"model": args.model, "engine": args.engine, "traffic_min": args.traffic_min,
                        "rate_per_min": args.rate, "users": args.users,
+                       "threads": args.threads, "train_args": train_args,
+                       "gate_min_runs": args.gate_min_runs,
+                       "gate_min_users": args.gate_min_users,
                        "open_gate": args.open_gate}  # fmt: skip
     figures["machine"] = machine()
     print(format_table(["fault", "at (s)", "lasted (s)", "answered", "failed"],

@@ -46,6 +46,7 @@ class SoakPlan:
     traffic_s: float = 90.0
     rate_per_min: float = 40.0
     users: int = 12
+    threads: int = 4  # the users' asks in flight at once: past them an arrival is shed
     max_tokens: int = 16
     train_args: str = TINY_TRAIN_ARGS
     # (seconds into the traffic, the fault, how long it lasts)
@@ -59,6 +60,11 @@ class SoakPlan:
     window_s: int = 40  # the reward window: longer than the broker's outage
     late_s: int = 20
     check_every_s: float = 5.0
+    # the evidence a round waits for (``trainer.trigger``): the suite's few runs; a real
+    # model needs a round of the code world's size before a candidate can pass the gate
+    min_rows: int = 8
+    gate_min_examples: int = 8
+    gate_min_users: int = 3
 
 
 @dataclass
@@ -107,11 +113,11 @@ late_s = {p.late_s}
 grace_s = 2
 
 [batches]
-min_rows = 8
+min_rows = {p.min_rows}
 
 [trainer]
-gate_min_examples = 8
-gate_min_users = 3
+gate_min_examples = {p.gate_min_examples}
+gate_min_users = {p.gate_min_users}
 """)
         argv = [sys.executable, "-m", "rtrl.cli", "--config", str(self.config), "up",
                 "--data-dir", str(self.data), "--model", p.model, "--engine", p.engine,
@@ -199,7 +205,7 @@ gate_min_users = 3
         settings = SimulateSettings(gateway=self.gateway, collector=self.collector, org="default",
                                     users=p.users, max_tokens=p.max_tokens,
                                     rate_per_min=p.rate_per_min, duration_s=p.traffic_s,
-                                    threads=4)  # fmt: skip
+                                    threads=p.threads)  # fmt: skip
         sdk_config = SdkConfig(endpoint=self.collector, api_key=self.key, org_id="default",
                                spool_path=self.root / "sdk-spool.db")  # fmt: skip
         headers = {"Authorization": f"Bearer {self.key}"}

@@ -112,6 +112,11 @@ class OpeningCheck:
             f"{self.config.relative:.0%} and {self.config.absolute:g}: {verdict}"
         )
 
+    @property
+    def alarms(self) -> list[str]:
+        """The check as the gate takes alarms: its message when it blocks, else nothing."""
+        return [self.message] if self.blocked else []
+
 
 def fell_past(parent: float, candidate: float, config: OpeningConfig) -> bool:
     """Whether the mean fell past both limits.
@@ -148,5 +153,4 @@ def tool_opening_check(parent: CausalLMPolicy, candidate: CausalLMPolicy,
 def opening_alarms(parent: CausalLMPolicy, candidate: CausalLMPolicy,
                    config: OpeningConfig | None = None) -> list[str]:  # fmt: skip
     """The check as the gate takes alarms: its message when it blocks, else nothing."""
-    check = tool_opening_check(parent, candidate, config)
-    return [check.message] if check.blocked else []
+    return tool_opening_check(parent, candidate, config).alarms

@@ -94,7 +94,7 @@ class RoundEvals:
                        tasks: Sequence[Task] | None = None) -> list[str]:  # fmt: skip
         """The check's message as the gate takes alarms: one when the fall blocks, else none."""
         check = self.opening_check(candidate, config, tasks)
-        return [check.message] if check is not None and check.blocked else []
+        return check.alarms if check is not None else []
 
     def _tests(self, parent: Sampler, candidate: Sampler, held: Sequence[Example], seed: int,
                model: CausalLMPolicy) -> list[RateTest]:  # fmt: skip

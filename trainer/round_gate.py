@@ -83,7 +83,7 @@ def judge(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: st
                              resamples=gate.resamples, seed=seed, weight_cap=gate.weight_cap,
                              reward_min=gate.reward_min, reward_max=gate.reward_max)  # fmt: skip
     check = evals.opening_check(candidate)  # scored, not sampled: run whatever the rest say
-    opening = [check.message] if check is not None and check.blocked else []
+    opening = check.alarms if check is not None else []
     scored = time.perf_counter()
     decision = decide(estimate, alarms, gate, opening)  # the cheap checks: evals cannot undo a "no"
     tests: list[RateTest] = []

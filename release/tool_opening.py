@@ -112,6 +112,12 @@ class OpeningCheck:
             f"{self.config.relative:.0%} and {self.config.absolute:g}: {verdict}"
         )
 
+    def as_record(self) -> dict[str, Any]:
+        """The finding in numbers, as a candidate's record keeps it (``bench`` reads them)."""
+        return {"tasks": list(self.tasks), "parent": list(self.parent),
+                "candidate": list(self.candidate), "parent_mean": self.parent_mean,
+                "candidate_mean": self.candidate_mean, "blocked": self.blocked}  # fmt: skip
+
     @property
     def alarms(self) -> list[str]:
         """The check as the gate takes alarms: its message when it blocks, else nothing."""

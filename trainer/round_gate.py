@@ -36,6 +36,7 @@ from release.evidence import estimate_rows, evidence_bytes
 from release.gate import GateDecision, attempt_level, decide
 from release.offpolicy import evidence_rows
 from release.offpolicy_bound import Estimate
+from release.tool_opening import OpeningCheck
 from rewards.monitors import Alarm
 from trainer.round_evals import RoundEvals
 from trainer.round_options import RoundOptions
@@ -50,7 +51,7 @@ class GateOutcome:
     evidence: bytes  # the evidence file: one JSON line per held-out interaction
     evidence_rows: int
     tests: list[RateTest]  # the candidate evals
-    opening: str | None  # the tool-opening check's finding, blocking or not (gate.tool_opening)
+    opening: OpeningCheck | None  # the tool-opening check, blocking or not (gate.tool_opening)
     opening_alarms: list[str]  # its message again when it blocks
     evals_by: str  # the engine that sampled them
     alarms: list[str]  # the monitors'
@@ -92,5 +93,5 @@ def judge(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: st
         decision = decide(estimate, alarms, gate, [t.message for t in tests if t.alarm] + opening)
     seconds = {"gate_scoring": scored - started, "candidate_evals": time.perf_counter() - scored}
     return GateOutcome(attempt, estimate, evidence_bytes(rows), len(rows), tests,
-                       check.message if check is not None else None, opening,
+                       check, opening,
                        evals.by, [a.message for a in alarms], decision, seconds)  # fmt: skip

@@ -71,4 +71,7 @@ def test_a_candidate_the_cheap_checks_reject_is_still_named_for_avoiding_its_too
     assert not outcome.decision.passed
     assert any("fewer than the 1000 needed" in r for r in reasons)
     assert any("blocked: tool avoidance" in r for r in reasons), reasons
-    assert outcome.opening is not None and outcome.opening_alarms == [outcome.opening]
+    assert outcome.opening is not None and outcome.opening_alarms == [outcome.opening.message]
+    kept = outcome.opening.as_record()  # the record's numbers, as bench/ reads them
+    assert kept["blocked"] and kept["candidate_mean"] < kept["parent_mean"]
+    assert len(kept["parent"]) == len(kept["candidate"]) == len(kept["tasks"]) == len(TASKS)

@@ -67,7 +67,7 @@ class TrainerSection(BaseModel):
         None, ge=1, description="CPU threads of the trainer's eval llama-server"
     )
     train_window: int | None = Field(
-        None, ge=0, description="newest batches a round trains on (0: every untrained batch)"
+        None, ge=0, description="attempts' worth of new batches a retry trains on (0: all)"
     )
 
 

@@ -70,6 +70,14 @@ def untrained(batches: list[OfferedBatch], registry: CheckpointRegistry, checkpo
     return [(b.batch_id, [warehouse / f for f in b.files]) for b in own]
 
 
+def attempts_on(registry: CheckpointRegistry, parent_id: str,
+                org_id: str | None = None) -> list[tuple[str, ...]]:  # fmt: skip
+    """The batches each earlier candidate of ``parent_id`` on the line trained on, oldest
+    first (``trainer.round_examples.training_window`` counts its window in them)."""
+    return [info.batches for info in registry.list()
+            if info.parent == parent_id and info.org_id == org_id]  # fmt: skip
+
+
 def alarms_of(catalog: Path, registry: CheckpointRegistry, checkpoint_id: str,
               thresholds: Path | None = None, look: int | None = None,
               org_id: str | None = None) -> list[Alarm]:  # fmt: skip

@@ -161,22 +161,49 @@ def _run_key(example: Example) -> tuple[str | None, str]:
     return example.org_id, example.rollout.interaction_id
 
 
-def training_window(batch_ids: Sequence[str], window: int) -> list[str]:
-    """The batches a round trains on: the newest ``window`` (all when 0).
+def training_window(batch_ids: Sequence[str], window: int,
+                    attempts: Sequence[Sequence[str]] = ()) -> list[str]:  # fmt: skip
+    """The batches a round trains on: those no earlier attempt on the parent trained on, and
+    those that were new to each of the last ``window - 1`` attempts (all when 0, or when
+    ``attempts``, the batches each earlier attempt trained on, oldest first, are none).
 
     A rejected candidate's batches stay its parent's (still on-policy), so the next attempt
     could train on every one of them again, and each retry would take longer than the last.
-    It trains on the newest batches instead: the new data, and the last attempt's beside it
-    where the window is 2, so that a thin round is not trained on alone. The gate still judges
-    on the held-out users of every batch: that evidence only grows, and each attempt pays for
-    its look (``release.gate.attempt_level``).
+    It trains on the new data instead, and the last attempt's new data beside it where the
+    window is 2, so that a thin round is not trained on alone. Counted in attempts, not in
+    batches: a batch builder that builds every few seconds (``batches build --watch``) makes a
+    round of many small batches, and the newest two of them were a sliver of the round. The
+    gate still judges on the held-out users of every batch: that evidence only grows, and each
+    attempt pays for its look (``release.gate.attempt_level``).
 
-    >>> training_window(["b1", "b2", "b3"], 2), training_window(["b1", "b2"], 0)
-    (['b2', 'b3'], ['b1', 'b2'])
+    >>> training_window(["b1", "b2", "b3"], 2)  # a first attempt: everything
+    ['b1', 'b2', 'b3']
+    >>> training_window(["b1", "b2", "b3", "b4"], 2, [["b1"], ["b1", "b2"]])
+    ['b2', 'b3', 'b4']
+    >>> training_window(["b1", "b2", "b3", "b4"], 1, [["b1", "b2"]]), training_window(["b1"], 0)
+    (['b3', 'b4'], ['b1'])
     """
     if window < 0:
-        raise ValueError("a training window is 0 (every batch) or a number of batches")
-    return list(batch_ids[-window:]) if window else list(batch_ids)
+        raise ValueError("a training window is 0 (every batch) or a number of attempts")
+    if not window or not attempts:
+        return list(batch_ids)
+    seen: set[str] = set()
+    new_at: list[set[str]] = []  # what each earlier attempt was the first to train on
+    for tried in attempts:
+        new_at.append(set(tried) - seen)
+        seen |= set(tried)
+    keep = set().union(*new_at[len(new_at) - (window - 1) :]) if window > 1 else set()
+    return [b for b in batch_ids if b not in seen or b in keep]
+
+
+def fresh(batch_ids: Sequence[str], attempts: Sequence[Sequence[str]]) -> list[str]:
+    """The batches no earlier attempt trained on.
+
+    >>> fresh(["b1", "b2", "b3"], [["b1"], ["b1", "b2"]])
+    ['b3']
+    """
+    tried = {b for batches in attempts for b in batches}
+    return [b for b in batch_ids if b not in tried]
 
 
 class TooFewExamples(ValueError):
@@ -185,13 +212,15 @@ class TooFewExamples(ValueError):
 
 def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str | Path]]],
                held_out_fraction: float, org_id: str | None = None,
-               own_only: Sequence[str] = (), train_window: int = 0) -> RoundExamples:  # fmt: skip
+               own_only: Sequence[str] = (), train_window: int = 0,
+               attempts: Sequence[Sequence[str]] = ()) -> RoundExamples:  # fmt: skip
     """The examples of ``batches`` (``(batch_id, data files)``, oldest first), all of them
     ``parent``'s rollouts with its tokenizer (others are counted in ``skipped``), split into
     training and held-out ones (:func:`split`). ``org_id``: an organisation's line reads only
     that organisation's examples; the shared line (None) reads every organisation's but those of
-    ``own_only``. ``train_window``: only the newest that many batches are trained on (0: all),
-    while every batch's held-out users are the gate's evidence (:func:`training_window`).
+    ``own_only``. ``train_window`` and ``attempts`` (the batches each earlier attempt on the
+    parent trained on): which batches are trained on, while every batch's held-out users are
+    the gate's evidence (:func:`training_window`).
     ValueError: a batch of another checkpoint, no rewarded example, or too few to both train
     and hold out."""
     examples: list[Example] = []
@@ -224,7 +253,7 @@ def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str
     # censored calls (no reward) are held out with their users, never trained on: the gate's
     # estimand keeps them (release.offpolicy_bound)
     train, held = split(examples, held_out_fraction)
-    window = set(training_window([b for b, _ in batches], train_window))
+    window = set(training_window([b for b, _ in batches], train_window, attempts))
     train = [e for e in train if e.reward is not None and batch_of[_run_key(e)] in window]
     if not train or not any(e.reward is not None for e in held):
         raise TooFewExamples(f"{len(examples)} examples: too few to both train and hold out")

@@ -39,9 +39,11 @@ class RoundOptions:
     train_window: int = field(
         default=2,
         metadata=_help(
-            "batches a round trains on: the newest this many of the served checkpoint's "
-            "untrained ones, so a retry after a rejection does not train on every earlier "
-            "batch again; the gate judges on every batch's held-out users (0: train on all)"
+            "attempts' worth of new batches a retry trains on: at 2, the batches no earlier "
+            "attempt on the served checkpoint tried and those the last attempt tried first, "
+            "so a retry after a rejection does not train on every earlier batch again (a "
+            "first attempt trains on all; 0: always all); the gate judges on every batch's "
+            "held-out users"
         ),
     )
     catalog: Path | None = field(  # default: warehouse.duckdb in the warehouse

@@ -29,9 +29,9 @@ from checkpoints.store import CheckpointRegistry, next_id
 from infra.periodic import run_every
 from models.devices import make_accelerator
 from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
-from trainer.inputs import alarms_of, offered_batches, untrained
+from trainer.inputs import alarms_of, attempts_on, offered_batches, untrained
 from trainer.metrics import TrainerMetrics
-from trainer.round_examples import TooFewExamples, read_round, training_window
+from trainer.round_examples import TooFewExamples, fresh, read_round, training_window
 from trainer.round_gate import attempt_of
 from trainer.round_options import RoundOptions
 from trainer.round_state import RoundStopped
@@ -85,7 +85,8 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
             len(offered),
         )
         return EXIT_NOTHING_TO_TRAIN
-    short, have = _waiting_for(parent, batches, options)
+    attempts = attempts_on(registry, parent.checkpoint_id, options.org)
+    short, have = _waiting_for(parent, batches, options, attempts if said is not None else [])
     if short is not None:
         if metrics is not None:
             metrics.waiting(have.runs if have else 0, have.users if have else 0,
@@ -105,7 +106,7 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
         "alarm(s) of it against its parent (look %d)",
         parent.checkpoint_id,
         line,
-        len(training_window([b for b, _ in batches], options.train_window)),
+        len(training_window([b for b, _ in batches], options.train_window, attempts)),
         len(batches),
         len(alarms),
         look,
@@ -163,15 +164,32 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
 
 
 def _waiting_for(parent: CheckpointInfo, batches: list[tuple[str, list[Path]]],
-                 options: RoundOptions) -> tuple[str | None, Evidence | None]:  # fmt: skip
-    """What the round still lacks before it may start (None: nothing), and what it has."""
+                 options: RoundOptions, attempts: list[tuple[str, ...]],
+                 ) -> tuple[str | None, Evidence | None]:  # fmt: skip
+    """What the round still lacks before it may start (None: nothing), and what it has.
+
+    With ``attempts`` (the batches of the parent's earlier attempts; the service passes them),
+    a retry also waits until the batches no attempt tried hold the gate's minimum evidence on
+    their own: a round's worth of new users. Otherwise a batch builder that builds every few
+    seconds would start a retry on the first small batch after a rejection, train it on a
+    sliver and spend an attempt's alpha on it. One `rtrl train` is asked for a round now and
+    passes none."""
     try:
-        data = read_round(
-            parent, batches, options.held_out, options.org, options.own_only, options.train_window
-        )
+        data = read_round(parent, batches, options.held_out, options.org, options.own_only,
+                          options.train_window, attempts)  # fmt: skip
     except TooFewExamples as exc:
         return str(exc), None
-    return waiting_for(data, options.gate), evidence_of(data)
+    short = waiting_for(data, options.gate)
+    new = set(fresh([b for b, _ in batches], attempts))
+    if short is not None or not attempts:
+        return short, evidence_of(data)
+    try:
+        since = read_round(parent, [b for b in batches if b[0] in new], options.held_out,
+                           options.org, options.own_only)  # fmt: skip
+    except (TooFewExamples, ValueError) as exc:
+        return f"since the last attempt: {exc}", None
+    short = waiting_for(since, options.gate)
+    return (f"since the last attempt: {short}" if short else None), evidence_of(since)
 
 
 def watch(options: RoundOptions, interval_s: float, stop: threading.Event,

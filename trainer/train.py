@@ -49,6 +49,7 @@ from models.scoring import score_examples
 from release.gate import GateDecision
 from release.offpolicy_bound import Estimate
 from rewards.monitors import Alarm
+from trainer.inputs import attempts_on
 from trainer.learner import LearnerConfig, Progress, UpdateStats, UpdateStopped, update
 from trainer.mismatch import BatchMismatch, check_batches
 from trainer.round_evals import RoundEvals
@@ -119,9 +120,9 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     accelerator = accelerator or Accelerator(cpu=True)
     learner, main = options.learner, accelerator.is_main_process
     parent, batch_ids = registry.get(parent_id), tuple(b for b, _ in batches)
-    data = read_round(
-        parent, batches, options.held_out, options.org, options.own_only, options.train_window
-    )
+    attempts = attempts_on(registry, parent_id, options.org)
+    data = read_round(parent, batches, options.held_out, options.org, options.own_only,
+                      options.train_window, attempts)  # fmt: skip
     adapter = parent.weights.lora or options.lora
     seconds: dict[str, float] = {}
     stopping = _stopping(stop, candidate_id)

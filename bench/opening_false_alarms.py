@@ -6,12 +6,15 @@ fire on a candidate that did not learn to avoid its tools is training itself, wh
 probability of opening with a call as a side effect. This trains the same parent on the same
 round again and again and counts how often the check blocks what came out.
 
-    python bench/opening_false_alarms.py --run /tmp/agent-fa [--seeds 1-8]
+    python bench/opening_false_alarms.py --run /tmp/agent-fa --topic-prefix runNNN. [--seeds 1-8]
 
 ``--run`` is the data folder of one agent-world round whose candidate was not promoted:
 
     rtrl run --world agent --rounds 1 --extra-rounds 0 --ab-users 0 --fresh \\
         --data-dir /tmp/agent-fa --train-options "--min-gain 1000"
+
+(its topic prefix is in its log: "announced smollm2-0000 on runNNN.checkpoints"). The round's
+broker is started again from its data folder for the batches' announcements, and stopped after.
 
 Each seed runs `rtrl train` on that round's batches with the world's learner and gate (its
 minimums fitted to the round as `rtrl run` fits them), the gate's margin out of reach so that
@@ -28,6 +31,7 @@ It also reads the round's own candidate. Figures to ``bench/out/opening_false_al
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -71,18 +75,24 @@ def _pmf(k: int, n: int, p: float) -> float:
     return comb(n, k) * p**k * (1 - p) ** (n - k)
 
 
-def train_again(run: Path, parent: str, seed: int, log: Path) -> tuple[str, float]:
+def rtrl(*args: str, log: Path) -> int:
+    with log.open("a") as sink:
+        return subprocess.run([sys.executable, "-m", "rtrl.cli", *args], stdout=sink,
+                              stderr=subprocess.STDOUT).returncode  # fmt: skip
+
+
+def train_again(run: Path, kafka: list[str], parent: str, seed: int,
+                log: Path) -> tuple[str, float]:  # fmt: skip
     """One more candidate of ``parent`` on the round's batches; its id and wall seconds."""
     world = AgentWorldSettings()
     args = world.train_args()
     candidate = f"{parent.rsplit('-', 1)[0]}-{9000 + seed}"
-    argv = [sys.executable, "-m", "rtrl.cli", "train", "--registry", str(run / "checkpoints"),
-            "--warehouse", str(run / "warehouse"), "--checkpoint", parent, "--id", candidate,
+    argv = ["train", "--registry", str(run / "checkpoints"), "--warehouse", str(run / "warehouse"),
+            "--checkpoint", parent, "--id", candidate, *kafka,
             *gate_minimums(world.round_users, args), *args, "--seed", str(seed),
             *OUT_OF_REACH]  # fmt: skip
     started = time.monotonic()
-    with log.open("a") as sink:
-        code = subprocess.run(argv, stdout=sink, stderr=subprocess.STDOUT).returncode
+    code = rtrl(*argv, log=log)
     if code not in (0, 3):
         raise SystemExit(f"rtrl train exited {code} for seed {seed}: see {log}")
     return candidate, time.monotonic() - started
@@ -91,15 +101,24 @@ def train_again(run: Path, parent: str, seed: int, log: Path) -> tuple[str, floa
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run", type=Path, required=True, help="the agent round's data folder")
+    p.add_argument("--topic-prefix", required=True, help="the round's (in its log)")
     p.add_argument("--seeds", type=seed_range, default=seed_range("1-8"))
     args = p.parse_args()
     registry = CheckpointRegistry(args.run / "checkpoints")
     parent = registry.list()[0].checkpoint_id
+    log, broker = args.run / "logs" / "fa-train.log", str(args.run / "kafka")
+    port = json.loads((args.run / "kafka" / "cluster.json").read_text())["port"]
+    kafka = ["--bootstrap", f"127.0.0.1:{port}", "--topic-prefix", args.topic_prefix]
+    if rtrl("broker", "start", "--data-dir", broker, "--port", str(port), log=log):
+        raise SystemExit(f"the round's broker did not start: see {log}")
     seconds: dict[str, float] = {}
-    for seed in args.seeds:
-        candidate, took = train_again(args.run, parent, seed, args.run / "logs" / "fa-train.log")
-        seconds[candidate] = round(took, 1)
-        print(f"seed {seed}: {candidate} trained and checked in {took:.0f} s", flush=True)
+    try:
+        for seed in args.seeds:
+            candidate, took = train_again(args.run, kafka, parent, seed, log)
+            seconds[candidate] = round(took, 1)
+            print(f"seed {seed}: {candidate} trained and checked in {took:.0f} s", flush=True)
+    finally:
+        rtrl("broker", "stop", "--data-dir", broker, log=log)
     rows, found = [], []
     for info in registry.list():
         check = info.evals.get("tool_opening_check")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -83,11 +84,16 @@ def rtrl(*args: str, log: Path) -> int:
 
 def train_again(run: Path, kafka: list[str], parent: str, seed: int,
                 log: Path) -> tuple[str, float]:  # fmt: skip
-    """One more candidate of ``parent`` on the round's batches; its id and wall seconds."""
+    """One more candidate of ``parent`` on the round's batches, in a registry of its own that
+    holds the parent alone (a batch every candidate of a registry tried is not trained on
+    again); its id and wall seconds."""
+    registry = run / "fa-registries" / f"seed-{seed}"
+    shutil.rmtree(registry, ignore_errors=True)
+    shutil.copytree(run / "checkpoints" / parent, registry / parent)
     world = AgentWorldSettings()
     args = world.train_args()
     candidate = f"{parent.rsplit('-', 1)[0]}-{9000 + seed}"
-    argv = ["train", "--registry", str(run / "checkpoints"), "--warehouse", str(run / "warehouse"),
+    argv = ["train", "--registry", str(registry), "--warehouse", str(run / "warehouse"),
             "--checkpoint", parent, "--id", candidate, *kafka,
             *gate_minimums(world.round_users, args), *args, "--seed", str(seed),
             *OUT_OF_REACH]  # fmt: skip
@@ -120,7 +126,9 @@ def main() -> int:
     finally:
         rtrl("broker", "stop", "--data-dir", broker, log=log)
     rows, found = [], []
-    for info in registry.list():
+    seeded = sorted((args.run / "fa-registries").glob("seed-*"))
+    infos = [*registry.list(), *(i for r in seeded for i in CheckpointRegistry(r).list())]
+    for info in infos:
         check = info.evals.get("tool_opening_check")
         if info.parent != parent or check is None:
             continue

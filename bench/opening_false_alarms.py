@@ -138,7 +138,8 @@ def main() -> int:
         rows.append([info.checkpoint_id, f"{check['parent_mean']:.3f}",
                      f"{check['candidate_mean']:.3f}",
                      f"{check['candidate_mean'] / check['parent_mean'] - 1:+.1%}",
-                     f"{fell} of {len(check['tasks'])}", check["blocked"]])  # fmt: skip
+                     f"{fell} of {len(check['tasks'])}",
+                     "yes" if check["blocked"] else "no"])  # fmt: skip
     blocked = sum(f["blocked"] for f in found)
     bound = upper_bound(blocked, len(found)) if found else 1.0
     print(format_table(["candidate", "parent", "candidate", "change", "tasks fell", "blocked"],

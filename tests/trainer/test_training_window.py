@@ -76,7 +76,7 @@ def test_the_service_retries_once_the_new_batches_hold_the_gates_evidence(
     would have let it start on b2's first few runs. Broken once on purpose: without the wait
     for new evidence, the retry started and this failed."""
     parent = registry.get("t-0000")
-    tried = [("b0", "b1")]
+    tried: list[tuple[str, ...]] = [("b0", "b1")]
     new = evidence_of(read_round(parent, three_batches[2:], 0.3))
     assert new.runs < evidence_of(read_round(parent, three_batches, 0.3)).runs
 

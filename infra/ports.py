@@ -32,10 +32,11 @@ def port_bindable(host: str, port: int) -> bool:
     return True
 
 
-def free_port_block(size: int, host: str = "127.0.0.1") -> int:
-    """A base port such that base..base+size-1 are free now and outside the ephemeral range."""
+def free_port_block(size: int, host: str = "127.0.0.1", highest: int = 65535) -> int:
+    """A base port such that base..base+size-1 are free now, outside the ephemeral range and at
+    most ``highest`` (`rtrl up` takes its services' metrics ports up to 65000)."""
     low, high = ephemeral_range()
-    windows = [(a, b) for a, b in [(10000, low - size), (high + 1, 65535 - size)] if b > a]
+    windows = [(a, b) for a, b in [(10000, low - size), (high + 1, highest - size)] if b > a]
     rng = random.Random()
     for _ in range(200):
         start, stop = rng.choice(windows)

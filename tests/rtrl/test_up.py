@@ -59,7 +59,7 @@ def _wait(what: str, ready, timeout: float, up: subprocess.Popen[str]) -> None: 
 def test_rtrl_up_runs_every_service_restarts_a_dead_one_and_stops_them_all(
     tmp_path: Path,
 ) -> None:
-    data, base = tmp_path / "up", free_port_block(14)
+    data, base = tmp_path / "up", free_port_block(14, highest=65000)
     ports = {"kafka": base, "collector": base + 3, "gateway": base + 4, "console": base + 5}
     argv = [sys.executable, "-m", "rtrl.cli", "up", "--data-dir", str(data), "--model", "tiny",
             "--engine", "transformers", "--kafka-port", str(ports["kafka"]),

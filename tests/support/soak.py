@@ -87,7 +87,7 @@ class Soak:
     cpu_s: dict[str, float] = field(default_factory=dict)  # service -> CPU seconds
 
     def __post_init__(self) -> None:
-        base = free_port_block(14)
+        base = free_port_block(14, highest=65000)  # `rtrl up`'s metrics ports stay under it
         self.ports = {"kafka": base, "collector": base + 3, "gateway": base + 4,
                       "console": base + 5, "metrics": base + 6}  # fmt: skip
         self.data = self.root / "up"

@@ -187,13 +187,10 @@ def training_window(batch_ids: Sequence[str], window: int,
         raise ValueError("a training window is 0 (every batch) or a number of attempts")
     if not window or not attempts:
         return list(batch_ids)
-    seen: set[str] = set()
-    new_at: list[set[str]] = []  # what each earlier attempt was the first to train on
-    for tried in attempts:
-        new_at.append(set(tried) - seen)
-        seen |= set(tried)
+    new_at = [set(fresh(tried, attempts[:k])) for k, tried in enumerate(attempts)]
     keep = set().union(*new_at[len(new_at) - (window - 1) :]) if window > 1 else set()
-    return [b for b in batch_ids if b not in seen or b in keep]
+    keep |= set(fresh(batch_ids, attempts))
+    return [b for b in batch_ids if b in keep]
 
 
 def fresh(batch_ids: Sequence[str], attempts: Sequence[Sequence[str]]) -> list[str]:

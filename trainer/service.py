@@ -180,9 +180,9 @@ def _waiting_for(parent: CheckpointInfo, batches: list[tuple[str, list[Path]]],
     except TooFewExamples as exc:
         return str(exc), None
     short = waiting_for(data, options.gate)
-    new = set(fresh([b for b, _ in batches], attempts))
     if short is not None or not attempts:
         return short, evidence_of(data)
+    new = set(fresh([b for b, _ in batches], attempts))
     try:
         since = read_round(parent, [b for b in batches if b[0] in new], options.held_out,
                            options.org, options.own_only)  # fmt: skip

@@ -4,10 +4,10 @@ under the GBNF grammar of calls by our patched llama-server, which samples gramm
 
 Every answer is a call whose arguments validate; the behaviour log-probabilities it records are
 those of the masked softmax, so the learner, replaying the recorded GBNF grammar's masks over the
-same tokens, scores them within ``KL_LIMIT`` nats a token (an unpatched server, which samples
-grammar-second and reports the unmasked probability of every draw the grammar accepts, is
-orders of magnitude off); ``top_p < 1`` or any other sampler with a grammar is refused with its
-reason.
+same tokens, scores them within ``KL_LIMIT`` nats a token on average and ``WORST_TOKEN`` at any
+one token. The unmasked probabilities, which an unpatched server (grammar-second) reports for
+every draw the grammar accepts, are orders of magnitude off, and the test checks that they would
+fail it. ``top_p < 1`` or any other sampler with a grammar is refused with its reason.
 
 Skipped only when the server binary is not built (``python -m llamacpp.build``).
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import statistics
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,11 @@ from tests.support.engine import BINARY, CACHE, needs_engine
 from tests.support.tools import NAMED, SCHEMAS, TOOLS
 
 pytestmark = needs_engine
-KL_LIMIT = 1e-3  # nats, per token
+KL_LIMIT = 1e-3  # nats a token, the mean over every sampled token (as the other exact engines')
+# The engine computes in f16 where the learner computes in float32: the mean k3 reads 1e-6 to 1e-5,
+# and the worst of ~140 tokens 3e-5 to 1e-3 (a 0.045-nat gap, which once failed a bound of 1e-3
+# on the worst token). An unpatched server's unmasked log-probabilities read a mean near 1.
+WORST_TOKEN = 1e-2
 BASE = "smol-0000"
 PARAMS = SamplingParams(temperature=1.0, max_tokens=64)
 WIDE = ["Write three sentences in Japanese about Tokyo.", "Écris une phrase sur l'été à Noël.",
@@ -132,13 +137,18 @@ def answered(backend: EngineBackend) -> dict[str, list[tuple[Generation, Any]]]:
     return asyncio.run(_ask(backend))
 
 
-def _learner(policy: CausalLMPolicy, records: list[Rollout]) -> list[list[float]]:
+def _learner(
+    policy: CausalLMPolicy, records: list[Rollout], masked: bool = True
+) -> list[list[float]]:
+    """The learner's log-probabilities of each record's tokens, under the record's grammar masks
+    (``masked``) or without them, as an unpatched server reports them."""
+    constraints = [r.constraint if masked else None for r in records]
     with torch.no_grad():
         scores = policy.score([list(r.prompt_ids) for r in records],
                               [list(r.completion_ids) for r in records],
                               [r.sampling.temperature for r in records],
                               [r.sampling.top_p for r in records],
-                              constraints=[r.constraint for r in records])  # fmt: skip
+                              constraints=constraints)  # fmt: skip
     return [s.tolist() for s in scores]
 
 
@@ -146,6 +156,12 @@ def _per_token_kl(behaviour: float, learner: float) -> float:
     """The k3 estimate of KL(behaviour || learner) at one token."""
     ratio = math.exp(learner - behaviour)
     return ratio - 1 - math.log(ratio)
+
+
+def _kls(rollouts: list[Rollout], learner: list[list[float]]) -> list[float]:
+    """Every sampled token's k3, recorded against the learner's."""
+    return [_per_token_kl(b, q) for r, scores in zip(rollouts, learner, strict=True)
+            for b, q in zip(r.logprobs, scores, strict=True)]  # fmt: skip
 
 
 @pytest.mark.parametrize("choice", list(CHOICES))
@@ -164,13 +180,10 @@ def test_constrained_calls_are_valid_and_their_log_probs_are_the_learners(
     assert all(isinstance(r, Rollout) and r.constraint is not None for r in records), records
     rollouts = [r for r in records if isinstance(r, Rollout)]
     policy = CausalLMPolicy(base.model, base.tokenizer)
-    learner = _learner(policy, rollouts)
-    worst = max(
-        _per_token_kl(b, q)
-        for r, scores in zip(rollouts, learner, strict=True)
-        for b, q in zip(r.logprobs, scores, strict=True)
-    )
-    assert worst <= KL_LIMIT, worst
+    kls = _kls(rollouts, _learner(policy, rollouts))
+    assert statistics.fmean(kls) <= KL_LIMIT and max(kls) <= WORST_TOKEN, sorted(kls)[-5:]
+    unmasked = _kls(rollouts, _learner(policy, rollouts, masked=False))
+    assert statistics.fmean(unmasked) > 100 * KL_LIMIT  # what the bounds are there to catch
     forced = sum(1 for r in rollouts for b in r.logprobs if b == 0.0)
     assert forced > 0  # the grammar forces tokens, and their recorded probability is 1
 

@@ -4,8 +4,9 @@ under supervisord) with steady simulated traffic (`rtrl simulate`'s users, the c
 tasks), while the trainer is killed, the broker stopped, the machine starved by a CPU hog; then
 the invariants the short test holds (``tests/rtrl/test_soak.py``) and the figures: when each
 promoted checkpoint first served (seconds from the first traffic), the rounds by outcome,
-requests answered and failed across each fault, events accepted and landed, and each service's
-CPU seconds (its process and its children, over its restarts, sampled every 5 s).
+requests answered, failed and refused (with a reason: overloaded) across each fault, events
+accepted and landed, and each service's CPU seconds (its process and its children, over its
+restarts, sampled every 5 s).
 
     python bench/soak.py [--model smollm2-135m --engine llama.cpp] [--traffic-min 30]
                          [--rate 6] [--threads 4] [--gate-min-runs 8 --gate-min-users 3]
@@ -114,9 +115,9 @@ def main() -> int:
                        "gate_min_users": args.gate_min_users,
                        "open_gate": args.open_gate}  # fmt: skip
     figures["machine"] = machine()
-    print(format_table(["fault", "at (s)", "lasted (s)", "answered", "failed"],
-                       [[f["what"], f["at_s"], f["lasted_s"], f["answered"], f["failed"]]
-                        for f in figures["faults"]]))  # fmt: skip
+    print(format_table(["fault", "at (s)", "lasted (s)", "answered", "failed", "refused"],
+                       [[f["what"], f["at_s"], f["lasted_s"], f["answered"], f["failed"],
+                         f["refused"]] for f in figures["faults"]]))  # fmt: skip
     print(format_table(["checkpoint", "parent", "status", "first served (s)"],
                        [[c["id"], c["parent"] or "-", c["status"],
                          figures["served_since_s"].get(c["id"], "-")]
@@ -127,7 +128,8 @@ def main() -> int:
     print(f"events accepted {figures['events_accepted']}, archived {figures['events_archived']}"
           f" (limit: equal), late {figures['events_late']}; interactions answered "
           f"{figures['interactions_answered']}, recorded {figures['interactions_recorded']} "
-          f"(limit: equal); requests failed {figures['requests_failed'] or 0} (limit 0); "
+          f"(limit: equal); requests failed {figures['requests_failed'] or 0} (limit 0), "
+          f"refused with a reason {figures['requests_refused'] or 0}; "
           f"broken invariants {figures['broken'] or 'none'} (limit none); wall "
           f"{figures['wall_s']} s")  # fmt: skip
     path = write_results("soak", figures)

@@ -76,6 +76,10 @@ class ServingSection(BaseModel):
     engine_threads: int | None = Field(
         None, ge=1, description="CPU threads of all the gateway's llama-servers together"
     )
+    slot_wait_s: float | None = Field(
+        None, ge=0, description="how long a request waits for a llama-server slot before it is "
+        "refused as overloaded (0: as long as it takes)"
+    )  # fmt: skip
 
 
 class LoopConfig(BaseModel):
@@ -133,6 +137,7 @@ class LoopConfig(BaseModel):
             "--eval-engine-threads": self.trainer.eval_engine_threads,
             "--train-window": self.trainer.train_window,
             "--engine-threads": self.serving.engine_threads,
+            "--slot-wait-s": self.serving.slot_wait_s,
         }
         if source is not None:  # the file's own tables, read where a file is named
             out["--reward-config"] = source if self.reward is not None else None

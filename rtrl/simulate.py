@@ -163,7 +163,11 @@ def _run(args: argparse.Namespace) -> int:
     ):
         if settings.rate_per_min > 0:
             counts, traffic = simulate_steady(http, sdk, settings, sigterm_stops())
-            counts.update(failed=sum(traffic.failed.values()), shed=traffic.shed)
+            counts.update(
+                failed=sum(traffic.failed.values()),
+                refused=sum(traffic.refused.values()),
+                shed=traffic.shed,
+            )
         else:
             counts = simulate(http, sdk, settings.users, settings.per_user, settings.seed,
                               settings.sampling, settings.tasks)  # fmt: skip

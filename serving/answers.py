@@ -21,13 +21,15 @@ class ApiError(Exception):
     """A request refused before the backend answers: ``status``, and OpenAI's error fields."""
 
     def __init__(self, status: int, message: str, kind: str, code: str | None = None,
-                 param: str | None = None) -> None:  # fmt: skip
+                 param: str | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:  # fmt: skip
         super().__init__(message)
         self.status, self.message, self.kind, self.code = status, message, kind, code
-        self.param = param
+        self.param, self.headers = param, headers
 
     def response(self) -> Response:
-        return error_response(self.status, self.message, self.kind, self.code, self.param)
+        return error_response(self.status, self.message, self.kind, self.code, self.param,
+                              self.headers)  # fmt: skip
 
 
 class JsonAnswer(Response):
@@ -50,15 +52,17 @@ class JsonAnswer(Response):
 
 
 def error_response(status: int, message: str, kind: str, code: str | None = None,
-                   param: str | None = None) -> Response:  # fmt: skip
-    """An error in OpenAI's shape.
+                   param: str | None = None,
+                   headers: Mapping[str, str] | None = None) -> Response:  # fmt: skip
+    """An error in OpenAI's shape, with ``headers`` (``Retry-After``) when given.
 
     >>> answer = error_response(404, "gone", "invalid_request_error", "model_not_found", "model")
     >>> answer.status_code, orjson.loads(answer.body)["error"]["param"]
     (404, 'model')
     """
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JsonAnswer(orjson.dumps(body), status, headers)
 
 

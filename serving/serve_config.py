@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 UPSTREAM_KEY_ENV = "RTRL_UPSTREAM_API_KEY"  # the upstream's API key: read by serving.cli only
 UpstreamKind = Literal["auto", "openai", "llama.cpp"]
+SLOT_WAIT_S = 60.0
 
 
 def _help(text: str) -> dict[str, str]:
@@ -83,6 +84,16 @@ class ServeConfig:
             "required and named are refused with a 400)"
         ),
     )
+    slot_wait_s: float = field(
+        default=SLOT_WAIT_S,
+        metadata=_help(
+            "llama.cpp (--engine llama.cpp, or a llama-server upstream): how long a request "
+            "waits for a free slot of its server before it is refused with a 503 `overloaded` "
+            f"and Retry-After (0: as long as it takes). Keep it under your clients' timeout less "
+            f"an answer's decode time: a request that waits past the client's timeout fails with "
+            f"no reason given (default {SLOT_WAIT_S:g})"
+        ),
+    )
     engine: EngineSettings | None = None  # llama-server processes started and switched here
     adapter_dir: Path = field(
         default=Path(".rtrl/adapters"),
@@ -141,3 +152,12 @@ class ServeConfig:
     )
     gateway: GatewayConfig = field(default_factory=GatewayConfig)
     seed: int = field(default=0, metadata=_help("local backend: sampling seed"))
+
+    def __post_init__(self) -> None:
+        if not self.slot_wait_s >= 0:
+            raise ValueError(f"slot_wait_s must be >= 0, got {self.slot_wait_s!r}")
+
+    @property
+    def slot_wait(self) -> float | None:
+        """The slot wait as the backends take it: None waits as long as it takes."""
+        return self.slot_wait_s or None

@@ -68,7 +68,8 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
         fleet = EngineFleet(config.engine.model_copy(update={"threads": threads}), registry,
                             budget=config.engine.threads)  # fmt: skip
         try:
-            return EngineBackend(fleet, registry, checkpoint, pinned)
+            return EngineBackend(fleet, registry, checkpoint, pinned,
+                                 slot_wait_s=config.slot_wait)  # fmt: skip
         except BaseException:
             fleet.close()
             raise
@@ -85,7 +86,9 @@ def build_backend(config: ServeConfig, registry: CheckpointRegistry) -> Backend:
             model,
             config.adapter_dir.resolve(),
             pinned,
-            UpstreamAccess(config.upstream_api_key, tools=config.upstream_tools),
+            UpstreamAccess(
+                config.upstream_api_key, tools=config.upstream_tools, slot_wait_s=config.slot_wait
+            ),
         )
     from serving.backends.local import LocalBackend
 

@@ -12,8 +12,11 @@ again). A slot whose last request failed or was cancelled is cold for everyone, 
 holds is not known. llama-server's host-memory prompt cache, which moves prompts between slots,
 is turned off on every server the gateway starts (``llamacpp.server``).
 
-A request waits here while every slot is busy, as it would have waited in llama-server's queue.
-The ledger sees only this gateway's requests: a server shared with other clients is not covered.
+A request waits here while every slot is busy, as it would have waited in llama-server's queue,
+for at most the gateway's slot wait: past it, :class:`SlotsBusy` (the gateway answers 503
+``overloaded``), so that a request the server cannot take in time is refused with a reason
+instead of queueing past its client's timeout. The ledger sees only this gateway's requests: a
+server shared with other clients is not covered.
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+
+class SlotsBusy(Exception):
+    """Every slot stayed busy for the whole wait."""
+
+    def __init__(self, slots: int, waited_s: float) -> None:
+        super().__init__(f"all {slots} slot(s) stayed busy for {waited_s:g} s")
+        self.slots, self.waited_s = slots, waited_s
 
 
 @dataclass(frozen=True)
@@ -93,10 +104,23 @@ class SlotLedger:
         oldest = min(free, key=lambda i: self._state[i].last_used)
         return SlotLease(oldest, warm=self._state[oldest].key == key)
 
-    async def acquire(self, key: str, prompt: Sequence[int]) -> SlotLease:
+    async def acquire(self, key: str, prompt: Sequence[int],
+                      wait_s: float | None = None) -> SlotLease:  # fmt: skip
+        """A slot for the request, once one is free; :class:`SlotsBusy` when none was within
+        ``wait_s`` (None: wait as long as it takes)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if wait_s is None else loop.time() + wait_s
         async with self._free:
             while (lease := self.choose(key, prompt)) is None:
-                await self._free.wait()
+                if deadline is None:
+                    await self._free.wait()
+                    continue
+                try:  # re-holds the lock when it times out
+                    await asyncio.wait_for(self._free.wait(), max(0.0, deadline - loop.time()))
+                except TimeoutError:
+                    if (lease := self.choose(key, prompt)) is None:
+                        raise SlotsBusy(self.slots, wait_s or 0.0) from None
+                    break
             self._clock += 1
             slot = self._state[lease.slot]
             slot.busy, slot.last_used = True, self._clock
@@ -109,7 +133,8 @@ class SlotLedger:
             slot = self._state[lease.slot]
             slot.busy = False
             slot.key, slot.tokens = (key, tokens) if tokens is not None else (None, ())
-            self._free.notify()
+            # every waiter looks again: one woken as its wait ran out would take the wake with it
+            self._free.notify_all()
 
     def keys(self) -> list[str | None]:
         """Each slot's cache key, for tests and the logs."""

@@ -42,7 +42,8 @@ def gateway(setup: GatewaySetup, checkpoint: str, extra: list[str],
         ["serve", "--registry", setup.registry, "--checkpoint", checkpoint, "--key-db",
          setup.keys_db, *setup.kafka, "--port", str(setup.port), "--device", "cpu", "--seed",
          str(setup.seed), "--spool-dir", str(Path(setup.registry).parent / "rollout-spool"),
-         *setup.serve_args, *extra],
+         # the run's own users wait for every answer, which its rounds count: none is refused
+         "--slot-wait-s", "0", *setup.serve_args, *extra],
         log_file,
     )  # fmt: skip
     stage.start()

@@ -3,8 +3,10 @@ each run on a pool of threads, as the users of a product arrive whether or not t
 came back.
 
 Arrivals the pool cannot take (more waiting than twice its threads: the gateway is slower than
-the rate) are shed and counted, not queued without end; an interaction that fails (a 5xx, a
-timeout, a lost connection) is counted by its error's type and the traffic goes on. A log line
+the rate) are shed and counted, not queued without end; an interaction the gateway refused with
+a reason (an error answer in OpenAI's form with its ``code``: ``overloaded`` when every slot of
+its server stayed busy) is counted by that code; one that fails otherwise (another 5xx, a
+timeout, a lost connection) is counted by its error's type, and the traffic goes on. A log line
 each ``progress_s`` says how it goes.
 """
 
@@ -19,6 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+import httpx
+
 log = logging.getLogger("rtrl.simulate")
 T = TypeVar("T")
 
@@ -29,6 +33,7 @@ class Traffic(Generic[T]):
 
     outcomes: list[T] = field(default_factory=list)
     failed: Counter[str] = field(default_factory=Counter)  # by the error's type
+    refused: Counter[str] = field(default_factory=Counter)  # by the gateway's reason code
     shed: int = 0  # arrivals dropped: every thread busy and the backlog full
     started: int = 0
     seconds: float = 0.0
@@ -95,14 +100,30 @@ def _take(future: Future[T], traffic: Traffic[T]) -> None:
     try:
         traffic.outcomes.append(future.result())
     except Exception as exc:  # one user's failed interaction; the others go on
+        if (code := refusal_code(exc)) is not None:
+            traffic.refused[code] += 1
+            return
         traffic.failed[type(exc).__name__] += 1
         if sum(traffic.failed.values()) <= 5:
             log.warning("an interaction failed: %s: %s", type(exc).__name__, exc)
 
 
+def refusal_code(exc: BaseException) -> str | None:
+    """The reason code of an error answer in OpenAI's form (``{"error": {"code": ...}}``), None
+    for any other failure (a timeout, a lost connection, an error without a code)."""
+    if not isinstance(exc, httpx.HTTPStatusError):
+        return None
+    try:
+        code = exc.response.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return code if isinstance(code, str) and code else None
+
+
 def _say(traffic: Traffic[T], seconds: float, in_flight: int) -> None:
     done = len(traffic.outcomes)
-    failed = sum(traffic.failed.values())
+    failed, refused = sum(traffic.failed.values()), sum(traffic.refused.values())
     log.info("%d interactions done in %.0f s (%.1f a minute), %d in flight, %d failed%s, %d "
-             "shed", done, seconds, 60 * done / seconds if seconds else 0.0, in_flight, failed,
-             f" {dict(traffic.failed)}" if failed else "", traffic.shed)  # fmt: skip
+             "refused%s, %d shed", done, seconds, 60 * done / seconds if seconds else 0.0,
+             in_flight, failed, f" {dict(traffic.failed)}" if failed else "", refused,
+             f" {dict(traffic.refused)}" if refused else "", traffic.shed)  # fmt: skip

@@ -34,6 +34,7 @@ from llamacpp.native import (
 from models.constraint import Constraint
 from models.generation import Generation
 from models.sampling import SamplingParams
+from serving.answers import ApiError
 from serving.backends.base import BackendRequest
 from serving.backends.upstream import (
     DEFAULT_ACCESS,
@@ -44,7 +45,7 @@ from serving.backends.upstream import (
 )
 from serving.backends.upstream_http import UpstreamHttp
 from serving.protocol import ChatCompletionRequest, CompletionRequest
-from serving.slot_ledger import SlotLedger, cache_key
+from serving.slot_ledger import SlotLedger, SlotsBusy, cache_key
 from serving.splice import Splice, check_length, continuation_of
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ OPENAI = "openai"
 KINDS = ("auto", OPENAI, LLAMA_CPP)
 _TEMPLATE_FIELDS = ("messages", "chat_template_kwargs")
 RouteT = TypeVar("RouteT", bound=Route)
+RETRY_AFTER_S = 10  # what an overloaded refusal asks its client to wait
 
 
 def detect_kind(url: str, api_key: str | None = None) -> str:
@@ -99,9 +101,11 @@ class LlamaCppNative(Generic[RouteT]):
 
     def __init__(self, http: UpstreamHttp, headers: dict[str, str],
                  url_of: Callable[[RouteT], str],
-                 adapter_of: Callable[[RouteT], dict[str, Any]]) -> None:  # fmt: skip
+                 adapter_of: Callable[[RouteT], dict[str, Any]],
+                 slot_wait_s: float | None = None) -> None:  # fmt: skip
         self._http, self._headers = http, headers
         self._url_of, self._adapter_of = url_of, adapter_of
+        self._slot_wait_s = slot_wait_s  # None: a request waits for a slot as long as it takes
         self._props: dict[str, dict[str, Any]] = {}
         self._ledgers: dict[str, SlotLedger] = {}
 
@@ -157,7 +161,11 @@ class LlamaCppNative(Generic[RouteT]):
             body["stream"] = True
         key = cache_key(tenant, adapter)
         ledger = await self._ledger(route)
-        lease = await ledger.acquire(key, ids)
+        try:
+            lease = await ledger.acquire(key, ids, self._slot_wait_s)
+        except SlotsBusy as exc:
+            log.warning("serving: a request to %s refused: %s", route.checkpoint_id, exc)
+            raise overloaded(exc) from None
         held: tuple[int, ...] | None = None
         try:
             body |= {"id_slot": lease.slot, "cache_prompt": lease.warm}
@@ -240,6 +248,18 @@ class LlamaCppNative(Generic[RouteT]):
         return data
 
 
+def overloaded(busy: SlotsBusy) -> ApiError:
+    """The 503 of a request no slot took within the gateway's slot wait, with a ``Retry-After``
+    that OpenAI's clients honour (they retry a 503 on their own).
+
+    >>> e = overloaded(SlotsBusy(4, 60))
+    >>> e.status, e.code, e.headers
+    (503, 'overloaded', {'Retry-After': '10'})
+    """
+    return ApiError(503, f"the server is at capacity: {busy}; try again later", "server_error",
+                    "overloaded", headers={"Retry-After": str(RETRY_AFTER_S)})  # fmt: skip
+
+
 # --- the backend ---------------------------------------------------------------------------
 class LlamaCppBackend(UpstreamBackend):
     """An upstream that is llama-server: its native endpoints (:class:`LlamaCppNative`), so that
@@ -256,7 +276,8 @@ class LlamaCppBackend(UpstreamBackend):
                  access: UpstreamAccess = DEFAULT_ACCESS) -> None:  # fmt: skip
         super().__init__(url, registry, checkpoint_id, upstream_model, adapter_dir, pinned, access)
         # the one server serves one checkpoint: no adapter to choose
-        self._native = LlamaCppNative[Route](self.http, self._headers, self._own_url, _no_adapter)
+        self._native = LlamaCppNative[Route](self.http, self._headers, self._own_url, _no_adapter,
+                                             access.slot_wait_s)  # fmt: skip
 
     def _own_url(self, route: Route) -> str:
         return self.url

@@ -91,7 +91,10 @@ class EngineBackend:
         checkpoint_id: str,
         pinned: set[str] | frozenset[str] = frozenset(),
         timeout_s: float = 600.0,
+        slot_wait_s: float | None = None,
     ) -> None:
+        """``slot_wait_s``: how long a request waits for a free slot of its server before it is
+        refused as ``overloaded`` (``serving.slot_ledger``; None: as long as it takes)."""
         self._fleet = fleet
         self._weights: dict[str, EngineWeights] = {}
         self._lock = threading.Lock()
@@ -99,7 +102,8 @@ class EngineBackend:
         self._forgotten: dict[str, int] = {}  # server url -> the restart its connections are of
         # each route names its server; the servers are our own children: no API key
         self._http = UpstreamHttp({}, timeout_s)
-        self._native = LlamaCppNative[EngineRoute](self._http, {}, _url_of, self._adapter_fields)
+        self._native = LlamaCppNative[EngineRoute](self._http, {}, _url_of, self._adapter_fields,
+                                                   slot_wait_s)  # fmt: skip
         self._schema_converter: Path = ensure_schema_converter(
             fleet.settings.cache_root, log=lambda line: log.info("%s", line)
         )

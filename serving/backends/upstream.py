@@ -72,12 +72,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class UpstreamAccess:
-    """How the upstream is talked to: its API key, how long an answer may take, and whether a
-    request's tools are passed to it as they are or rendered in the default format."""
+    """How the upstream is talked to: its API key, how long an answer may take, whether a
+    request's tools are passed to it as they are or rendered in the default format, and (a
+    llama-server upstream, whose slots the gateway chooses) how long a request waits for a free
+    slot before it is refused as ``overloaded`` (None: as long as it takes)."""
 
     api_key: str | None = None
     timeout_s: float = 600.0
     tools: UpstreamTools = "pass"
+    slot_wait_s: float | None = None
 
 
 DEFAULT_ACCESS = UpstreamAccess()

@@ -1,12 +1,13 @@
 """The soak, short: the production topology (`rtrl up`, every service a process under
 supervisord) under steady simulated traffic, while the trainer is SIGKILLed, the warehouse sink
 SIGKILLed and the stream worker frozen for 15 s (SIGSTOP: starved; a CPU hog would starve the
-suite's other worker too); every request is answered, every accepted event is archived and
-counted in exactly one reward record (or in the late archive), every answered interaction has
-its record, and no round is trained twice on the same batches. These are read once the topology
-has stopped; how long the records took to land (its liveness) is printed, not asserted. The
-broker's stop is the long form's (``bench/soak.py``), and the sink's own test
-(``tests/warehouse/test_sink_broker_restart.py``) holds the sink across it.
+suite's other worker too); every request is answered or refused with a reason (none fails),
+every accepted event is archived and counted in exactly one reward record (or in the late
+archive), every answered interaction has its record, and no round is trained twice on the same
+batches. These are read once the topology has stopped; how long the records took to land (its
+liveness) is printed, not asserted. The broker's stop is the long form's (``bench/soak.py``),
+and the sink's own test (``tests/warehouse/test_sink_broker_restart.py``) holds the sink across
+it.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ import random
 import threading
 import time
 
+import httpx
+
 from rtrl.worlds.steady_traffic import steady
 
 
@@ -39,3 +41,33 @@ def test_slow_answers_shed_arrivals_and_a_stop_waits_for_those_in_flight() -> No
     assert traffic.shed > 10  # ~40 arrivals, 2 threads of 1-second answers
     assert len(traffic.outcomes) == traffic.started == len(finished)  # none left in flight
     assert traffic.started <= 10  # the backlog (4), refilled as each second frees 2 threads
+
+
+def test_a_refusal_with_a_reason_is_counted_by_its_code_apart_from_failures() -> None:
+    """A 503 in OpenAI's form with its code (the gateway's ``overloaded``) is a refusal with a
+    reason; a 503 without one, or a timeout, is a failure."""
+    request = httpx.Request("POST", "http://gateway/v1/chat/completions")
+    overloaded = httpx.Response(
+        503,
+        request=request,
+        json={
+            "error": {
+                "message": "at capacity",
+                "type": "server_error",
+                "param": None,
+                "code": "overloaded",
+            }
+        },
+    )
+    bare = httpx.Response(503, request=request, text="Service Unavailable")
+    errors = [httpx.HTTPStatusError("503", request=request, response=overloaded),
+              httpx.HTTPStatusError("503", request=request, response=bare),
+              httpx.ReadTimeout("read timed out", request=request)]  # fmt: skip
+
+    def one(rng: random.Random) -> int:
+        raise errors[rng.randrange(3)]
+
+    traffic = steady(one, rate_per_min=1200, stop=lambda: False, duration_s=2.0, threads=4)
+    assert traffic.outcomes == [] and traffic.refused.keys() == {"overloaded"}, traffic
+    assert traffic.failed.keys() == {"HTTPStatusError", "ReadTimeout"}, traffic
+    assert sum(traffic.refused.values()) + sum(traffic.failed.values()) == traffic.started

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from serving.slot_ledger import SlotLedger, cache_key
+from serving.slot_ledger import SlotLedger, SlotsBusy, cache_key
 
 ACME, GLOBEX = cache_key("acme", {}), cache_key("globex", {})
 PROMPT = (1, 2, 3, 4)
@@ -93,3 +93,37 @@ def test_a_new_run_takes_an_empty_slot_before_evicting_another_run_s_cache() -> 
 
     first, new_run = asyncio.run(run())
     assert new_run != first
+
+
+def test_a_request_no_slot_takes_within_its_wait_is_refused() -> None:
+    async def run() -> tuple[float, SlotsBusy | None]:
+        ledger = SlotLedger(1)
+        await ledger.acquire(ACME, PROMPT)
+        started = asyncio.get_running_loop().time()
+        try:
+            await ledger.acquire(GLOBEX, PROMPT, wait_s=0.1)
+        except SlotsBusy as exc:
+            return asyncio.get_running_loop().time() - started, exc
+        return 0.0, None
+
+    waited, busy = asyncio.run(run())
+    assert busy is not None and busy.slots == 1 and busy.waited_s == 0.1
+    assert 0.1 <= waited < 1.0, waited
+
+
+def test_a_slot_freed_within_the_wait_is_taken_by_each_waiter() -> None:
+    """Two requests waiting with a limit, two slots freed one after the other within it: both
+    are taken, neither refused."""
+
+    async def run() -> list[int]:
+        ledger = SlotLedger(2)
+        held = [await ledger.acquire(ACME, PROMPT) for _ in range(2)]
+        waiting = [asyncio.create_task(ledger.acquire(GLOBEX, PROMPT, wait_s=2.0))
+                   for _ in range(2)]  # fmt: skip
+        await asyncio.sleep(0.05)
+        for lease in held:
+            await ledger.release(lease, ACME, PROMPT)
+            await asyncio.sleep(0.05)
+        return sorted(lease.slot for lease in await asyncio.gather(*waiting))
+
+    assert asyncio.run(run()) == [0, 1]

@@ -49,12 +49,14 @@ def scored(policy: CausalLMPolicy, records: list[Rollout]) -> list[list[float]]:
 
 
 def engine_gateway(tmp_path: Path, registry: CheckpointRegistry, keys: Path, bootstrap: str,
-                   topic_prefix: str, slots: int, max_tokens: int) -> Serve:  # fmt: skip
+                   topic_prefix: str, slots: int, max_tokens: int,
+                   extra: tuple[str, ...] = ()) -> Serve:  # fmt: skip
     """`rtrl serve --engine llama.cpp` on ``registry``'s checkpoint, not following the topic,
-    its API keys in ``keys``; its log ``front.log`` in ``tmp_path``."""
+    its API keys in ``keys`` (``extra``: its other options); its log ``front.log`` in
+    ``tmp_path``."""
     return Serve(
         ["--registry", str(registry.root), "--key-db", str(keys), "--bootstrap", bootstrap,
          "--topic-prefix", topic_prefix, "--no-follow", "--engine", "llama.cpp",
-         "--engine-slots", str(slots), "--max-tokens", str(max_tokens)],
+         "--engine-slots", str(slots), "--max-tokens", str(max_tokens), *extra],
         tmp_path / "front.log",
     )  # fmt: skip

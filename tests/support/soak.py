@@ -74,6 +74,7 @@ class FaultRecord:
     lasted_s: float
     answered: int  # interactions answered while it lasted (and until the next fault began)
     failed: int
+    refused: int = 0  # refused with a reason (the gateway's code: overloaded)
 
 
 @dataclass
@@ -220,20 +221,27 @@ gate_min_users = {p.gate_min_users}
             watcher.start()
             for at, what, lasts in p.faults:
                 time.sleep(max(0.0, started + at - time.monotonic()))
-                answered, failed = len(self.traffic.outcomes), sum(self.traffic.failed.values())
+                answered, failed, refused = self._counts()
                 begun = round(time.monotonic() - started, 1)
                 self._fault(what, lasts)
-                self.faults.append(FaultRecord(what, begun, lasts, answered, failed))
+                self.faults.append(FaultRecord(what, begun, lasts, answered, failed, refused))
             users.join()
             watching.set()
             watcher.join(60)
             left = sdk.flush(timeout=180)
             self.sdk_counts = {**vars(sdk.counters()), "left": left}
         for record, after in zip(self.faults, [*self.faults[1:], None], strict=True):
-            end_answered = after.answered if after else len(self.traffic.outcomes)
-            end_failed = after.failed if after else sum(self.traffic.failed.values())
-            record.answered, record.failed = (end_answered - record.answered,
-                                              end_failed - record.failed)  # fmt: skip
+            end = (after.answered, after.failed, after.refused) if after else self._counts()
+            record.answered, record.failed, record.refused = (
+                end[0] - record.answered,
+                end[1] - record.failed,
+                end[2] - record.refused,
+            )
+
+    def _counts(self) -> tuple[int, int, int]:
+        """Interactions answered, failed and refused so far."""
+        t = self.traffic
+        return len(t.outcomes), sum(t.failed.values()), sum(t.refused.values())
 
     def _kill_and_wait(self, program: str) -> None:
         """SIGKILL ``program`` and wait until supervisord has it running again, a new pid."""
@@ -316,6 +324,7 @@ gate_min_users = {p.gate_min_users}
             "interactions_answered": len(answered),
             "interactions_recorded": len(recorded),
             "requests_failed": dict(self.traffic.failed),
+            "requests_refused": dict(self.traffic.refused),
             "arrivals_shed": self.traffic.shed,
             "faults": [vars(f) for f in self.faults],
             "checkpoints": self.checkpoints(),

@@ -14,6 +14,8 @@ restarts, sampled every 5 s).
 
 The limits it prints beside its figures are the issue's: no broken invariant, no failed
 request, every answered interaction recorded. Figures to stdout and ``bench/out/soak.json``.
+A Ctrl-C ends the traffic early, waits up to 3 minutes for the records of what ran, and stops
+the topology in order; the figures are still written (``stopped_early``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -36,6 +39,17 @@ from rtrl.up_plan import CPU_TRAIN_ARGS  # noqa: E402
 from tests.support.soak import TINY_TRAIN_ARGS, Soak, SoakPlan  # noqa: E402
 
 OPEN_GATE = "--min-gain -1000 --gate-min-examples 4 --gate-min-users 2"
+
+
+def _stop_early(soak: Soak) -> None:
+    """The first Ctrl-C: the traffic ends, no further fault begins, the records of what ran are
+    waited for, the topology is stopped in order and the figures are written; a second one
+    interrupts the wait and stops the topology at once."""
+    print("stopping early: the traffic ends, its records are waited for (at most 3 minutes), "
+          "then every service stops (Ctrl-C again to stop at once)",
+          file=sys.stderr, flush=True)  # fmt: skip
+    soak.stopping.set()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def main() -> int:
@@ -96,16 +110,19 @@ def main() -> int:
     args.root.mkdir(parents=True)
     soak = Soak(args.root, plan)
     started = time.monotonic()
+    signal.signal(signal.SIGINT, lambda *_: _stop_early(soak))
     try:
         soak.start()
         soak.run_traffic()
-        landed_s = soak.wait_for_records(timeout_s=600)
+        # stopped early: the records of what ran are still waited for, less long
+        landed_s = soak.wait_for_records(timeout_s=180 if soak.stopping.is_set() else 600)
     finally:
         code = soak.stop()
     figures = soak.invariants()  # after every service flushed what it held at the stop
     figures["records_landed_after_s"] = landed_s
     figures["stop_exit"] = code
     figures["wall_s"] = round(time.monotonic() - started, 1)
+    figures["stopped_early"] = soak.stopping.is_set()
     trainer_log = (soak.data / "logs" / "trainer.log").read_text()
     figures["rounds_given_up"] = trainer_log.count("given up")
     figures["plan"] = {"model": args.model, "engine": args.engine, "traffic_min": args.traffic_min,

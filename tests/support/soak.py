@@ -86,6 +86,8 @@ class Soak:
     sdk_counts: dict[str, int] = field(default_factory=dict)
     served_since: dict[str, float] = field(default_factory=dict)  # checkpoint -> first seen, s
     cpu_s: dict[str, float] = field(default_factory=dict)  # service -> CPU seconds
+    # set (bench/soak.py: on Ctrl-C): the traffic ends early and no further fault begins
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         base = free_port_block(14, highest=65000)  # `rtrl up`'s metrics ports stay under it
@@ -131,7 +133,10 @@ gate_min_users = {p.gate_min_users}
                 f"--train-args={p.train_args}"]  # fmt: skip
         self.out = self.root / "up.out"
         with self.out.open("w") as sink:
-            self._up = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, text=True)
+            # a session of its own: a Ctrl-C at the terminal stops the traffic first
+            # (bench/soak.py), and the topology is then stopped in order (stop)
+            self._up = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, text=True,
+                                        start_new_session=True)  # fmt: skip
         self._wait("every service", lambda: "running: broker" in self.out.read_text(), timeout_s)
         self._wait("the gateway", lambda: _answers(f"{self.gateway}/readyz"), 120)
         self.key = (self.data / "api-key").read_text().strip()
@@ -213,14 +218,15 @@ gate_min_users = {p.gate_min_users}
         with httpx.Client(base_url=self.gateway, headers=headers, timeout=300) as http, \
                 Client(sdk_config) as sdk:  # fmt: skip
             users = threading.Thread(target=simulate_steady, args=(http, sdk, settings,
-                                     lambda: False, self.traffic), daemon=True)  # fmt: skip
+                                     self.stopping.is_set, self.traffic), daemon=True)  # fmt: skip
             started = self._t0 = time.monotonic()
             watching = threading.Event()
             watcher = threading.Thread(target=self.watch, args=(watching,), daemon=True)
             users.start()
             watcher.start()
             for at, what, lasts in p.faults:
-                time.sleep(max(0.0, started + at - time.monotonic()))
+                if self.stopping.wait(max(0.0, started + at - time.monotonic())):
+                    break
                 answered, failed, refused = self._counts()
                 begun = round(time.monotonic() - started, 1)
                 self._fault(what, lasts)

@@ -21,12 +21,15 @@ SERVICES = "services"  # supervisord's group of every service but the broker
 
 # `rtrl train`'s recipe on a CPU: a LoRA adapter (minutes, not an hour of full fine-tuning) at
 # the code world's rate and KL target (rtrl/worlds/code_world.py: CodeWorldSettings.learner),
-# and small candidate evals of the round's own prompts.
+# and small candidate evals of the round's own prompts. Where the mismatch check finds the
+# recorded log-probabilities the learner's own (an exact engine: ~1e-5 nats a token), they are
+# the update's pi_old and no scoring pass precedes it (10 of a SmolLM2 round's 24 minutes in a
+# soak that served the 4-bit file, bench/RESULTS.md); elsewhere the pass runs as before.
 CPU_TRAIN_ARGS = (
     "--lora-r", "16", "--lora-alpha", "32", "--lr", "0.0004", "--epochs", "2",
     "--minibatches", "4", "--micro-batch", "8", "--device", "cpu", "--clip", "0.3",
-    "--target-kl", "0.006", "--mismatch-sample", "16", "--eval-prompts", "4",
-    "--eval-samples", "2",
+    "--target-kl", "0.006", "--mismatch-sample", "16", "--exact-behaviour-kl", "0.0001",
+    "--eval-prompts", "4", "--eval-samples", "2",
 )  # fmt: skip
 
 
@@ -41,6 +44,13 @@ class UpSettings(BaseModel):
     )
     engine: Literal["llama.cpp", "transformers"] = Field(
         "llama.cpp", description="what the gateway serves with (llama.cpp needs its build)"
+    )
+    engine_exact: bool = Field(
+        True,
+        description="llama.cpp: serve the GGUF base as the learner computes it (`rtrl serve "
+        "--engine-exact`: its dequantized weights at f16, converted once and cached; as fast as "
+        "the 4-bit file on a CPU, bench/RESULTS.md), so that the trainer's update takes the "
+        "recorded log-probabilities as its own and skips its scoring pass",
     )
     org: str = Field("default", description="the organisation of the first API key")
     kafka_port: int = Field(9092, ge=1, le=65535, description="the broker's client port")
@@ -102,6 +112,8 @@ def service_commands(settings: UpSettings) -> dict[str, list[str]]:
     docs/operations.md on one machine."""
     ports, every = metrics_ports(settings), str(settings.check_every_s)
     serve_engine = ["--engine", "llama.cpp"] if settings.engine == "llama.cpp" else []
+    if serve_engine and settings.engine_exact:
+        serve_engine.append("--engine-exact")
     metrics = [f"http://127.0.0.1:{port}/metrics" for port in ports.values()]
     return {
         "collector": ["collector", "--port", str(settings.collector_port),

@@ -236,7 +236,7 @@ gate_min_users = {p.gate_min_users}
             watcher.join(60)
             left = sdk.flush(timeout=180)
             self.sdk_counts = {**vars(sdk.counters()), "left": left}
-        for record, after in zip(self.faults, [*self.faults[1:], None], strict=True):
+        for record, after in zip(self.faults, [*self.faults[1:], None], strict=False):
             end = (after.answered, after.failed, after.refused) if after else self._counts()
             record.answered, record.failed, record.refused = (
                 end[0] - record.answered,

@@ -27,6 +27,8 @@ LEARNER_OPTIONS = SettingsOptions(
         "by (reward units)",
         "mismatch_sample": "rollouts of each batch scored with the served weights to check "
         "its behaviour log-probs (0: no check)",
+        "mismatch_round_max": "rollouts the mismatch check scores in a round in all, shared "
+        "among its batches (at least 2 each; 0: no cap)",
         "max_mismatch_kl": "mismatch KL per token (|k1| or k3) past which a batch is "
         "quarantined, not trained on",
         "exact_behaviour_kl": "when every batch's mismatch k3 is within this, the "

@@ -49,6 +49,11 @@ class LearnerConfig:
     # which the batch is quarantined (prime-rl asks < 0.015 of a healthy run; raw log-probs at
     # T = 0.7 give 0.03 to 0.6 on the test models)
     mismatch_sample: int = 64
+    # and at most this many of a round's rollouts in all, shared evenly among its batches (at
+    # least MIN_PER_BATCH each, trainer.mismatch.per_batch_sample; 0: no cap): a service's
+    # round of many small batches would otherwise score nearly all of them, as long as the
+    # scoring pass an exact engine lets it skip (SmolLM2 soak: 7 minutes, 21 batches)
+    mismatch_round_max: int = 64
     max_mismatch_kl: float = 0.02
     # pi_old without a scoring pass: when the mismatch check measured the recorded behaviour
     # log-probs within this many nats per token of the served weights' (k3), the round
@@ -94,7 +99,7 @@ class LearnerConfig:
             raise ValueError(
                 f"LearnerConfig.adv_scale must be a finite number > 0, got {self.adv_scale!r}"
             )
-        for name in ("seed", "save_every", "mismatch_sample"):
+        for name in ("seed", "save_every", "mismatch_sample", "mismatch_round_max"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"LearnerConfig.{name} must be an integer >= 0, got {value!r}")

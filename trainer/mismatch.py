@@ -26,6 +26,10 @@ with its logits scaled by 2, 4, 8: k3 0.029, 0.56, 0.016 with k1 -0.071; ``bench
 On a model so near uniform that temperature hardly changes it, raw log-probs are not caught
 (k3 0.005 on the tiny model as it is), and hardly matter to the importance weights either.
 ``LearnerConfig.max_mismatch_kl`` changes the limit; ``mismatch_sample=0`` turns the check off.
+A round of many small batches (a service's: one every 15 s) scores at most
+``mismatch_round_max`` rollouts in all, shared among its batches and at least
+:data:`MIN_PER_BATCH` each (:func:`per_batch_sample`): a misrecording engine is far off on every
+rollout (k3 0.03 to 0.6), not on a few.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ from models.mismatch import mismatch
 if TYPE_CHECKING:
     from models.policy import CausalLMPolicy
 
-__all__ = ["BatchMismatch", "check_batches", "mismatch_of", "sample_of"]
+__all__ = ["BatchMismatch", "check_batches", "mismatch_of", "per_batch_sample", "sample_of"]
+MIN_PER_BATCH = 2  # rollouts of each batch the check scores, whatever the round's cap
 
 
 @dataclass(frozen=True)
@@ -94,15 +99,33 @@ def sample_of(examples: Sequence[Example], n: int) -> list[Example]:
     return sorted(examples, key=key)[:n]
 
 
+def per_batch_sample(sample: int, batches: int, round_max: int) -> int:
+    """Rollouts the check scores in each of a round's ``batches``: ``sample``, unless the
+    round's ``round_max`` (0: none) shared evenly is fewer, and never fewer than
+    :data:`MIN_PER_BATCH`.
+
+    >>> per_batch_sample(16, 1, 64), per_batch_sample(16, 21, 64), per_batch_sample(16, 40, 64)
+    (16, 3, 2)
+    >>> per_batch_sample(16, 21, 0), per_batch_sample(1, 40, 64)
+    (16, 1)
+    """
+    if round_max <= 0 or batches <= 0:
+        return sample
+    return min(sample, max(MIN_PER_BATCH, round_max // batches))
+
+
 def check_batches(policy: CausalLMPolicy, batches: Mapping[str, Sequence[Example]], sample: int,
-                  limit: float, micro_batch: int = 8) -> dict[str, BatchMismatch]:  # fmt: skip
+                  limit: float, micro_batch: int = 8,
+                  round_max: int = 0) -> dict[str, BatchMismatch]:  # fmt: skip
     """Each batch's mismatch, scoring ``sample`` of its rollouts with ``policy`` (the served
-    weights)."""
+    weights), fewer where the round's ``round_max`` shared among its batches is fewer
+    (:func:`per_batch_sample`)."""
     from models.scoring import score_examples
 
     out: dict[str, BatchMismatch] = {}
+    each = per_batch_sample(sample, len(batches), round_max)
     for batch, examples in batches.items():
-        chosen = sample_of(examples, sample)
+        chosen = sample_of(examples, each)
         scored = score_examples(policy, chosen, micro_batch)
         out[batch] = mismatch_of(
             [e.rollout.logprobs for e in chosen], [s.tolist() for s in scored], limit

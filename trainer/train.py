@@ -217,7 +217,8 @@ def _mismatch_checks(policy: CausalLMPolicy, data: RoundExamples,
     ``learner.mismatch_sample`` is 0)."""
     if not learner.mismatch_sample:
         return {}
-    return check_batches(policy, data.by_batch(), learner.mismatch_sample, learner.max_mismatch_kl)
+    return check_batches(policy, data.by_batch(), learner.mismatch_sample,
+                         learner.max_mismatch_kl, round_max=learner.mismatch_round_max)  # fmt: skip
 
 
 def _reference(registry: CheckpointRegistry, parent_id: str, train: Sequence[Example],

@@ -19,8 +19,8 @@ import pytest
 
 from models.catalog import fetch, models_dir
 from models.loading import LoadedBase, load_base
-from tests.support.engine import base_registry, engine_gateway, needs_engine
-from tests.support.gateway import Serve, api_key
+from tests.support.engine import acme_engine_gateway, needs_engine
+from tests.support.gateway import Serve
 
 pytestmark = needs_engine
 WAIT_S = 0.5  # the slot wait under test
@@ -60,11 +60,8 @@ def _hold_and_ask(front: Serve, key: str) -> tuple[openai.types.Completion, floa
 def test_a_request_no_slot_takes_in_time_is_refused_as_overloaded(
     base: LoadedBase, tmp_path: Path, kafka_bootstrap: str, topic_names
 ) -> None:  # noqa: ANN001
-    registry = base_registry(tmp_path / "registry", base, "smol-0000")
-    keys = tmp_path / "keys.sqlite"
-    key = api_key(keys, "acme")
-    front = engine_gateway(tmp_path, registry, keys, kafka_bootstrap, topic_names.prefix, 1, LONG,
-                           ("--slot-wait-s", str(WAIT_S)))  # fmt: skip
+    front, key = acme_engine_gateway(tmp_path, base, kafka_bootstrap, topic_names.prefix, 1,
+                                     LONG, ("--slot-wait-s", str(WAIT_S)))  # fmt: skip
     try:
         answer, seconds, refused = _hold_and_ask(front, key)
         metrics = front.metrics()

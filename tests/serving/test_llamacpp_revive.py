@@ -19,8 +19,7 @@ import pytest
 
 from models.catalog import fetch, models_dir
 from models.loading import LoadedBase, load_base
-from tests.support.engine import base_registry, engine_gateway, needs_engine
-from tests.support.gateway import api_key
+from tests.support.engine import acme_engine_gateway, needs_engine
 
 pytestmark = needs_engine
 RECORDED = 'rtrl_gateway_rollouts_total{outcome="recorded"}'
@@ -51,10 +50,7 @@ def llama_servers(parent: int) -> list[int]:
 def test_a_killed_llama_server_is_started_again_and_no_request_fails(
     base: LoadedBase, tmp_path: Path, kafka_bootstrap: str, topic_names
 ) -> None:  # noqa: ANN001
-    registry = base_registry(tmp_path / "registry", base, "smol-0000")
-    keys = tmp_path / "keys.sqlite"
-    key = api_key(keys, "acme")
-    front = engine_gateway(tmp_path, registry, keys, kafka_bootstrap, topic_names.prefix, 4, 32)
+    front, key = acme_engine_gateway(tmp_path, base, kafka_bootstrap, topic_names.prefix, 4, 32)
     answered, failed = [], []
     done = threading.Event()
 

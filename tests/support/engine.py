@@ -17,7 +17,7 @@ from llamacpp.build import server_binary
 from models.loading import LoadedBase
 from models.policy import CausalLMPolicy
 from models.rollout import Rollout
-from tests.support.gateway import Serve
+from tests.support.gateway import Serve, api_key
 
 CACHE = default_cache_root(os.environ)
 BINARY = server_binary(CACHE)
@@ -60,3 +60,16 @@ def engine_gateway(tmp_path: Path, registry: CheckpointRegistry, keys: Path, boo
          "--engine-slots", str(slots), "--max-tokens", str(max_tokens), *extra],
         tmp_path / "front.log",
     )  # fmt: skip
+
+
+def acme_engine_gateway(tmp_path: Path, base: LoadedBase, bootstrap: str, topic_prefix: str,
+                        slots: int, max_tokens: int,
+                        extra: tuple[str, ...] = ()) -> tuple[Serve, str]:  # fmt: skip
+    """:func:`engine_gateway` on ``base`` as checkpoint ``smol-0000``, and an API key of the
+    organisation acme."""
+    registry = base_registry(tmp_path / "registry", base, "smol-0000")
+    keys = tmp_path / "keys.sqlite"
+    key = api_key(keys, "acme")
+    gateway = engine_gateway(tmp_path, registry, keys, bootstrap, topic_prefix, slots, max_tokens,
+                             extra)  # fmt: skip
+    return gateway, key

@@ -15,6 +15,7 @@ from release.gate import GateConfig
 from tests.support.checkpoints import serve, write_batch
 from tests.support.rounds import round_options
 from trainer.learner import LearnerConfig
+from trainer.mismatch import check_batches
 from trainer.train import train_round
 
 LEARNER = LearnerConfig(lr=2e-3, epochs=2, minibatches=2, micro_batch=8, mismatch_sample=16,
@@ -71,3 +72,19 @@ def test_log_probs_a_little_off_are_scored_as_before(registry, tmp_path):
     assert record["mismatch"]["b-2"]["k3"] > LEARNER.exact_behaviour_kl
     assert record["update"]["old_logprobs"] == "scored"
     assert record["update"]["behaviour_ratio_dev"] > 0.02
+
+
+def test_a_round_of_many_batches_checks_a_capped_sample_and_still_finds_the_one_off(registry):
+    """A service's round: 12 small batches, one recorded off (k3 ~0.045, past the quarantine
+    limit). Under a cap of 16 the check scores 2 rollouts of each (24, not the 48 it would
+    otherwise), and still quarantines the off batch alone."""
+    root = registry.get("t-0000")
+    policy = load_policy(registry, root)
+    examples = serve(policy, root, 48, seed=9)
+    batches = {f"b-{k}": examples[4 * k : 4 * k + 4] for k in range(12)}
+    batches["b-7"] = _off(batches["b-7"], 0.3)
+    capped = check_batches(policy, batches, 16, 0.02, round_max=16)
+    assert {b: m.rollouts for b, m in capped.items()} == dict.fromkeys(batches, 2)
+    assert [b for b, m in capped.items() if m.reason] == ["b-7"], capped
+    whole = check_batches(policy, batches, 16, 0.02)
+    assert sum(m.rollouts for m in whole.values()) == 48

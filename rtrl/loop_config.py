@@ -80,6 +80,10 @@ class ServingSection(BaseModel):
         None, ge=0, description="how long a request waits for a llama-server slot before it is "
         "refused as overloaded (0: as long as it takes)"
     )  # fmt: skip
+    answer_deadline_s: float | None = Field(
+        None, ge=0, description="a request not answered within this many seconds is refused "
+        "(504) and its generation cancelled; under your clients' timeout (0: none)"
+    )  # fmt: skip
 
 
 class LoopConfig(BaseModel):
@@ -138,6 +142,7 @@ class LoopConfig(BaseModel):
             "--train-window": self.trainer.train_window,
             "--engine-threads": self.serving.engine_threads,
             "--slot-wait-s": self.serving.slot_wait_s,
+            "--answer-deadline-s": self.serving.answer_deadline_s,
         }
         if source is not None:  # the file's own tables, read where a file is named
             out["--reward-config"] = source if self.reward is not None else None

@@ -75,6 +75,9 @@ GATEWAY_OPTIONS = SettingsOptions(
             help="names a request may give as its model for the checkpoint this gateway serves, "
             "besides the checkpoint ids of /v1/models; any other is a 404",
         ),
+        "answer_deadline_s": "a request not answered within this many seconds is refused "
+        "with a 504 `deadline_exceeded` and Retry-After, its generation cancelled; set it under "
+        "your clients' timeout, past which a request fails with no reason given (0: none)",
     },
     omit=("remember_answers", "remember_s"),  # agents' answer memory: not options (yet)
 )

@@ -45,6 +45,7 @@ from serving.answers import After, ApiError, JsonAnswer
 from serving.assignment import Assignment, assignment_unit
 from serving.backends.base import Backend, BackendRequest, is_chat
 from serving.backends.upstream_protocol import UpstreamError
+from serving.deadline import answered_within, first_step_within
 from serving.generation import Shown, chat_response, completion_response
 from serving.metrics import GatewayMetrics
 from serving.protocol import ChatCompletionRequest, CompletionRequest
@@ -92,6 +93,7 @@ class GatewayConfig:
     model_names: tuple[str, ...] = ("default",)  # names of the followed checkpoint, too
     remember_answers: int = 50_000  # answers kept for agents' next calls (0: none)
     remember_s: float = 3600.0  # how long after its last use an answer is kept
+    answer_deadline_s: float = 0.0  # refused past it, 504 (serving.deadline; 0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,7 @@ class Completions:
                  metrics: GatewayMetrics) -> None:  # fmt: skip
         self.backend, self.recorder, self.assignment = backend, recorder, assignment
         self.config, self.metrics = config, metrics
+        self._deadline_s = config.answer_deadline_s
         self.admission = Admission(backend, assignment, config.model_names,
                                    config.default_max_tokens)  # fmt: skip
         self._pending: set[asyncio.Task[Answered]] = set()  # streams' answers
@@ -155,7 +158,7 @@ class Completions:
                 if req.stream:
                     response = await self._stream(job)
                 else:
-                    answered = await self._answer(job)
+                    answered = await answered_within(self._answer(job), self._deadline_s)
                     response = self._whole(job, answered)
                     response.background = After(partial(self._record, job), answered)  # type: ignore[assignment]
             except UpstreamError as exc:
@@ -320,7 +323,7 @@ class Completions:
                 self._record(job, t.result())
 
         task.add_done_callback(ended)
-        first = await steps.get()
+        first = await first_step_within(steps, task, self._deadline_s)
         whole_steps = steps_of(task.result().gen) if first is None else None  # raises its error
 
         async def each_step() -> AsyncIterator[Step]:

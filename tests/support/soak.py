@@ -39,6 +39,11 @@ TINY_TRAIN_ARGS = ("--lora-r 8 --lora-alpha 16 --lr 0.0004 --epochs 1 --minibatc
                    "--micro-batch 8 --device cpu --eval-prompts 0")  # fmt: skip
 
 
+# the users' timeout; the gateway's answer deadline is a minute under it, so that a request it
+# cannot answer in time is refused with its reason before the user gives up on it
+CLIENT_TIMEOUT_S = 300
+
+
 @dataclass(frozen=True)
 class SoakPlan:
     model: str = "tiny"
@@ -121,6 +126,9 @@ min_rows = {p.min_rows}
 [trainer]
 gate_min_examples = {p.gate_min_examples}
 gate_min_users = {p.gate_min_users}
+
+[serving]
+answer_deadline_s = {CLIENT_TIMEOUT_S - 60}
 """)
         argv = [sys.executable, "-m", "rtrl.cli", "--config", str(self.config), "up",
                 "--data-dir", str(self.data), "--model", p.model, "--engine", p.engine,
@@ -215,7 +223,8 @@ gate_min_users = {p.gate_min_users}
         sdk_config = SdkConfig(endpoint=self.collector, api_key=self.key, org_id="default",
                                spool_path=self.root / "sdk-spool.db")  # fmt: skip
         headers = {"Authorization": f"Bearer {self.key}"}
-        with httpx.Client(base_url=self.gateway, headers=headers, timeout=300) as http, \
+        with httpx.Client(base_url=self.gateway, headers=headers,
+                          timeout=CLIENT_TIMEOUT_S) as http, \
                 Client(sdk_config) as sdk:  # fmt: skip
             users = threading.Thread(target=simulate_steady, args=(http, sdk, settings,
                                      self.stopping.is_set, self.traffic), daemon=True)  # fmt: skip

@@ -10,6 +10,7 @@ once it answers, and only then the services, which need all three.
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Literal
@@ -133,6 +134,21 @@ def service_commands(settings: UpSettings) -> dict[str, list[str]]:
     }  # fmt: skip
 
 
+def core_shares(cores: int) -> dict[str, int]:
+    """The machine's cores shared between the two services that compute: the gateway (its
+    llama-servers, or torch) and the trainer (torch, and its eval llama-server), each capped
+    through ``OMP_NUM_THREADS`` (torch and ``llamacpp.server.capped_threads`` honour it).
+    llama.cpp's threads meet at a barrier after every operation, so a server whose threads
+    outnumber the cores it gets beside a training torch waits at each for one descheduled: a
+    SmolLM2 soak with both at 2 threads on 2 cores answered requests in over 300 s.
+
+    >>> core_shares(2), core_shares(16), core_shares(1)
+    ({'gateway': 1, 'trainer': 1}, {'gateway': 8, 'trainer': 8}, {'gateway': 1, 'trainer': 1})
+    """
+    trainer = max(1, cores // 2)
+    return {"gateway": max(1, cores - trainer), "trainer": trainer}
+
+
 def broker_command(settings: UpSettings) -> list[str]:
     return ["broker", "start", "--foreground", "--port", str(settings.kafka_port),
             "--data-dir", str(settings.data_dir / "kafka")]  # fmt: skip
@@ -153,6 +169,7 @@ def supervisord_conf(settings: UpSettings, rtrl: list[str], config_file: Path) -
     ]  # fmt: skip
     base = [*rtrl, "--config", str(config_file.resolve())]
     programs = {BROKER: broker_command(settings)} | service_commands(settings)
+    shares = core_shares(os.cpu_count() or 1)
     for name, args in programs.items():
         first = name == BROKER
         lines += [
@@ -169,6 +186,7 @@ def supervisord_conf(settings: UpSettings, rtrl: list[str], config_file: Path) -
             f"priority = {1 if first else 100}",  # started first, stopped last
             "redirect_stderr = true",
             f"stdout_logfile = {logs / f'{name}.log'}",
+            *([f'environment = OMP_NUM_THREADS="{shares[name]}"'] if name in shares else []),
             "stdout_logfile_maxbytes = 50MB",
             "",
         ]

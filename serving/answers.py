@@ -15,6 +15,7 @@ import orjson
 from starlette.responses import Response
 
 T = TypeVar("T")
+RETRY_AFTER_S = 10  # what a refusal for capacity (overloaded, deadline_exceeded) asks to wait
 
 
 class ApiError(Exception):

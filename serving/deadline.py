@@ -16,10 +16,9 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from serving.answers import ApiError
+from serving.answers import RETRY_AFTER_S, ApiError
 
 T = TypeVar("T")
-RETRY_AFTER_S = 10
 
 
 def deadline_exceeded(deadline_s: float) -> ApiError:

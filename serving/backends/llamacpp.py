@@ -34,7 +34,7 @@ from llamacpp.native import (
 from models.constraint import Constraint
 from models.generation import Generation
 from models.sampling import SamplingParams
-from serving.answers import ApiError
+from serving.answers import RETRY_AFTER_S, ApiError
 from serving.backends.base import BackendRequest
 from serving.backends.upstream import (
     DEFAULT_ACCESS,
@@ -54,7 +54,6 @@ OPENAI = "openai"
 KINDS = ("auto", OPENAI, LLAMA_CPP)
 _TEMPLATE_FIELDS = ("messages", "chat_template_kwargs")
 RouteT = TypeVar("RouteT", bound=Route)
-RETRY_AFTER_S = 10  # what an overloaded refusal asks its client to wait
 
 
 def detect_kind(url: str, api_key: str | None = None) -> str:

@@ -47,20 +47,31 @@ from serving.routing import CURRENT
 from tests.support.backend_requests import chat_asked
 from tests.support.engine import BINARY, CACHE, needs_engine, scored
 from tests.support.gateway import Serve, api_key, rollouts
+from trainer.learner_config import LearnerConfig
 from trainer.round_evals import engine_pair
 
 pytestmark = needs_engine
-KL_LIMIT = 0.015  # nats per token, as tests/serving/test_llamacpp.py
-APART = 10 * KL_LIMIT  # another checkpoint's weights are at least this far
+# nats per token: the trainer's own limit, past which it quarantines a batch as not served by
+# the weights it names (trainer.mismatch). The seeded-noise LoRA below, a nat from its base and
+# writing near-garbage at T = 1, is served over 4-bit weights with a heavy-tailed per-token
+# mismatch: 28 runs of four 48-token answers read 0.004-0.009 here, CI read 0.018 (~50 tokens)
+# and 0.017 (~150) once each, above prime-rl's 0.015. Hence eight answers (~300 tokens, which
+# halves what one wild token adds) against the limit that decides what is trained on.
+KL_LIMIT = LearnerConfig().max_mismatch_kl
+APART = 0.15  # nats per token: another checkpoint's weights are at least this far
 BASE, LORA, FULL = "smol-0000", "smol-lora", "smol-full"
-# 48 tokens an answer: the mismatch is a mean over ~150 sampled tokens a checkpoint; over 16 it
-# was ~50 and the LoRA's reached 0.018 once (CI), where four runs at 48 read 0.006-0.008
 PARAMS = SamplingParams(temperature=1.0, max_tokens=48)
 CHATS = [
     [{"role": "user", "content": "Write `reverse(xs)` in Python."}],
     [{"role": "user", "content": "What is 17 times 3? Answer briefly."}],
     [{"role": "user", "content": "Name three colours."}],
     [{"role": "user", "content": "Write a haiku about rain."}],
+]
+SERVED_CHATS = CHATS + [
+    [{"role": "user", "content": "Explain what a hash map is in two sentences."}],
+    [{"role": "user", "content": "Give me a short list of fruits."}],
+    [{"role": "user", "content": "Fix this: `for i in range(10) print(i)`"}],
+    [{"role": "user", "content": "What day comes after Monday?"}],
 ]
 TS = "2026-12-02T00:00:00Z"
 
@@ -151,7 +162,7 @@ def test_promoted_lora_and_full_checkpoints_are_served_by_the_engine(
 
     async def ask(backend: EngineBackend) -> list[Generation]:
         gens = []
-        for chat in CHATS:
+        for chat in SERVED_CHATS:
             route = backend.target(CURRENT)
             gens.append(await backend.chat(chat_asked(route, {"messages": chat}, PARAMS)))
         return gens

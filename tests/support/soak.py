@@ -194,7 +194,9 @@ answer_deadline_s = {CLIENT_TIMEOUT_S - 60}
         from rtrl.worlds.http_users import serving
 
         headers = {"Authorization": f"Bearer {self.key}"}
-        cpu_by_pid: dict[tuple[str, int], float] = {}
+        # each process by (service, pid, start time) at its last sample: a child that ends (a
+        # llama-server replaced at a swap or killed) keeps what it used, to within one period
+        cpu_by_proc: dict[tuple[str, int, float], float] = {}
         with httpx.Client(base_url=self.gateway, headers=headers, timeout=60) as http:
             while not stop.wait(every_s):
                 try:
@@ -206,10 +208,15 @@ answer_deadline_s = {CLIENT_TIMEOUT_S - 60}
                     try:
                         root = psutil.Process(pid)
                         procs = [root, *root.children(recursive=True)]
-                        cpu_by_pid[(name, pid)] = sum(sum(p.cpu_times()[:2]) for p in procs)
                     except (psutil.Error, ValueError):
                         continue
-        for (name, _), seconds in cpu_by_pid.items():
+                    for proc in procs:
+                        try:
+                            key = (name, proc.pid, proc.create_time())
+                            cpu_by_proc[key] = sum(proc.cpu_times()[:2])
+                        except psutil.Error:
+                            continue
+        for (name, _, _), seconds in cpu_by_proc.items():
             self.cpu_s[name] = self.cpu_s.get(name, 0.0) + seconds
 
     # --- traffic and faults ---------------------------------------------------------------

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The soak of the production topology, long: `rtrl up` (every service a process of its own
 under supervisord) with steady simulated traffic (`rtrl simulate`'s users, the code world's
-tasks), while the trainer is killed, the broker stopped, the machine starved by a CPU hog; then
+tasks), while the trainer is killed, the sink killed, the broker stopped, the gateway's
+llama-server killed (llama.cpp), the machine starved by a CPU hog; then
 the invariants the short test holds (``tests/rtrl/test_soak.py``) and the figures: when each
 promoted checkpoint first served (seconds from the first traffic), the rounds by outcome,
 requests answered, failed and refused (with a reason: overloaded) across each fault, events
@@ -92,9 +93,14 @@ def main() -> int:
                    "are measured, not learning (the tiny model's code is noise)")  # fmt: skip
     args = p.parse_args()
     minutes = args.traffic_min * 60
-    faults = ((0.15 * minutes, "kill the trainer", 0.0), (0.3 * minutes, "kill the sink", 0.0),
-              (0.45 * minutes, "stop the broker", 30.0),
-              (0.65 * minutes, "starve the machine", 60.0))  # fmt: skip
+    faults: list[tuple[float, str, float]] = [
+        (0.15 * minutes, "kill the trainer", 0.0),
+        (0.3 * minutes, "kill the sink", 0.0),
+        (0.45 * minutes, "stop the broker", 30.0),
+        (0.65 * minutes, "starve the machine", 60.0),
+    ]
+    if args.engine == "llama.cpp":  # the transformers engine serves in the gateway's process
+        faults.append((0.55 * minutes, "kill the gateway's llama-server", 0.0))
     train_args = args.train_args or (
         TINY_TRAIN_ARGS if args.model == "tiny" else " ".join(CPU_TRAIN_ARGS)
     )
@@ -102,7 +108,7 @@ def main() -> int:
         train_args += " " + OPEN_GATE
     plan = SoakPlan(model=args.model, engine=args.engine, traffic_s=minutes,
                     rate_per_min=args.rate, users=args.users, threads=args.threads,
-                    max_tokens=args.max_tokens, train_args=train_args, faults=faults,
+                    max_tokens=args.max_tokens, train_args=train_args, faults=tuple(sorted(faults)),
                     window_s=60, late_s=60, check_every_s=15.0, min_rows=args.min_rows,
                     gate_min_examples=args.gate_min_runs,
                     gate_min_users=args.gate_min_users)  # fmt: skip

@@ -33,6 +33,8 @@ from ingest.sdk import Client, SdkConfig
 from rtrl.simulate import SimulateSettings, simulate_steady
 from rtrl.worlds.code_world import Outcome
 from rtrl.worlds.steady_traffic import Traffic
+from tests.support.cpu_ledger import CpuLedger
+from tests.support.process_tree import kill_children_named
 
 # The tiny model's recipe: a LoRA round of one epoch, no candidate evals (its answers are noise).
 TINY_TRAIN_ARGS = ("--lora-r 8 --lora-alpha 16 --lr 0.0004 --epochs 1 --minibatches 2 "
@@ -189,14 +191,10 @@ answer_deadline_s = {CLIENT_TIMEOUT_S - 60}
         """Until ``stop``: when each checkpoint first serves (seconds from the traffic's start,
         asked in privacy mode: no rollout), and each service's CPU seconds (each of its
         processes' and their children's, summed over restarts)."""
-        import psutil
-
         from rtrl.worlds.http_users import serving
 
         headers = {"Authorization": f"Bearer {self.key}"}
-        # each process by (service, pid, start time) at its last sample: a child that ends (a
-        # llama-server replaced at a swap or killed) keeps what it used, to within one period
-        cpu_by_proc: dict[tuple[str, int, float], float] = {}
+        ledger = CpuLedger()
         with httpx.Client(base_url=self.gateway, headers=headers, timeout=60) as http:
             while not stop.wait(every_s):
                 try:
@@ -205,18 +203,8 @@ answer_deadline_s = {CLIENT_TIMEOUT_S - 60}
                 except (httpx.HTTPError, KeyError):
                     pass
                 for name, (_, pid) in self.status().items():
-                    try:
-                        root = psutil.Process(pid)
-                        procs = [root, *root.children(recursive=True)]
-                    except (psutil.Error, ValueError):
-                        continue
-                    for proc in procs:
-                        try:
-                            key = (name, proc.pid, proc.create_time())
-                            cpu_by_proc[key] = sum(proc.cpu_times()[:2])
-                        except psutil.Error:
-                            continue
-        for (name, _, _), seconds in cpu_by_proc.items():
+                    ledger.sample(name, pid)
+        for name, seconds in ledger.totals().items():
             self.cpu_s[name] = self.cpu_s.get(name, 0.0) + seconds
 
     # --- traffic and faults ---------------------------------------------------------------
@@ -245,8 +233,8 @@ answer_deadline_s = {CLIENT_TIMEOUT_S - 60}
                     break
                 answered, failed, refused = self._counts()
                 begun = round(time.monotonic() - started, 1)
-                self._fault(what, lasts)
-                self.faults.append(FaultRecord(what, begun, lasts, answered, failed, refused))
+                lasted = self._fault(what, lasts)
+                self.faults.append(FaultRecord(what, begun, lasted, answered, failed, refused))
             users.join()
             watching.set()
             watcher.join(60)
@@ -274,9 +262,13 @@ answer_deadline_s = {CLIENT_TIMEOUT_S - 60}
                    lambda: self.status()[program][0] == "RUNNING"
                    and self.status()[program][1] != pid, 60)  # fmt: skip
 
-    def _fault(self, what: str, lasts: float) -> None:
+    def _fault(self, what: str, lasts: float) -> float:
+        """Bring ``what`` about; how long it lasted: ``lasts``, or for a killed llama-server
+        the seconds until the gateway had started it again."""
         if what in ("kill the trainer", "kill the sink"):
             self._kill_and_wait(what.rsplit(" ", 1)[1])
+        elif what == "kill the gateway's llama-server":
+            return kill_children_named(self.status()["gateway"][1], "llama-server")[1]
         elif what == "stop the broker":
             self.ctl("stop", "broker")
             time.sleep(lasts)
@@ -296,6 +288,7 @@ answer_deadline_s = {CLIENT_TIMEOUT_S - 60}
                 hog.join(lasts + 30)
         else:
             raise ValueError(what)
+        return lasts
 
     # --- what the services wrote -----------------------------------------------------------
     def wait_for_records(self, timeout_s: float = 240) -> float | None:

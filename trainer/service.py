@@ -149,7 +149,7 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
         f"{info.checkpoint_id} from {parent.checkpoint_id}: {info.status.upper()}; "
         f"{result.n_train} examples trained, {result.n_held_out} held out; reward "
         f"{est.behaviour_mean:+.3f} served, {est.value:+.3f} estimated for the candidate, "
-        f"gain {est.gain:+.3f} with a {est.level:.0%} lower bound {est.lower:+.3f} "
+        f"gain {est.gain:+.3f} with a {100 * est.level:.4g}% lower bound {est.lower:+.3f} "
         f"(ESS {est.ess:.0f}, KL {est.kl:.3f}, {est.method}, n {est.n})",
         flush=True,
     )

@@ -135,11 +135,16 @@ def passing_reasons(gate: Mapping[str, Any]) -> list[str]:
     >>> passing_reasons({"gain": 0.031, "lower": 0.004, "level": 0.95, "kl": 0.1, "ess": 80.0,
     ...                  "n": 100.0})
     ['gain +0.031, its 95% lower bound +0.004 above the minimum', 'KL 0.100', 'ESS 80 of 100']
+
+    A later attempt's level is printed to four figures, as the gate prints it (never "100%"):
+
+    >>> passing_reasons({"gain": 0.245, "lower": 0.07, "level": 0.9966226})[0]
+    'gain +0.245, its 99.66% lower bound +0.070 above the minimum'
     """
     out = []
     if "gain" in gate and "lower" in gate:
-        level = float(gate.get("level", 0.95))
-        out.append(f"gain {gate['gain']:+.3f}, its {level:.0%} lower bound {gate['lower']:+.3f} "
+        percent = 100 * float(gate.get("level", 0.95))
+        out.append(f"gain {gate['gain']:+.3f}, its {percent:.4g}% lower bound {gate['lower']:+.3f} "
                    "above the minimum")  # fmt: skip
     if "kl" in gate:
         out.append(f"KL {gate['kl']:.3f}")

@@ -7,9 +7,11 @@ never came: censored rows stay in the evidence, ``release.offpolicy_bound``),
 them), ``candidate_logprobs`` (the candidate's for the same tokens, under the same sampling
 transformation) and optionally ``org_id`` (the ids are unique within it: the unit is the
 organisation's user; a row without it, written before, keys by the ids alone), ``session_id``
-and ``full_support`` (true when the served
+``full_support`` (true when the served
 sampling could draw every token, no nucleus: then the bound may use the untruncated, centred
-weights, ``CENTRED_METHOD``; absent or false, the clipped ones). ``rtrl train`` writes it as
+weights, ``CENTRED_METHOD``; absent or false, the clipped ones) and ``parent_logprobs`` (the
+parent's for the same tokens, on a row an earlier checkpoint of the line served; absent or null
+on the parent's own rows: both arms are then estimated off-policy). ``rtrl train`` writes it as
 JSON lines beside the candidate (:data:`FILE`);
 Parquet with the same columns is read too. JSON keeps every float exactly (shortest round-trip
 form), so a re-run reproduces the stored figures to the last digit.
@@ -51,6 +53,9 @@ class EvidenceRow:
     session_id: str | None = None
     full_support: bool = False  # the served sampling could draw every token (top_p = 1)
     org_id: str | None = None
+    # the parent's log-probs for the same tokens where an earlier checkpoint served the row
+    # (None: the parent served it; release.offpolicy_bound, both arms off-policy)
+    parent_logprobs: tuple[float, ...] | None = None
 
     @property
     def unit(self) -> str:
@@ -58,7 +63,9 @@ class EvidenceRow:
         return user_key(self.user_id, self.session_id, self.interaction_id, self.org_id)
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
+        """The row's JSON object; ``parent_logprobs`` only on a row an earlier checkpoint
+        served, so that the parent's own rows are written as they always were."""
+        data: dict[str, Any] = {
             "user_id": self.user_id,
             "interaction_id": self.interaction_id,
             "reward": self.reward,
@@ -68,6 +75,9 @@ class EvidenceRow:
             "full_support": self.full_support,
             "org_id": self.org_id,
         }
+        if self.parent_logprobs is not None:
+            data["parent_logprobs"] = list(self.parent_logprobs)
+        return data
 
 
 def _row(data: Any, where: str) -> EvidenceRow:
@@ -80,16 +90,14 @@ def _row(data: Any, where: str) -> EvidenceRow:
     if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)
                                or not math.isfinite(reward)):  # fmt: skip
         raise ValueError(f"{where}: reward must be a finite number or null, got {reward!r}")
-    lists = []
-    for name in ("behaviour_logprobs", "candidate_logprobs"):
-        values = data[name]
-        if not isinstance(values, list | tuple) or not all(
-                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-                for v in values):  # fmt: skip
-            raise ValueError(f"{where}: {name} must be a list of finite numbers")
-        lists.append(tuple(float(v) for v in values))
-    if len(lists[0]) != len(lists[1]):
-        raise ValueError(f"{where}: {len(lists[0])} behaviour log-probs, {len(lists[1])} candidate")
+    behaviour, candidate, parent = (_logprobs(data.get(name), name, where) for name in
+                                    ("behaviour_logprobs", "candidate_logprobs",
+                                     "parent_logprobs"))  # fmt: skip
+    if behaviour is None or candidate is None:
+        raise ValueError(f"{where}: behaviour_logprobs and candidate_logprobs are required")
+    if any(other is not None and len(other) != len(behaviour) for other in (candidate, parent)):
+        raise ValueError(f"{where}: {len(behaviour)} behaviour log-probs, not as many candidate "
+                         "or parent ones")  # fmt: skip
     ids = {}
     for name in ("user_id", "interaction_id", "session_id", "org_id"):
         value = data.get(name)
@@ -102,8 +110,19 @@ def _row(data: Any, where: str) -> EvidenceRow:
     if not isinstance(full_support, bool):
         raise ValueError(f"{where}: full_support must be true, false or null, got {full_support!r}")
     return EvidenceRow(ids["user_id"], ids["interaction_id"],
-                       None if reward is None else float(reward), lists[0], lists[1],
-                       ids["session_id"], full_support, ids["org_id"])  # fmt: skip
+                       None if reward is None else float(reward), behaviour, candidate,
+                       ids["session_id"], full_support, ids["org_id"], parent)  # fmt: skip
+
+
+def _logprobs(values: Any, name: str, where: str) -> tuple[float, ...] | None:
+    """A row's list of finite log-probs (None where absent or null)."""
+    if values is None:
+        return None
+    if not isinstance(values, list | tuple) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            for v in values):  # fmt: skip
+        raise ValueError(f"{where}: {name} must be a list of finite numbers")
+    return tuple(float(v) for v in values)
 
 
 def evidence_bytes(rows: Iterable[EvidenceRow]) -> bytes:
@@ -157,6 +176,13 @@ def estimate_rows(rows: Sequence[EvidenceRow], *, level: float, resamples: int, 
     method = method or method_for(rows)
     if method in CENTRED_METHODS and not all(row.full_support for row in rows):
         raise ValueError(f"{method} needs every row served with full support")
+    parent = None
+    if any(row.parent_logprobs is not None for row in rows):
+        parent = sequence_log_weights(
+            [r.behaviour_logprobs for r in rows],
+            [r.behaviour_logprobs if r.parent_logprobs is None else r.parent_logprobs
+             for r in rows],
+        )  # fmt: skip
     return estimate_gain(
         [row.unit for row in rows],
         [row.reward for row in rows],
@@ -170,4 +196,5 @@ def estimate_rows(rows: Sequence[EvidenceRow], *, level: float, resamples: int, 
         reward_min=reward_min,
         reward_max=reward_max,
         method=method,
+        parent_log_weights=parent,
     )

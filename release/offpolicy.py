@@ -24,12 +24,15 @@ from rewards.config import RewardConfig
 
 
 @torch.no_grad()
-def evidence_rows(policy: CausalLMPolicy, examples: Sequence[Example]) -> list[EvidenceRow]:
+def evidence_rows(policy: CausalLMPolicy, examples: Sequence[Example],
+                  parent_scores: Sequence[torch.Tensor] | None = None
+                  ) -> list[EvidenceRow]:  # fmt: skip
     """One row per held-out interaction, with its completions' log-probabilities under
     ``policy``. The calls of an agent run (examples of one interaction, each with its
     ``rollout.turn``) make one row: their tokens' log-probabilities one after the other, so the
     row's sequence weight is the product of the calls' weights and the ESS counts trajectories,
-    not calls; its reward is the trajectory's."""
+    not calls; its reward is the trajectory's. ``parent_scores``: each example's tokens scored
+    by the parent, where an earlier checkpoint served them (the rows' ``parent_logprobs``)."""
     scores = score_examples(policy, examples)
     rows = []
     for members in trajectories(examples):
@@ -45,6 +48,8 @@ def evidence_rows(policy: CausalLMPolicy, examples: Sequence[Example]) -> list[E
             session_id=first.session_id,
             full_support=all(examples[i].rollout.sampling.top_p >= 1.0 for i in members),
             org_id=first.org_id,
+            parent_logprobs=None if parent_scores is None else tuple(
+                float(v) for i in members for v in parent_scores[i].double().tolist()),
         ))  # fmt: skip
     return rows
 

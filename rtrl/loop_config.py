@@ -69,6 +69,10 @@ class TrainerSection(BaseModel):
     train_window: int | None = Field(
         None, ge=0, description="attempts' worth of new batches a retry trains on (0: all)"
     )
+    evidence_depth: int | None = Field(
+        None, ge=0, description="checkpoints back along a line whose held-out users also judge "
+        "a candidate, both arms off-policy (0: the parent's own rounds only)"
+    )  # fmt: skip
 
 
 class ServingSection(BaseModel):
@@ -140,6 +144,7 @@ class LoopConfig(BaseModel):
             "--gate-min-users": self.trainer.gate_min_users,
             "--eval-engine-threads": self.trainer.eval_engine_threads,
             "--train-window": self.trainer.train_window,
+            "--evidence-depth": self.trainer.evidence_depth,
             "--engine-threads": self.serving.engine_threads,
             "--slot-wait-s": self.serving.slot_wait_s,
             "--answer-deadline-s": self.serving.answer_deadline_s,

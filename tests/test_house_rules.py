@@ -28,6 +28,9 @@ EXCEPTIONS: dict[str, str] = {
     "(docs/contracts/reward-v1.md), so that it reads against the spec line by line",
     "trainer.learner:update": "the update's entry point: the model, the runs, the optimizer "
     "state, the resume and progress hooks and the gate's KL limit, each a caller's to give",
+    "trainer.train:train_round": "a round's inputs, each a caller's to give: the registry, the "
+    "parent, its batches, the candidate's id, the options, the monitors' alarms, the "
+    "accelerator, the stop event and the earlier checkpoints' batches the service found",
     "trainer.service:train_once": "one `rtrl train` round from its options: publish what is "
     "missing, choose the parent, read the batches, train, announce; the watching service "
     "calls it as it is",

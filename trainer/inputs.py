@@ -70,6 +70,23 @@ def untrained(batches: list[OfferedBatch], registry: CheckpointRegistry, checkpo
     return [(b.batch_id, [warehouse / f for f in b.files]) for b in own]
 
 
+def earlier_batches(batches: list[OfferedBatch], registry: CheckpointRegistry, parent_id: str,
+                    depth: int, warehouse: Path) -> list[tuple[str, str, list[Path]]]:  # fmt: skip
+    """``(batch_id, checkpoint_id, data files)`` of the batches that the ``depth`` checkpoints
+    before ``parent_id`` on its lineage served (its parent's parent first in the walk; none at
+    0), oldest announcement first; a quarantined batch (its log-probs did not match the served
+    weights) never. Their held-out users judge the parent's candidates with both arms
+    off-policy (``trainer.round_examples.read_earlier``)."""
+    ancestors: list[str] = []
+    info = registry.get(parent_id)
+    while len(ancestors) < depth and info.parent is not None:
+        info = registry.get(info.parent)
+        ancestors.append(info.checkpoint_id)
+    quarantined = {batch for i in registry.list() for batch in i.evals.get("quarantined", {})}
+    return [(b.batch_id, b.checkpoint_id, [warehouse / f for f in b.files]) for b in batches
+            if b.checkpoint_id in ancestors and b.batch_id not in quarantined]  # fmt: skip
+
+
 def attempts_on(registry: CheckpointRegistry, parent_id: str,
                 org_id: str | None = None) -> list[tuple[str, ...]]:  # fmt: skip
     """The batches each earlier candidate of ``parent_id`` on the line trained on, oldest

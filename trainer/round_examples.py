@@ -11,11 +11,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from checkpoints.record import CheckpointInfo
 from models.examples import Example, read_examples, trajectories
 from release.offpolicy_bound import user_key
 from trainer.mismatch import BatchMismatch
+
+if TYPE_CHECKING:  # types only: the round's reading loads no torch of its own
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +120,13 @@ class RoundExamples:
     batch_of: dict[tuple[str | None, str], str]  # (org_id, interaction id) -> its batch
     mismatch: dict[str, BatchMismatch] = field(default_factory=dict)  # by batch, when checked
     quarantined: dict[str, str] = field(default_factory=dict)  # batch -> why
+    # held-out interactions earlier checkpoints of the line served (read_earlier), and the rows
+    # of those batches left out, by reason
+    earlier: list[Example] = field(default_factory=list)
+    earlier_skipped: Counter[str] = field(default_factory=Counter)
+    earlier_scores: list[torch.Tensor] = field(
+        default_factory=list
+    )  # by the parent, before its update
 
     def by_batch(self) -> dict[str, list[Example]]:
         """Every example read, by the batch it came in."""
@@ -131,6 +142,8 @@ class RoundExamples:
             within_context(self.train, limit),
             within_context(self.held, limit),
         )
+        self.earlier, over_earlier = within_context(self.earlier, limit)
+        self.earlier_skipped["over_context"] += over_earlier
         if over_train or over_held:
             self.skipped["over_context"] += over_train + over_held
             log.warning("%d calls longer than the model's %s positions left out with their runs",
@@ -255,3 +268,40 @@ def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str
     if not train or not any(e.reward is not None for e in held):
         raise TooFewExamples(f"{len(examples)} examples: too few to both train and hold out")
     return RoundExamples(examples, train, held, skipped, batch_of)
+
+
+def read_earlier(parent: CheckpointInfo, batches: Sequence[tuple[str, str, Sequence[str | Path]]],
+                 held_out_fraction: float, org_id: str | None = None,
+                 own_only: Sequence[str] = ()) -> tuple[list[Example], Counter[str]]:  # fmt: skip
+    """The held-out users' interactions of ``batches`` (``(batch_id, checkpoint_id, data
+    files)``) that earlier checkpoints of ``parent``'s line served: evidence for the gate with
+    both arms off-policy (``release.offpolicy_bound``), never trained on. Only interactions of
+    identified users held out by the one hash every line shares (no line trained on them), with
+    ``parent``'s tokenizer, of ``org_id``'s users (the shared line: all but ``own_only``'s), and
+    sampled with full support (the both-arms bound is the centred one); the others are counted
+    by reason."""
+    kept: list[Example] = []
+    skipped: Counter[str] = Counter()
+    for batch, checkpoint_id, paths in batches:
+        for path in paths:
+            read = read_examples(path)
+            if read.checkpoint_id != checkpoint_id:
+                raise ValueError(f"batch {batch} holds {read.checkpoint_id}'s interactions, "
+                                 f"not {checkpoint_id}'s as announced")  # fmt: skip
+            for example in (*read.examples, *read.censored):
+                if example.rollout.model.tokenizer_sha256 != parent.model.tokenizer_sha256:
+                    skipped["other_tokenizer"] += 1
+                elif (org_id is not None and example.org_id != org_id) or (
+                        org_id is None and example.org_id in own_only):  # fmt: skip
+                    skipped["other_organisation"] += 1
+                elif not example.user_id or not held_out(unit_of(example), held_out_fraction):
+                    skipped["trained_side"] += 1
+                else:
+                    kept.append(example)
+    whole: list[Example] = []  # a run is taken whole: its weight is the product of its calls'
+    for run in trajectories(kept):
+        if all(kept[i].rollout.sampling.top_p >= 1.0 for i in run):
+            whole.extend(kept[i] for i in run)
+        else:
+            skipped["nucleus"] += len(run)
+    return whole, skipped

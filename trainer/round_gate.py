@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from checkpoints.attempts import reserve_attempt
 from checkpoints.record import CheckpointInfo
 from checkpoints.store import CheckpointRegistry
-from models.examples import Example
 from models.policy import CausalLMPolicy
 from release.candidate_evals import RateTest
 from release.evidence import estimate_rows, evidence_bytes
@@ -39,6 +38,7 @@ from release.offpolicy_bound import Estimate
 from release.tool_opening import OpeningCheck
 from rewards.monitors import Alarm
 from trainer.round_evals import RoundEvals
+from trainer.round_examples import RoundExamples
 from trainer.round_options import RoundOptions
 
 
@@ -50,6 +50,7 @@ class GateOutcome:
     estimate: Estimate
     evidence: bytes  # the evidence file: one JSON line per held-out interaction
     evidence_rows: int
+    earlier_rows: int  # of them, interactions earlier checkpoints of the line served
     tests: list[RateTest]  # the candidate evals
     opening: OpeningCheck | None  # the tool-opening check, blocking or not (gate.tool_opening)
     opening_alarms: list[str]  # its message again when it blocks
@@ -70,16 +71,21 @@ def attempt_of(registry: CheckpointRegistry, parent_id: str, org_id: str | None 
 
 
 def judge(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: str,
-          candidate: CausalLMPolicy, held: Sequence[Example], alarms: Sequence[Alarm],
+          candidate: CausalLMPolicy, data: RoundExamples, alarms: Sequence[Alarm],
           options: RoundOptions, evals: RoundEvals) -> GateOutcome:  # fmt: skip
     """The gate's steps for ``candidate`` (trained from ``parent``, to be registered as
-    ``candidate_id``) on the ``held``-out examples, under ``options.gate``."""
+    ``candidate_id``) on the round's held-out examples, and on the earlier checkpoints' with
+    the parent's scores of them (both arms off-policy), under ``options.gate``."""
+    held = data.held
     gate, seed = options.gate, options.learner.seed
     attempt = reserve_attempt(registry.root, parent.checkpoint_id, candidate_id,
                               attempt_of(registry, parent.checkpoint_id, options.org),
                               options.org)  # fmt: skip
     started = time.perf_counter()
     rows = evidence_rows(candidate, held)
+    own_rows = len(rows)
+    if data.earlier:
+        rows += evidence_rows(candidate, data.earlier, data.earlier_scores)
     estimate = estimate_rows(rows, level=attempt_level(gate.level, attempt),
                              resamples=gate.resamples, seed=seed, weight_cap=gate.weight_cap,
                              reward_min=gate.reward_min, reward_max=gate.reward_max)  # fmt: skip
@@ -92,6 +98,7 @@ def judge(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: st
         tests = evals.run(registry, parent, candidate_id, candidate, held, seed)
         decision = decide(estimate, alarms, gate, [t.message for t in tests if t.alarm] + opening)
     seconds = {"gate_scoring": scored - started, "candidate_evals": time.perf_counter() - scored}
-    return GateOutcome(attempt, estimate, evidence_bytes(rows), len(rows), tests,
+    return GateOutcome(attempt, estimate, evidence_bytes(rows), len(rows), len(rows) - own_rows,
+                       tests,
                        check, opening,
                        evals.by, [a.message for a in alarms], decision, seconds)  # fmt: skip

@@ -46,6 +46,15 @@ class RoundOptions:
             "held-out users"
         ),
     )
+    evidence_depth: int = field(
+        default=0,
+        metadata=_help(
+            "checkpoints back along the line whose held-out users also judge a candidate: "
+            "the parent's parent at 1, and so on (their rewards are not the parent's, so both "
+            "the candidate's and the parent's values are estimated off-policy; rows sampled "
+            "with full support only); 0: the parent's own rounds only"
+        ),
+    )
     catalog: Path | None = field(  # default: warehouse.duckdb in the warehouse
         default=None,
         metadata=_help(

@@ -29,7 +29,7 @@ from checkpoints.store import CheckpointRegistry, next_id
 from infra.periodic import run_every
 from models.devices import make_accelerator
 from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
-from trainer.inputs import alarms_of, attempts_on, offered_batches, untrained
+from trainer.inputs import alarms_of, attempts_on, earlier_batches, offered_batches, untrained
 from trainer.metrics import TrainerMetrics
 from trainer.round_examples import TooFewExamples, fresh, read_round, training_window
 from trainer.round_gate import attempt_of
@@ -121,6 +121,12 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
     if metrics is not None:
         metrics.phase.state("training")
     started = time.monotonic()
+    earlier = earlier_batches(offered, registry, parent.checkpoint_id, options.evidence_depth,
+                              options.warehouse)  # fmt: skip
+    if earlier:
+        served_by = ", ".join(sorted({c for _, c, _ in earlier}))
+        log.info("the gate also reads the held-out users of %d batch(es) of %s, both arms "
+                 "off-policy", len(earlier), served_by)  # fmt: skip
     result = train_round(
         registry,
         parent.checkpoint_id,
@@ -130,6 +136,7 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
         alarms,
         accelerator,
         stop,
+        earlier,
     )
     if result is None:  # not the main process: the main one registers and announces
         return 0

@@ -53,7 +53,7 @@ from trainer.inputs import attempts_on
 from trainer.learner import LearnerConfig, Progress, UpdateStats, UpdateStopped, update
 from trainer.mismatch import BatchMismatch, check_batches
 from trainer.round_evals import RoundEvals
-from trainer.round_examples import RoundExamples, read_round
+from trainer.round_examples import RoundExamples, read_earlier, read_round
 from trainer.round_gate import judge
 from trainer.round_options import RoundOptions
 from trainer.round_record import (
@@ -104,10 +104,14 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                 batches: Sequence[tuple[str, Sequence[str | Path]]], candidate_id: str,
                 options: RoundOptions, alarms: Sequence[Alarm],
                 accelerator: Accelerator | None = None,
-                stop: threading.Event | None = None) -> TrainResult | None:  # fmt: skip
+                stop: threading.Event | None = None,
+                earlier: Sequence[tuple[str, str, Sequence[str | Path]]] = (),
+                ) -> TrainResult | None:  # fmt: skip
     """Train ``candidate_id`` from ``parent_id`` on ``batches`` (``(batch_id, data files)``)
     with ``options``' settings, judge it (``alarms``: the monitors' of the served checkpoint
-    against its parent) and register it: the module docstring's steps, in order.
+    against its parent) and register it: the module docstring's steps, in order. ``earlier``:
+    ``(batch_id, checkpoint_id, files)`` earlier checkpoints of the line served, whose held-out
+    users judge the candidate too, scored by the parent (``options.evidence_depth``).
 
     Under several processes every rank trains its shard; only the main one evaluates and
     registers (the others return None). A saved state of this very round (killed before it
@@ -120,9 +124,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     accelerator = accelerator or Accelerator(cpu=True)
     learner, main = options.learner, accelerator.is_main_process
     parent, batch_ids = registry.get(parent_id), tuple(b for b, _ in batches)
-    attempts = attempts_on(registry, parent_id, options.org)
-    data = read_round(parent, batches, options.held_out, options.org, options.own_only,
-                      options.train_window, attempts)  # fmt: skip
+    data = _read(registry, parent, batches, earlier, options)
     adapter = parent.weights.lora or options.lora
     seconds: dict[str, float] = {}
     stopping = _stopping(stop, candidate_id)
@@ -140,6 +142,8 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
             quarantined = register_quarantined(registry, parent, candidate_id, batch_ids, policy,
                                                adapter, data, options.org)  # fmt: skip
         raise ValueError(quarantined)
+    with _timed(seconds, "earlier_scoring"):  # by the parent: before its update
+        data.earlier_scores = score_examples(policy, data.earlier) if data.earlier else []
     same_params = (parent.weights.kind == "lora") == (adapter is not None)
     parent_state = load_trainer_state(registry, parent) if same_params else None
     reference_info, reference = _reference(registry, parent_id, data.train, learner,
@@ -167,8 +171,7 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
                            saved=main and stopped.progress.step > 0) from None  # fmt: skip
     if not main:
         return None
-    outcome = judge(registry, parent, candidate_id, policy, data.held, alarms, options,
-                    round_evals)  # fmt: skip
+    outcome = judge(registry, parent, candidate_id, policy, data, alarms, options, round_evals)
     seconds.update(outcome.seconds)
     log.info("round %s took %s", candidate_id,
              ", ".join(f"{name} {s:.0f}s" for name, s in seconds.items()))  # fmt: skip
@@ -179,6 +182,22 @@ def train_round(registry: CheckpointRegistry, parent_id: str,
     state_file.remove()
     return TrainResult(info, outcome.decision, result.stats, outcome.estimate, len(data.train),
                        len(data.held), dict(data.skipped))  # fmt: skip
+
+
+def _read(registry: CheckpointRegistry, parent: CheckpointInfo,
+          batches: Sequence[tuple[str, Sequence[str | Path]]],
+          earlier: Sequence[tuple[str, str, Sequence[str | Path]]],
+          options: RoundOptions) -> RoundExamples:  # fmt: skip
+    """The round's examples: its batches' (the training window counted in the line's attempts
+    on the parent) and the held-out users of the earlier checkpoints' batches."""
+    attempts = attempts_on(registry, parent.checkpoint_id, options.org)
+    data = read_round(parent, batches, options.held_out, options.org, options.own_only,
+                      options.train_window, attempts)  # fmt: skip
+    if earlier:
+        data.earlier, data.earlier_skipped = read_earlier(
+            parent, earlier, options.held_out, options.org, options.own_only
+        )
+    return data
 
 
 def _stopping(stop: threading.Event | None, candidate_id: str) -> Callable[[str], None]:

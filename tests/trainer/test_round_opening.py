@@ -4,6 +4,8 @@ same weights are none."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 import torch
 
@@ -16,6 +18,7 @@ from tests.support.agent_runs import agent_run
 from tests.support.tool_opening import CONFIG, TASKS, push_down_opening, taught_to_call
 from trainer.learner import LearnerConfig
 from trainer.round_evals import RoundEvals
+from trainer.round_examples import RoundExamples
 from trainer.round_gate import judge
 from trainer.round_options import RoundOptions
 
@@ -66,7 +69,8 @@ def test_a_candidate_the_cheap_checks_reject_is_still_named_for_avoiding_its_too
     push_down_opening(policy)  # the round's update
     options = RoundOptions(registry=registry.root, warehouse=tmp_path, bootstrap="unused:9092",
                            topics=TopicNames(), learner=LearnerConfig(), gate=gate)  # fmt: skip
-    outcome = judge(registry, parent, "t-0001", policy, held, [], options, evals)
+    data = RoundExamples(held, [], held, Counter(), {})
+    outcome = judge(registry, parent, "t-0001", policy, data, [], options, evals)
     reasons = outcome.decision.reasons
     assert not outcome.decision.passed
     assert any("fewer than the 1000 needed" in r for r in reasons)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def measure(registry, info, samples: int, seed: int) -> dict:
+def measure(registry, info, samples: int, seed: int, max_tokens: int | None = None) -> dict:
     """``samples`` answers per easy task from ``info``: answers, with code, with prose first,
     passing with and without it."""
     from agent.harness import Harness
@@ -40,7 +40,8 @@ def measure(registry, info, samples: int, seed: int) -> dict:
     from rtrl.worlds.code_world import CodeWorldSettings
     from rtrl.worlds.org_world import has_preamble
 
-    tasks, params = load_tasks("easy"), CodeWorldSettings().sampling
+    world = CodeWorldSettings() if max_tokens is None else CodeWorldSettings(max_tokens=max_tokens)
+    tasks, params = load_tasks("easy"), world.sampling
     with engine_sampler(engine_settings(2, 16, exact=True), registry, info) as sampler:
         answers = task_answers(sampler, params, samples, seed, tasks)
     harness = Harness()
@@ -65,6 +66,8 @@ def main() -> int:
                    help="checkpoints to measure (default: every one registered)")  # fmt: skip
     p.add_argument("--samples", type=int, default=16, help="answers per easy task")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="an answer's token budget (default: the code world's)")  # fmt: skip
     args = p.parse_args()
     from checkpoints.store import CheckpointRegistry
 
@@ -83,7 +86,7 @@ def main() -> int:
     print(f"{'checkpoint':<16} {'org':<8} {'answers':>7} {'code':>5} {'prose first':>11} "
           f"{'pass | prose':>12} {'pass | bare':>11}")  # fmt: skip
     for info in infos:
-        r = measure(registry, info, args.samples, args.seed)
+        r = measure(registry, info, args.samples, args.seed, args.max_tokens)
         rows[info.checkpoint_id] = {**r, "org": info.org_id, "status": info.status}
         first, bare = r["preamble"], r["code"] - r["preamble"]
         print(f"{info.checkpoint_id:<16} {info.org_id or 'shared':<8} {r['answers']:>7} "
@@ -92,7 +95,8 @@ def main() -> int:
               f"{r['passed_bare'] / max(1, bare):>11.3f}")  # fmt: skip
     out = ROOT / "bench" / "out" / "org_convention_rate.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"samples": args.samples, "seed": args.seed, "rows": rows}, indent=2))
+    out.write_text(json.dumps({"samples": args.samples, "seed": args.seed,
+                               "max_tokens": args.max_tokens, "rows": rows}, indent=2))  # fmt: skip
     return 0
 
 

@@ -7,6 +7,8 @@ One gateway serves every organisation (it follows the ``checkpoints`` topic and 
 organisation's promoted checkpoint beside the shared one, ``serving.assignment``). The shared
 line does not train here: the organisations' conventions conflict, and each line starts from the
 shared checkpoint (the base model) as a deployment's would start from its current shared one.
+A line's candidate is judged on its own held-out users of its parent's rounds and, after a
+promotion, of its parent's parent's too (``--evidence-depth 1``: both arms off-policy).
 The users of the world are ``rtrl.worlds.org_world``'s.
 """
 
@@ -50,6 +52,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("rtrl.run")
 SWITCH_TIMEOUT_S = 600.0  # an adapter's GGUF conversion and its server's start, on a busy CPU
 AB_PREFIX = "final-ab-"  # each organisation's closing experiment: final-ab-<org>
+# a line's candidate is also judged on the held-out users its parent's parent served (both arms
+# off-policy): after a promotion a small organisation keeps its earlier round's evidence
+EVIDENCE_DEPTH = 1
 
 
 @dataclass(frozen=True)
@@ -186,7 +191,8 @@ class OrgRounds:
         out = run_stage(
             "train",
             ["train", "--registry", str(self.root / "checkpoints"), "--warehouse", str(warehouse),
-             "--org", org, *gate_minimums(line.users, args), *args, "--publish", *self.kafka],
+             "--org", org, "--evidence-depth", str(EVIDENCE_DEPTH),
+             *gate_minimums(line.users, args), *args, "--publish", *self.kafka],
             self._log("train"), timeout=TRAIN_TIMEOUT_S,
             ok=(0, EXIT_REJECTED, EXIT_NOTHING_TO_TRAIN),
         )  # fmt: skip

@@ -1,20 +1,13 @@
 """The gate on a line's earlier rounds: held-out users served by the parent's own parent judge
-the parent's candidate with both arms estimated off-policy (``release.offpolicy_bound``).
-
-The lineage: a grandparent served round 1 (completion types at 15/70/15 %), the parent it
-promoted served round 2 (40/45/15 %), and users like type 0 more (0.8 against 0.3): the parent
-is truly better than the grandparent. The same users come back in round 2 (one hold-out hash),
-with Zipf-like activity and tastes of their own. A candidate that moves the parent's mass
-between the two types users like equally is truly no better than its parent: every promotion of
-it is a false one. Read naively, round 1's rewards stand for the parent's value, the candidate
-is credited with the parent's own gain, and it is promoted far above the level; that is what
-the parent's weights are for.
-"""
+the parent's candidate with both arms estimated off-policy (``release.offpolicy_bound``), in the
+lineages of ``tests/release/lineage_worlds.py``: a candidate no better than its parent stays at
+the level where round 1's rewards read as the parent's promote it far above, and a small
+organisation gains power from its earlier round."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,80 +15,29 @@ import numpy as np
 import pytest
 
 from release.evidence import EvidenceRow, estimate_rows, evidence_bytes, read_evidence
-from release.offpolicy_bound import CENTRED_METHOD, METHOD, Estimate, estimate_gain
-from tests.release.worlds import Draw, World, promoted
+from release.offpolicy_bound import CENTRED_METHOD, METHOD, estimate_gain
+from tests.release.lineage_worlds import (
+    BETTER,
+    EQUAL,
+    GRANDPARENT,
+    NEAR_GRANDPARENT,
+    NEAR_PARENT,
+    PARENT,
+    Lineage,
+    centred_estimate,
+    decisions,
+)
 
 ALPHA = 0.05
 TRIALS = 600
-GRANDPARENT, PARENT = (0.15, 0.70, 0.15), (0.40, 0.45, 0.15)
-EQUAL = (0.40, 0.25, 0.35)  # the parent's value exactly: type 1 and type 2 pay alike
-# a milder lineage for power: the parent one step from the grandparent, a candidate worth +0.05
-NEAR_GRANDPARENT, NEAR_PARENT, BETTER = (0.3, 0.5, 0.2), (0.4, 0.4, 0.2), (0.5, 0.3, 0.2)
 
 
 def _limit(trials: int) -> float:
     return ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / trials)
 
 
-@dataclass(frozen=True)
-class Lineage:
-    grandparent: tuple[float, ...]
-    parent: tuple[float, ...]
-    candidate: tuple[float, ...]
-    users: tuple[int, int] = (20, 30)
-    interactions: int = 200  # a round's held-out interactions
-    taste_sd: float = 0.2
-    zipf: float = 1.1
-
-    def world(self, served: tuple[float, ...]) -> World:
-        return World("lineage", behaviour=served, candidate=self.candidate,
-                     reward=(0.8, 0.3, 0.3), taste_sd=(0.0, self.taste_sd, self.taste_sd),
-                     users=self.users, interactions=self.interactions,
-                     zipf=self.zipf)  # fmt: skip
-
-    def true_gain(self) -> float:
-        return self.world(self.parent).true_gain()
-
-    def rounds(self, rng: np.random.Generator) -> tuple[Draw, Draw, np.ndarray]:
-        """Round 1 (the grandparent's), round 2 (the parent's) from the same users, and round
-        1's parent log-weights."""
-        old_world = self.world(self.grandparent)
-        population = old_world.population(rng)
-        old = old_world.draw(rng, population)
-        new = self.world(self.parent).draw(rng, population)
-        parent_log_w = (old.scored_by(self.parent).candidate_logprobs
-                        - old.behaviour_logprobs).sum(1)  # fmt: skip
-        return old, new, parent_log_w
-
-
-def _log_w(draw: Draw) -> np.ndarray:
-    return (draw.candidate_logprobs - draw.behaviour_logprobs).sum(1)
-
-
-def _estimate(draw: Draw, parent_log_w: np.ndarray | None = None) -> Estimate:
-    """The gate's centred estimate on ``draw`` (coins: rewards in [0, 1])."""
-    return estimate_gain(draw.users, [float(r) for r in draw.rewards], _log_w(draw),
-                         reward_min=0.0, reward_max=1.0, method=CENTRED_METHOD,
-                         parent_log_weights=parent_log_w)  # fmt: skip
-
-
 def _options() -> dict[str, Any]:
     return dict(level=0.95, resamples=0, seed=0, weight_cap=10.0, reward_min=0.0, reward_max=1.0)
-
-
-def decisions(lineage: Lineage, trials: int, seed: int) -> dict[str, float]:
-    """The share of ``trials`` promoted on the parent's round alone, on both rounds with both
-    arms off-policy, and on both rounds with round 1's rewards read as the parent's."""
-    rng = np.random.default_rng(seed)
-    counts = dict.fromkeys(("parent's round", "both arms", "naive"), 0)
-    for _ in range(trials):
-        old, new, parent_log_w = lineage.rounds(rng)
-        both = old + new
-        counts["parent's round"] += promoted(_estimate(new))
-        parent = np.concatenate([parent_log_w, np.zeros(len(new.users))])
-        counts["both arms"] += promoted(_estimate(both, parent))
-        counts["naive"] += promoted(_estimate(both))
-    return {name: count / trials for name, count in counts.items()}
 
 
 @pytest.mark.parametrize(
@@ -162,7 +104,7 @@ def test_the_evidence_file_keeps_the_parents_log_probs_and_replays_the_decision(
 
 def test_a_parent_that_served_every_row_changes_nothing() -> None:
     old, _, _ = Lineage(GRANDPARENT, PARENT, EQUAL).rounds(np.random.default_rng(1))
-    assert _estimate(old, np.zeros(len(old.users))) == _estimate(old)
+    assert centred_estimate(old, np.zeros(len(old.users))) == centred_estimate(old)
 
 
 def test_the_clipped_bound_refuses_a_parent_that_did_not_serve() -> None:

@@ -84,7 +84,9 @@ def judge(registry: CheckpointRegistry, parent: CheckpointInfo, candidate_id: st
     started = time.perf_counter()
     rows = evidence_rows(candidate, held)
     own_rows = len(rows)
-    if data.earlier:
+    # the both-arms estimate is the centred one: with a nucleus in the parent's own rows the
+    # bound is the clipped one, and the earlier rows are left out
+    if data.earlier and all(row.full_support for row in rows):
         rows += evidence_rows(candidate, data.earlier, data.earlier_scores)
     estimate = estimate_rows(rows, level=attempt_level(gate.level, attempt),
                              resamples=gate.resamples, seed=seed, weight_cap=gate.weight_cap,

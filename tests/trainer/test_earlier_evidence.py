@@ -15,11 +15,12 @@ import torch
 from checkpoints.store import CheckpointRegistry
 from checkpoints.weights import load_policy
 from models.examples import read_examples
+from models.sampling import SamplingParams
 from models.scoring import score_examples
 from release.evidence import read_evidence
 from release.gate import GateConfig
 from rtrl.cli import main
-from tests.support.checkpoints import serve, write_batch
+from tests.support.checkpoints import PARAMS, serve, write_batch
 from tests.support.rounds import round_options
 from trainer.inputs import OfferedBatch, earlier_batches
 from trainer.learner import LearnerConfig
@@ -29,10 +30,11 @@ from trainer.train import train_round
 HELD_OUT = 0.5
 
 
-def _acme_batch(path: Path, registry: CheckpointRegistry, checkpoint_id: str, seed: int) -> Path:
+def _acme_batch(path: Path, registry: CheckpointRegistry, checkpoint_id: str, seed: int,
+                params: SamplingParams = PARAMS) -> Path:  # fmt: skip
     """96 interactions served by ``checkpoint_id`` to acme's 16 users."""
     info = registry.get(checkpoint_id)
-    batch = write_batch(path, serve(load_policy(registry, info), info, 96, seed))
+    batch = write_batch(path, serve(load_policy(registry, info), info, 96, seed, params))
     frame = pl.read_parquet(batch)
     users = pl.Series("user_id", [f"u{k % 16}" for k in range(frame.height)])
     frame.with_columns(users, pl.lit("acme").alias("org_id")).write_parquet(batch)
@@ -83,3 +85,23 @@ def test_a_candidate_is_judged_on_its_grandparents_held_out_users_with_the_paren
                  str(registry.root)]) in (0, 3)  # fmt: skip
     out = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert out["reproduced"] is True and out["n"] == len(rows)
+
+
+def test_earlier_rows_are_left_out_where_the_parents_own_rows_had_a_nucleus(
+    registry: CheckpointRegistry, tmp_path: Path
+) -> None:
+    """The both-arms estimate is the centred one; a parent served with top-p < 1 is judged by the
+    clipped bound on its own rows alone, and the round goes on (it raised before)."""
+    learner = LearnerConfig(lr=5e-3, epochs=1, minibatches=2, micro_batch=32)
+    gate = GateConfig(min_gain=-100, max_kl=100, min_examples=8, min_users=2, eval_prompts=0)
+    options = round_options(registry, learner, gate, held_out=HELD_OUT, org="acme")
+    b0 = _acme_batch(tmp_path / "b0.parquet", registry, "t-0000", seed=0)
+    assert train_round(registry, "t-0000", [("b0", [b0])], "acme-0001", options, [])
+    nucleus = SamplingParams(max_tokens=6, top_p=0.9)
+    b1 = _acme_batch(tmp_path / "b1.parquet", registry, "acme-0001", seed=1, params=nucleus)
+    result = train_round(registry, "acme-0001", [("b1", [b1])], "acme-0002", options, [],
+                         earlier=[("b0", "t-0000", [b0])])  # fmt: skip
+    assert result is not None
+    evidence = result.candidate.evals["evidence"]
+    assert evidence["earlier_rows"] == 0 and evidence["rows"] == result.n_held_out
+    assert result.candidate.evals["n_earlier_held_out"] > 0  # read, then left out

@@ -60,19 +60,17 @@ exactly what it was without censoring. The canary's censored-share rule stays a 
 can only block.
 
 **Evidence an earlier checkpoint served: both arms off-policy.** A line's held-out users of
-rounds served by an earlier checkpoint (the parent's own parent, before its promotion) were
-never trained on by any line (one hold-out hash), so they may judge the parent's candidate too,
-and a small organisation gains power from them. Their rewards are then the earlier
-checkpoint's, not the parent's: taking their mean as the parent's value credits the candidate
-with every gain the parent already made (a candidate equal to its parent was promoted in 38 %
-of draws at a nominal 5 %, ``tests/release/test_offpolicy_parent.py``). The parent's value is
-estimated from them like the candidate's, with its own weights ``w_p`` against the row's
-behaviour (1 on the rows it served) and the same centred control variate, ``E[w_p] = 1``: the
-gain's pseudo-value is the difference of the two arms' linearisations, so the candidate's and
-the parent's weights on one interaction cancel where they agree and the variance is that of
-``w_c - w_p``, not of each. The mass a sample missed is credited at the worst reward for the
-candidate and at the best for the parent. Centred methods only (full support): clipping the
-parent's weights would lift the gain, not lower it.
+rounds an earlier checkpoint served (before the parent's promotion) were never trained on (one
+hold-out hash), so they may judge the parent's candidate too. Their rewards are the earlier
+checkpoint's: read as the parent's, they credit the candidate with the parent's own gain (an
+equal candidate was promoted in 38 % of draws at 5 %, ``tests/release/test_offpolicy_parent``).
+The parent's value is estimated from them like the candidate's, with its own weights ``w_p``
+(1 on the rows it served) and the same centred control variate: the pseudo-value is the
+difference of the two arms' linearisations, with the variance of ``w_c - w_p``. A sample's
+missed mass counts at the worst reward for the candidate, the best for the parent. The KL
+diagnostic is KL(parent || candidate), ``sum w_p (log w_p - log w_c) / sum w_p``: from the
+earlier checkpoint it would count the parent's own step too. Centred methods only: clipping
+the parent's weights would lift the gain.
 
 **The unit is the user.** One user's interactions share their taste and are dependent; users are
 the independent draws. An interaction without a user id is keyed by its session id when it has
@@ -134,9 +132,9 @@ validity rests on, is the estimand: the bound covers the clipped gain, which is 
 gain for every clip, so a clip never makes the bound promise more than the truth.
 
 **Diagnostics on the same weights.** ESS ``(sum w~)^2 / sum w~^2`` and the KL estimate
-``mean(-log w~)`` (an estimate of KL(behaviour || candidate) per interaction) use the clipped
-weights the estimate uses; the clip can only raise this KL estimate, so its limit is not loosened
-by the clip. ``clipped`` counts the interactions whose weight was cut.
+``mean(-log w~)`` (of KL(behaviour || candidate) per interaction) use the clipped weights the
+estimate uses; the clip can only raise this KL estimate, so its limit is not loosened by the
+clip. ``clipped`` counts the interactions whose weight was cut.
 """
 
 from __future__ import annotations
@@ -178,7 +176,7 @@ class Estimate:
     # earlier checkpoint served some of them, its own off-policy estimate (both arms)
     behaviour_mean: float
     ess: float  # effective sample size of the weights the estimate used, in (0, n]
-    kl: float  # mean over interactions of -log w: KL(behaviour || candidate), the same weights
+    kl: float  # mean -log w: KL(behaviour || candidate); from the parent where it did not serve
     n: int  # interactions used
     users: int  # independent units (users; see user_key)
     lower: float = float("nan")  # one-sided lower confidence bound of the gain at ``level``
@@ -286,12 +284,15 @@ def estimate_gain(users: Sequence[str] | np.ndarray,
     used_log_w = (np.minimum(log_w, _MAX_LOG_WEIGHT) if centred
                   else np.minimum(log_w, math.log(weight_cap)))  # fmt: skip
     w = np.exp(used_log_w)
-    w_parent = None
+    w_parent, kl = None, float(-used_log_w.mean())
     if parent_log_weights is not None:
-        log_p = np.asarray(parent_log_weights, dtype=np.float64)
+        log_p = np.minimum(np.asarray(parent_log_weights, dtype=np.float64), _MAX_LOG_WEIGHT)
         if len(log_p) != n or not np.all(np.isfinite(log_p)):
             raise ValueError("one finite parent log-weight per reward")
-        w_parent = np.exp(np.minimum(log_p, _MAX_LOG_WEIGHT))
+        w_parent = np.exp(log_p)
+        # KL(parent || candidate), weighted to the parent: the served policy's distance the
+        # limit is for (from the earlier checkpoint it would count the parent's step too)
+        kl = float(np.sum(w_parent * (log_p - used_log_w)) / np.sum(w_parent))
     value, behaviour, pseudo = _censored_ratio(w, np.where(scored, (r - reward_min) / span, 0.0),
                                                scored.astype(np.float64), centred,
                                                w_parent)  # fmt: skip
@@ -309,7 +310,7 @@ def estimate_gain(users: Sequence[str] | np.ndarray,
         value=reward_min + span * value,
         behaviour_mean=reward_min + span * behaviour,
         ess=float(w.sum() ** 2 / (w * w).sum()),
-        kl=float(-used_log_w.mean()),
+        kl=kl,
         n=n,
         users=groups,
         lower=lower,

@@ -111,3 +111,17 @@ def test_the_clipped_bound_refuses_a_parent_that_did_not_serve() -> None:
     with pytest.raises(ValueError, match="centred"):
         estimate_gain(["a", "b"], [0.0, 1.0], [0.0, 0.1], reward_min=0.0, reward_max=1.0,
                       method=METHOD, parent_log_weights=[0.1, 0.0])  # fmt: skip
+
+
+def test_the_kl_limit_reads_the_candidates_distance_from_its_parent() -> None:
+    """On the grandparent's rows, a candidate equal to its parent is 0 nats from it; measured
+    from the grandparent (as the rows' own weights say) it would be the parent's whole step."""
+    lineage = Lineage(GRANDPARENT, PARENT, PARENT)
+    old, _, parent_log_w = lineage.rounds(np.random.default_rng(2))
+    assert centred_estimate(old, parent_log_w).kl == pytest.approx(0.0, abs=1e-12)
+    assert centred_estimate(old).kl > 0.1  # KL(grandparent || candidate)
+    # a candidate one step further: the weighted estimate is near the exact KL(parent || cand)
+    step = Lineage(GRANDPARENT, PARENT, EQUAL)
+    old, _, parent_log_w = step.rounds(np.random.default_rng(3))
+    exact = float(np.sum(np.array(PARENT) * np.log(np.array(PARENT) / np.array(EQUAL))))
+    assert centred_estimate(old, parent_log_w).kl == pytest.approx(exact, abs=0.03)

@@ -216,6 +216,19 @@ def fresh(batch_ids: Sequence[str], attempts: Sequence[Sequence[str]]) -> list[s
     return [b for b in batch_ids if b not in tried]
 
 
+def _not_the_lines(example: Example, parent: CheckpointInfo, org_id: str | None,
+                   own_only: Sequence[str]) -> str | None:  # fmt: skip
+    """Why ``example`` is not for ``org_id``'s line (None: the shared line, which leaves out
+    ``own_only``'s organisations) trained from ``parent``, or None when it is."""
+    if example.rollout.model.tokenizer_sha256 != parent.model.tokenizer_sha256:
+        return "other_tokenizer"
+    if org_id is not None and example.org_id != org_id:
+        return "other_organisation"
+    if org_id is None and example.org_id in own_only:
+        return "own_only_organisation"
+    return None
+
+
 class TooFewExamples(ValueError):
     """The batches hold examples, but not enough to both train and hold out: more must come."""
 
@@ -245,12 +258,9 @@ def read_round(parent: CheckpointInfo, batches: Sequence[tuple[str, Sequence[str
                     f"{parent.checkpoint_id}'s: on-policy training reads its own checkpoint's"
                 )
             for example in (*read.examples, *read.censored):
-                if example.rollout.model.tokenizer_sha256 != parent.model.tokenizer_sha256:
-                    skipped["other_tokenizer"] += 1
-                elif org_id is not None and example.org_id != org_id:
-                    skipped["other_organisation"] += 1
-                elif org_id is None and example.org_id in own_only:
-                    skipped["own_only_organisation"] += 1
+                reason = _not_the_lines(example, parent, org_id, own_only)
+                if reason is not None:
+                    skipped[reason] += 1
                 else:
                     examples.append(example)
                     batch_of[_run_key(example)] = batch
@@ -289,11 +299,9 @@ def read_earlier(parent: CheckpointInfo, batches: Sequence[tuple[str, str, Seque
                 raise ValueError(f"batch {batch} holds {read.checkpoint_id}'s interactions, "
                                  f"not {checkpoint_id}'s as announced")  # fmt: skip
             for example in (*read.examples, *read.censored):
-                if example.rollout.model.tokenizer_sha256 != parent.model.tokenizer_sha256:
-                    skipped["other_tokenizer"] += 1
-                elif (org_id is not None and example.org_id != org_id) or (
-                        org_id is None and example.org_id in own_only):  # fmt: skip
-                    skipped["other_organisation"] += 1
+                reason = _not_the_lines(example, parent, org_id, own_only)
+                if reason is not None:
+                    skipped[reason] += 1
                 elif not example.user_id or not held_out(unit_of(example), held_out_fraction):
                     skipped["trained_side"] += 1
                 else:

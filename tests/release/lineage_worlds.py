@@ -34,12 +34,13 @@ class Lineage:
     interactions: int = 200  # a round's held-out interactions
     taste_sd: float = 0.2
     zipf: float = 1.1
+    scored: tuple[float, ...] | None = None  # each type's chance of an outcome (None: always)
 
     def world(self, served: tuple[float, ...]) -> World:
         return World("lineage", behaviour=served, candidate=self.candidate,
                      reward=(0.8, 0.3, 0.3), taste_sd=(0.0, self.taste_sd, self.taste_sd),
-                     users=self.users, interactions=self.interactions,
-                     zipf=self.zipf)  # fmt: skip
+                     users=self.users, interactions=self.interactions, zipf=self.zipf,
+                     scored=self.scored)  # fmt: skip
 
     def true_gain(self) -> float:
         return self.world(self.parent).true_gain()
@@ -47,13 +48,20 @@ class Lineage:
     def rounds(self, rng: np.random.Generator) -> tuple[Draw, Draw, np.ndarray]:
         """Round 1 (the grandparent's), round 2 (the parent's) from the same users, and round
         1's parent log-weights."""
+        old, (new,), parent_log_w = self.course(rng, 1)
+        return old, new, parent_log_w
+
+    def course(self, rng: np.random.Generator,
+               looks: int) -> tuple[Draw, list[Draw], np.ndarray]:  # fmt: skip
+        """Round 1 (the grandparent's), ``looks`` rounds of the parent's from the same users,
+        and round 1's parent log-weights."""
         old_world = self.world(self.grandparent)
         population = old_world.population(rng)
         old = old_world.draw(rng, population)
-        new = self.world(self.parent).draw(rng, population)
+        news = [self.world(self.parent).draw(rng, population) for _ in range(looks)]
         parent_log_w = (old.scored_by(self.parent).candidate_logprobs
                         - old.behaviour_logprobs).sum(1)  # fmt: skip
-        return old, new, parent_log_w
+        return old, news, parent_log_w
 
 
 def log_weights(draw: Draw) -> np.ndarray:
@@ -62,7 +70,8 @@ def log_weights(draw: Draw) -> np.ndarray:
 
 def centred_estimate(draw: Draw, parent_log_w: np.ndarray | None = None) -> Estimate:
     """The gate's centred estimate on ``draw`` (coins: rewards in [0, 1])."""
-    return estimate_gain(draw.users, [float(r) for r in draw.rewards], log_weights(draw),
+    rewards = [None if np.isnan(r) else float(r) for r in draw.rewards]  # NaN: censored
+    return estimate_gain(draw.users, rewards, log_weights(draw),
                          reward_min=0.0, reward_max=1.0, method=CENTRED_METHOD,
                          parent_log_weights=parent_log_w)  # fmt: skip
 

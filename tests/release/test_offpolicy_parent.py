@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from release.evidence import EvidenceRow, estimate_rows, evidence_bytes, read_evidence
+from release.gate import attempt_level
 from release.offpolicy_bound import CENTRED_METHOD, METHOD, estimate_gain
 from tests.release.lineage_worlds import (
     BETTER,
@@ -26,7 +27,9 @@ from tests.release.lineage_worlds import (
     Lineage,
     centred_estimate,
     decisions,
+    log_weights,
 )
+from tests.release.worlds import promoted
 
 ALPHA = 0.05
 TRIALS = 600
@@ -44,8 +47,10 @@ def _options() -> dict[str, Any]:
     "lineage",
     [Lineage(GRANDPARENT, PARENT, EQUAL),
      Lineage(GRANDPARENT, PARENT, EQUAL, users=(10, 20), interactions=400, taste_sd=0.45,
-             zipf=1.5)],
-    ids=["20-30 users", "10-20 users, strong tastes, steep activity"],
+             zipf=1.5),
+     Lineage(GRANDPARENT, PARENT, EQUAL, scored=(0.9, 0.5, 0.5))],
+    ids=["20-30 users", "10-20 users, strong tastes, steep activity",
+         "censored: the liked type scored 90 %, the others 50 %"],
 )  # fmt: skip
 def test_a_candidate_no_better_than_its_parent_is_promoted_at_most_at_the_level(
     lineage: Lineage,
@@ -125,3 +130,30 @@ def test_the_kl_limit_reads_the_candidates_distance_from_its_parent() -> None:
     old, _, parent_log_w = step.rounds(np.random.default_rng(3))
     exact = float(np.sum(np.array(PARENT) * np.log(np.array(PARENT) / np.array(EQUAL))))
     assert centred_estimate(old, parent_log_w).kl == pytest.approx(exact, abs=0.03)
+
+
+def test_retries_on_a_parent_with_earlier_evidence_keep_the_family_rate() -> None:
+    """Three attempts on one parent, the k-th on round 1's users and k rounds of the parent's,
+    at its attempt's level: a candidate no better than the parent is promoted at any of them at
+    most at the level; read naively (round 1's rewards as the parent's), far above."""
+    lineage = Lineage(GRANDPARENT, PARENT, EQUAL)
+    rng = np.random.default_rng(8)
+    family = {"both arms": 0, "naive": 0}
+    for _ in range(TRIALS):
+        old, news, parent_log_w = lineage.course(rng, 3)
+        hit = dict.fromkeys(family, False)
+        for k in range(1, 4):
+            both = sum(news[:k], old)
+            parent = np.concatenate([parent_log_w, np.zeros(len(both.users) - len(old.users))])
+            level = attempt_level(0.95, k)
+            for name, weights in (("both arms", parent), ("naive", None)):
+                estimate = estimate_gain(both.users, [float(r) for r in both.rewards],
+                                         log_weights(both), reward_min=0.0, reward_max=1.0,
+                                         method=CENTRED_METHOD, level=level,
+                                         parent_log_weights=weights)  # fmt: skip
+                hit[name] |= promoted(estimate)
+        for name in family:
+            family[name] += hit[name]
+    rates = {name: count / TRIALS for name, count in family.items()}
+    assert rates["both arms"] <= _limit(TRIALS), rates
+    assert rates["naive"] > _limit(TRIALS), rates

@@ -1,14 +1,14 @@
-"""The order in which the suite's test files reach the two workers: longest first.
+"""The order in which the suite's test files reach the workers: longest first.
 
 ``scripts/test`` runs pytest-xdist with ``--dist loadfile`` and ``--no-loadscope-reorder``: a
 worker that runs low on tests takes the next file in this order, so the order decides the
 suite's tail. xdist's own order (most tests first) put the files of two or three long tests,
 the whole-loop and llama.cpp ones, last, where one of them ran alone at the end. Longest first
-is the classic greedy schedule, within 4/3 of the best for two workers.
+is the classic greedy schedule, within 4/3 of the best for any number of workers.
 
-The figures are each file's seconds in a full run on CI's two cores (setup, call and teardown
-of its tests together; ``scripts/test``'s ``--durations``); a file not listed goes after them,
-in xdist's order, since each of the others took under 15 s.
+The figures are each file's seconds in a full run on CI's two cores and two workers (setup,
+call and teardown of its tests together; ``scripts/test``'s ``--durations``); a file not listed
+goes after them, in xdist's order, since each of the others took under 15 s.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ servers' resident memory together after the run.
 
     python bench/org_serving.py [--orgs 2 4 8] [--requests 64] [--in-flight 16] [--poll 0]
                                 [--layout each|shared|both] [--mixes uniform weighted]
+                                [--threads-each 2 1]
 
 Needs the built server (``python -m llamacpp.build``) and SmolLM2's GGUF (``rtrl models fetch
 smollm2-135m``). Figures to stdout and ``bench/out/org_serving.json``.
@@ -129,10 +130,13 @@ def layouts(adapters: list[Path], args: argparse.Namespace
     organisation's requests go."""
     n, threads, fields = len(adapters), args.threads, {"slots": args.in_flight, "poll": args.poll}
     names = tuple(str(i) for i in range(n))
-    each = threads_per_server(threads, n)
+    even = [threads_per_server(threads, n)] * n
+    each = even if args.threads_each is None else (args.threads_each + even)[:n]
+    label = f"{each[0]} thread{'s' if each[0] > 1 else ''} each" if each == even else (
+        "threads " + "/".join(map(str, each)))  # fmt: skip
     out = {
-        f"a server each ({each} thread{'s' if each > 1 else ''} each)": (
-            [{"threads": each, "lora": a, **fields} for a in adapters],
+        f"a server each ({label})": (
+            [{"threads": t, "lora": a, **fields} for t, a in zip(each, adapters, strict=True)],
             [Target(i, None) for i in range(n)],
         ),
         f"one server ({threads} threads, adapter per request)": (
@@ -183,6 +187,13 @@ def main() -> int:
         type=int,
         help="llama-server's --poll for every server (0: idle "
         "threads sleep instead of spinning; default: llama.cpp's 50)",
+    )
+    ap.add_argument(
+        "--threads-each",
+        type=int,
+        nargs="+",
+        help="threads of each organisation's server in a server each, largest first (default: "
+        "--threads divided evenly; more than --threads in all oversubscribes the cores)",
     )
     ap.add_argument("--layout", choices=("each", "shared", "both"), default="both")
     ap.add_argument("--mixes", nargs="+", default=["uniform", "weighted"])

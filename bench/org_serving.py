@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,12 +86,23 @@ def request_orgs(requests: int, weights: list[float], seed: int = 0) -> list[int
     return order
 
 
-async def drive(urls: list[str], targets: list[Target], orgs: list[int], in_flight: int,
+Route = Callable[[int, list[int]], Target]
+"""Where a request of an organisation goes, given each server's requests in flight."""
+
+
+def fixed(targets: list[Target]) -> Route:
+    """Each organisation's requests to its own target, however busy the servers are."""
+    return lambda org, _busy: targets[org]
+
+
+async def drive(urls: list[str], route: Route, orgs: list[int], in_flight: int,
                 max_tokens: int) -> tuple[int, list[float]]:  # fmt: skip
-    """Every request of ``orgs`` sent by ``in_flight`` clients; (tokens, each latency in s)."""
+    """Every request of ``orgs`` sent by ``in_flight`` clients, each where ``route`` says;
+    (tokens, each latency in s)."""
     queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
     for n, org in enumerate(orgs):
         queue.put_nowait((n, org))
+    busy = [0] * len(urls)
     tokens, latencies = 0, []
     async with httpx.AsyncClient(timeout=900) as http:
 
@@ -98,16 +110,18 @@ async def drive(urls: list[str], targets: list[Target], orgs: list[int], in_flig
             nonlocal tokens
             while not queue.empty():
                 n, org = queue.get_nowait()
-                target = targets[org]
+                target = route(org, busy)
                 body = {"prompt": PROMPT.format(n=n) + "<|im_start|>assistant\n",
                         "n_predict": max_tokens, "temperature": 0.7, "ignore_eos": True,
                         "seed": n}  # fmt: skip
                 if target.lora is not None:
                     body["lora"] = target.lora
+                busy[target.server] += 1
                 t0 = time.monotonic()
                 answer = await http.post(f"{urls[target.server]}/completion", json=body)
                 answer.raise_for_status()
                 latencies.append(time.monotonic() - t0)
+                busy[target.server] -= 1
                 tokens += int(answer.json()["tokens_predicted"])
 
         await asyncio.gather(*(client() for _ in range(in_flight)))
@@ -159,9 +173,9 @@ def measure(binary: Path, gguf: Path, servers: list[dict[str, Any]], targets: li
                                        log_dir / f"server-{port}.log"))  # fmt: skip
         urls = [s.url for s in started]
         warm = sorted(set(orgs))
-        asyncio.run(drive(urls, targets, warm, len(warm), 4))  # every target once
+        asyncio.run(drive(urls, fixed(targets), warm, len(warm), 4))  # every target once
         t0 = time.monotonic()
-        tokens, latencies = asyncio.run(drive(urls, targets, orgs, args.in_flight,
+        tokens, latencies = asyncio.run(drive(urls, fixed(targets), orgs, args.in_flight,
                                               args.max_tokens))  # fmt: skip
         seconds = time.monotonic() - t0
         cut = statistics.quantiles(latencies, n=20)

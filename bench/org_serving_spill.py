@@ -28,9 +28,8 @@ from _common import quiet_port_block, reexec_in_venv, write_results  # noqa: E40
 
 reexec_in_venv(__file__)
 
-import httpx  # noqa: E402
 from llamacpp_servers import seeded_adapters  # noqa: E402
-from org_serving import PROMPT, Target, measure, request_orgs, shares  # noqa: E402
+from org_serving import Route, Target, drive, measure, request_orgs, shares  # noqa: E402
 
 from infra.kafka_dist import default_cache_root  # noqa: E402
 from llamacpp.build import server_binary  # noqa: E402
@@ -41,38 +40,20 @@ from models.catalog import fetch, models_dir  # noqa: E402
 NAMES = ("0", "1")
 
 
-async def drive(urls: list[str], orgs: list[int], in_flight: int, max_tokens: int,
-                slack: int) -> tuple[int, list[float], int]:  # fmt: skip
-    """Every request of ``orgs`` by ``in_flight`` clients, spilled as the module says; (tokens,
-    latencies, requests spilled)."""
-    queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
-    for n, org in enumerate(orgs):
-        queue.put_nowait((n, org))
-    busy = [0] * len(urls)
-    tokens, latencies, spilled = 0, [], 0
-    async with httpx.AsyncClient(timeout=900) as http:
+def spill(slack: int, spilled: list[int]) -> Route:
+    """Each organisation's requests to its own server unless that one has more than ``slack``
+    in flight beyond the least busy, which then takes them; each spill appended to
+    ``spilled``."""
 
-        async def client() -> None:
-            nonlocal tokens, spilled
-            while not queue.empty():
-                n, org = queue.get_nowait()
-                home = org % len(urls)
-                least = min(range(len(urls)), key=lambda s: busy[s])
-                server = home if busy[home] <= busy[least] + slack else least
-                spilled += server != home
-                busy[server] += 1
-                body = {"prompt": PROMPT.format(n=n) + "<|im_start|>assistant\n",
-                        "n_predict": max_tokens, "temperature": 0.7, "ignore_eos": True,
-                        "seed": n, "lora": adapter_scales(NAMES, NAMES[org])}  # fmt: skip
-                t0 = time.monotonic()
-                answer = await http.post(f"{urls[server]}/completion", json=body)
-                answer.raise_for_status()
-                latencies.append(time.monotonic() - t0)
-                tokens += int(answer.json()["tokens_predicted"])
-                busy[server] -= 1
+    def route(org: int, busy: list[int]) -> Target:
+        home = org % len(busy)
+        least = min(range(len(busy)), key=lambda s: busy[s])
+        server = home if busy[home] <= busy[least] + slack else least
+        if server != home:
+            spilled.append(org)
+        return Target(server, adapter_scales(NAMES, NAMES[org]))
 
-        await asyncio.gather(*(client() for _ in range(in_flight)))
-    return tokens, latencies, spilled
+    return route
 
 
 def main() -> int:
@@ -102,10 +83,14 @@ def main() -> int:
                     )
                     servers.append(LlamaServer(config, Path(tmp) / f"server-{port}.log"))
                 urls = [s.url for s in servers]
-                asyncio.run(drive(urls, [0, 1], 2, 4, len(urls)))  # each adapter once
+                asyncio.run(drive(urls, spill(len(urls), []), [0, 1], 2, 4))  # each once
                 orgs = request_orgs(args.requests, shares(2, mix))
                 t0 = time.monotonic()
-                tokens, latencies, spilled = asyncio.run(drive(urls, orgs, 16, 64, args.slack))
+                spills: list[int] = []
+                tokens, latencies = asyncio.run(
+                    drive(urls, spill(args.slack, spills), orgs, 16, 64)
+                )
+                spilled = len(spills)
                 rate = tokens / (time.monotonic() - t0)
             finally:
                 for server in servers:

@@ -230,6 +230,6 @@ def test_a_grammar_with_another_sampler_is_refused_with_its_reason(
 def test_the_server_binary_is_named_by_its_patches() -> None:
     from llamacpp.build import patch_files, patches_digest
 
-    assert [p.name for p in patch_files()] == ["grammar-first.patch"]
+    assert [p.name for p in patch_files()] == ["grammar-first.patch", "unity-build.patch"]
     assert BINARY.name.startswith("llama-server-") and len(patches_digest()) == 64
     assert Path(BINARY).is_file()

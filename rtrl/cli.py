@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from infra.cli import explain
 from infra.kafka_errors import KafkaRefused
-from infra.lifetime import dump_stacks_on_signal
+from infra.lifetime import dump_stacks_on_signal, forget_interrupt_in_string_exec
 from rtrl.config_cli import apply_config
 from rtrl.loop_config import ENV, load_loop_config
 
@@ -142,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
+        forget_interrupt_in_string_exec()  # else `python -m rtrl.cli` may exit -2, not 130
         return 130
     except KafkaRefused as exc:  # an ACL or the credentials: the sentence says which and why
         if args.verbose:

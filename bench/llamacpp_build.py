@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,19 +33,19 @@ from infra.kafka_dist import default_cache_root  # noqa: E402
 from llamacpp.build import (  # noqa: E402
     JOBS,
     TARGET,
+    UNITY_BUILD,
     cmake_options,
+    compile_server,
     engine_dir,
     ensure_source,
     patched_source,
 )
 
-UNITY = "-DCMAKE_UNITY_BUILD=ON"
-
 
 def options(variant: str) -> list[str]:
     """The configure options of a variant: the shipped ones, or those without the unity flag."""
     shipped = list(cmake_options())
-    return shipped if variant == "unity" else [o for o in shipped if o != UNITY]
+    return shipped if variant == "unity" else [o for o in shipped if o != UNITY_BUILD]
 
 
 def children_cpu_s() -> float:
@@ -59,15 +58,11 @@ def build(src: Path, variant: str, jobs: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"llama-build-{variant}-") as tmp:
         out = Path(tmp)
         began, cpu = time.monotonic(), children_cpu_s()
-        for cmd in (
-            ["cmake", "-S", str(src), "-B", str(out), *options(variant)],
-            ["cmake", "--build", str(out), "--target", TARGET, "-j", str(jobs)],
-        ):
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        binary = compile_server(src, out, options(variant), jobs)
         wall, cpu = time.monotonic() - began, children_cpu_s() - cpu
         steps = sum(1 for line in (out / ".ninja_log").read_text().splitlines()
                     if not line.startswith("#"))  # fmt: skip
-        assert (out / "bin" / TARGET).is_file()
+        assert binary.is_file()
     return {"variant": variant, "steps": steps, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
 
 

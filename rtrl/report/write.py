@@ -27,7 +27,7 @@ from rtrl.run.clock import STAGES
 
 if TYPE_CHECKING:
     from rtrl.run.rounds import TrainingRounds
-    from rtrl.worlds.agent_world import AgentOutcome
+    from rtrl.worlds.agent_world import ClosingRuns
     from warehouse.report import ReportRow
 
 SOLVED_METRIC = "tasks_solved_per_interaction"
@@ -86,17 +86,23 @@ def ab_tests(experiment: str, closing: bool, rows: Sequence[ReportRow]) -> list[
     return tests
 
 
-def solved_metric(runs: Sequence[AgentOutcome], test: AbTest) -> Metric:
+def solved_metric(truth: ClosingRuns, test: AbTest) -> Metric:
     """The agent world's primary metric in its closing A/B, by the world's truth (the hidden
-    tests on the repository each run left; ``rtrl.worlds.agent_ab``)."""
+    tests on the repository each run left; ``rtrl.worlds.agent_ab``), its interval at the
+    bound of the look the test stopped at."""
     from rtrl.worlds.agent_ab import solved_change
     from rtrl.worlds.agent_world import arm_of
 
-    ch = solved_change(((arm_of(o), o.user_id, o.solved) for o in runs), test.control_arm,
-                       test.treatment_arm)  # fmt: skip
-    return Metric(name=SOLVED_METRIC, label="tasks solved per interaction (the hidden tests)",
+    look = truth.look
+    z = {"z": look.bound} if look is not None else {}  # and its p-value: the look's
+    ch = solved_change(((arm_of(o), o.user_id, o.solved) for o in truth.runs), test.control_arm,
+                       test.treatment_arm, **z)  # fmt: skip
+    where = f"; look {look.look} of {look.looks}, |z| bound {look.bound:.3f}" if look else ""
+    label = f"tasks solved per interaction (the hidden tests{where})"
+    return Metric(name=SOLVED_METRIC, label=label,
                   control=ch.control, treatment=ch.treatment, change=ch.relative,
-                  ci_low=ch.ci_low, ci_high=ch.ci_high, p=ch.p_value)  # fmt: skip
+                  ci_low=ch.ci_low, ci_high=ch.ci_high,
+                  p=look.p_value if look is not None else ch.p_value)  # fmt: skip
 
 
 def build_summary(rounds: TrainingRounds, rows: list[Round], experiment: str, closing: bool,
@@ -109,7 +115,7 @@ def build_summary(rounds: TrainingRounds, rows: list[Round], experiment: str, cl
                           held.get(c.checkpoint_id))
                for c in rounds.registry.list()]  # fmt: skip
     tests = ab_tests(experiment, closing, ab)
-    if closing and rounds.closing_runs:
+    if closing and rounds.closing_runs.runs:
         tests = [t.model_copy(update={"metrics": [solved_metric(rounds.closing_runs, t),
                                                   *t.metrics]}) for t in tests]  # fmt: skip
     return RunSummary(

@@ -35,7 +35,7 @@ from agent.tasks import Task
 from ingest.sdk import Client
 from models.sampling import SamplingParams
 from rtrl.run.gateway import GatewaySetup, gateway
-from rtrl.worlds.agent_world import AgentOutcome, AgentWorldSettings, arm_of, play_agent_ab
+from rtrl.worlds.agent_world import AgentWorldSettings, ClosingRuns, arm_of, play_agent_ab
 from rtrl.worlds.code_world import play_users, round_asks
 from rtrl.worlds.http_users import ask_all
 from rtrl.worlds.token_users import POPULATIONS, TASKS, Population
@@ -111,17 +111,19 @@ def run_final_ab(setup: GatewaySetup, first: str, last: str, client: Client,
                  population: Population | None, users: int, params: SamplingParams,
                  log_file: Path, agent: AgentWorldSettings | None = None,
                  experiment: str = EXPERIMENT,
-                 agent_runs: list[AgentOutcome] | None = None) -> Counter[str]:  # fmt: skip
+                 truth: ClosingRuns | None = None) -> Counter[str]:  # fmt: skip
     """Start the gateway with the split, play ``users`` users (two asks each) through it, stop
     it; the interactions per arm. ``population`` None: the code world's text users, or with
-    ``agent`` the agent world's, whose runs are appended to ``agent_runs`` when given (the
+    ``agent`` the agent world's, whose runs and last look are kept in ``truth`` when given (the
     world's truth: tasks solved)."""
     split = ["--experiment", experiment, "--arms", arms(first, last), "--no-follow"]
     with gateway(setup, last, split, log_file) as http:
         if agent is not None:
-            outcomes = play_agent_ab(http, client, users, 2, setup.seed, agent)
-            if agent_runs is not None:
-                agent_runs.extend(outcomes)
+            outcomes, look = play_agent_ab(http, client, users, 2, setup.seed, agent,
+                                           (CONTROL, TREATMENT))  # fmt: skip
+            if truth is not None:
+                truth.runs.extend(outcomes)
+                truth.look = look
             return Counter(arm_of(o) for o in outcomes)
         if population is None:
             return play_code_ab(http, client, users, 2, setup.seed, params)

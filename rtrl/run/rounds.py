@@ -30,7 +30,7 @@ from rtrl.run.clock import CycleClock
 from rtrl.run.gate_floor import gate_minimums
 from rtrl.run.gateway import GatewaySetup, deliver_rollouts, gateway, refused_rollouts
 from rtrl.run.procs import run_stage
-from rtrl.worlds.agent_world import AgentOutcome, AgentWorldSettings
+from rtrl.worlds.agent_world import AgentWorldSettings, ClosingRuns
 from rtrl.worlds.code_world import CodeWorldSettings, PassRate, rate_text
 from rtrl.worlds.http_users import serving
 from rtrl.worlds.token_reader import SIMULATED
@@ -81,7 +81,7 @@ class TrainingRounds:
     _refused_before: int | None = None  # the gateway's count when the round began
     # when the last user's last event was sent (time.monotonic()): the windows close from there
     played_until: float | None = None
-    closing_runs: list[AgentOutcome] = field(default_factory=list)  # the agent world's A/B's
+    closing_runs: ClosingRuns = field(default_factory=ClosingRuns)  # the agent world's A/B's
     vocab_size: int = 0
     _http: httpx.Client | None = None
     _gateway: ExitStack = field(default_factory=ExitStack)

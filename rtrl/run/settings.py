@@ -111,9 +111,10 @@ class RunSettings:
         metadata=_help(
             "users of the closing A/B test, two asks each: the last promoted checkpoint "
             f"against the first through the gateway's split (default 1000, code world "
-            f"{_CODE.ab_users}, agent world {_AGENT.ab_users}: sized for 95 percent power to "
-            f"detect tasks solved rising from {_AGENT.ab_base_rate:.3f} by {_AGENT.ab_effect:.2f}; "
-            "0: none)"
+            f"{_CODE.ab_users}, agent world {_AGENT.ab_users} at most: sized for 95 percent power "
+            f"to detect tasks solved rising from {_AGENT.ab_base_rate:.3f} by "
+            f"{_AGENT.ab_effect:.2f}, and stopped at the half where tasks solved has already "
+            "crossed its O'Brien-Fleming bound; 0: none)"
         ),
     )
     max_tokens: int | None = field(
@@ -354,8 +355,10 @@ class RunPlan:
         held = held_per_task(per_task, a.held_out)
         sized = (f"sized for {AB_POWER * 100:.0f} % power to detect tasks solved rising from "
                  f"{a.ab_base_rate:.3f} to {a.ab_base_rate + a.ab_effect:.3f} (two-sided 5 %, "
-                 f"{a.ab_users} runs an arm)" if self.settings.ab_users is None
+                 f"{a.ab_users} runs an arm at most)" if self.settings.ab_users is None
                  else "as --ab-users says")  # fmt: skip
+        bounds = ", ".join(f"{b:.3f}" for b in a.ab_bounds)
+        sized += f", looked at {len(a.ab_bounds)} time(s) with |z| bounds {bounds}"
         return (f"agent world: tasks {', '.join(a.tasks)}, {per_task} runs of each a round "
                 f"({held} of each held out); closing A/B {self.ab_users} users, two runs each, "
                 f"{sized}")  # fmt: skip

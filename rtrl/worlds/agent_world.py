@@ -28,9 +28,10 @@ v1 a solved task earns about +2, a wrong edit -2, no edit -1, less 0.5 per inval
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -41,11 +42,13 @@ from agent.tasks import Task, get_task
 from agent.tool_agent import AgentRun, AgentSettings, run_agent
 from agent.tool_schemas import CALL_MAX_TOKENS
 from agent.workspace import Workspace
+from rtrl.worlds.agent_ab import Look, Run, play_in_looks
 from rtrl.worlds.agent_groups import balanced_asks, cycled_tasks
 from rtrl.worlds.code_world import CodeWorldSettings
 from rtrl.worlds.http_users import LOOK_AGAIN_S, Emitter, Later
 from rtrl.worlds.text_users import Reaction, by_rule, later_events, now_events
 from rtrl.worlds.user_pool import user_pool
+from stats.group_sequential import max_size_ratio, obrien_fleming
 from stats.power import runs_per_arm
 
 if TYPE_CHECKING:
@@ -77,6 +80,11 @@ AB_EFFECT = 0.15
 world's rounds moved SmolLM2's users' pass rate (0.15 to 0.48, ``bench/RESULTS.md``); the agent
 world's two rounds under reward v1 moved it by 0, which is what this world's changes address."""
 AB_POWER = 0.95
+AB_LOOKS = 2
+"""Looks at the closing A/B: at half its users and at all of them, under O'Brien-Fleming
+bounds (``stats.group_sequential``: 2.797 and 1.977), so that a clear effect ends it at the
+half. The planned users grow by 0.7 % for the same power; ``bench/ab_group_sequential.py``
+measures the users it saves on the effects the seeds showed."""
 
 
 class AgentWorldSettings(BaseModel):
@@ -101,6 +109,7 @@ class AgentWorldSettings(BaseModel):
     constrained: bool = Field(True, description="valid actions by construction (tool_choice)")
     ab_base_rate: float = Field(AB_BASE_RATE, gt=0, lt=1)
     ab_effect: float = Field(AB_EFFECT, gt=0, lt=1)
+    ab_looks: int = Field(AB_LOOKS, ge=1, le=5, description="looks at the closing A/B (1: fixed)")
     learner: tuple[str, ...] = _with_option(
         CodeWorldSettings.model_fields["learner"].default, "--target-kl", "0.002"
     )
@@ -116,11 +125,20 @@ class AgentWorldSettings(BaseModel):
 
     @property
     def ab_users(self) -> int:
-        """The closing A/B's users, two runs each, so its runs per arm: sized in advance for
-        ``AB_POWER`` to detect tasks solved moving from ``ab_base_rate`` by ``ab_effect``
-        (``stats.power.runs_per_arm``, two-sided 5 %)."""
-        return runs_per_arm(self.ab_base_rate, self.ab_base_rate + self.ab_effect,
-                            power=AB_POWER)  # fmt: skip
+        """The closing A/B's users at most, two runs each, so its runs per arm: sized in
+        advance for ``AB_POWER`` to detect tasks solved moving from ``ab_base_rate`` by
+        ``ab_effect`` (``stats.power.runs_per_arm``, two-sided 5 %), times what its looks cost
+        in power (``stats.group_sequential.max_size_ratio``)."""
+        fixed = runs_per_arm(self.ab_base_rate, self.ab_base_rate + self.ab_effect,
+                             power=AB_POWER)  # fmt: skip
+        if self.ab_looks == 1:
+            return fixed
+        return math.ceil(fixed * max_size_ratio(self.ab_bounds, power=AB_POWER))
+
+    @property
+    def ab_bounds(self) -> tuple[float, ...]:
+        """The closing A/B's bound on tasks solved's ``|z|`` at each look."""
+        return obrien_fleming(self.ab_looks)
 
     def task_list(self) -> tuple[Task, ...]:
         return tuple(get_task(name) for name in self.tasks)
@@ -154,6 +172,15 @@ class AgentOutcome:
     @property
     def solved(self) -> bool:
         return self.graded is not None and self.graded.passed
+
+
+@dataclass
+class ClosingRuns:
+    """The agent world's closing A/B by its truth: every run, and the look it stopped at
+    (``play_agent_ab``; None before it is played)."""
+
+    runs: list[AgentOutcome] = field(default_factory=list)
+    look: Look | None = None
 
 
 def openai_client(http: httpx.Client) -> Any:
@@ -285,13 +312,25 @@ def figures_text(t: Counter[str]) -> str:
 
 def play_agent_ab(
     http: httpx.Client, client: Emitter, users: int, per_user: int, seed: int,
-    settings: AgentWorldSettings, concurrency: int = 32,
-) -> list[AgentOutcome]:  # fmt: skip
+    settings: AgentWorldSettings, arms: tuple[str, str], concurrency: int = 32,
+) -> tuple[list[AgentOutcome], Look]:  # fmt: skip
     """The closing A/B test's users, ``per_user`` runs each, through the gateway's split (each
-    user's runs stay in one arm: the split hashes the user id); every run's outcome."""
+    user's runs stay in one arm: the split hashes the user id), in ``settings.ab_looks`` equal
+    shares: after each share, tasks solved is looked at (``rtrl.worlds.agent_ab.solved_look``)
+    and the test stops at the first look that crosses its bound; ``arms``: the control's
+    and the treatment's names. Every run's outcome, and the look it stopped at."""
     drawn = cycled_tasks(users * per_user, settings.task_list(), seed)
     asks = [(f"u_agentab{seed}_{n // per_user:05d}", task) for n, task in enumerate(drawn)]
-    return play_agents(http, client, asks, settings, concurrency)
+    outcomes: list[AgentOutcome] = []
+
+    def play(start: int, stop: int) -> list[Run]:
+        share = play_agents(http, client, asks[start * per_user : stop * per_user], settings,
+                            concurrency)  # fmt: skip
+        outcomes.extend(share)
+        return [(arm_of(o), o.user_id, o.solved) for o in share]
+
+    look = play_in_looks(users, settings.ab_bounds, arms, play)
+    return outcomes, look
 
 
 def arm_of(outcome: AgentOutcome) -> str:

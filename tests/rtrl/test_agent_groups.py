@@ -4,6 +4,7 @@ reward configuration by default."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import pytest
@@ -13,6 +14,7 @@ from rtrl.run.loop import run_reward
 from rtrl.run.settings import RunSettings
 from rtrl.worlds.agent_groups import balanced_asks, held_per_task
 from rtrl.worlds.agent_world import AgentWorldSettings, round_asks
+from stats.group_sequential import max_size_ratio, obrien_fleming
 from stats.power import runs_per_arm
 from trainer.round_examples import held_out
 
@@ -38,10 +40,14 @@ def test_a_round_rounds_its_users_down_to_whole_groups() -> None:
 def test_the_agent_plan_sizes_its_closing_ab_by_the_power_rule_and_says_so() -> None:
     plan = RunSettings(world="agent").plan()
     a = plan.agent
-    assert plan.ab_users == runs_per_arm(a.ab_base_rate, a.ab_base_rate + a.ab_effect, 0.05, 0.95)
+    fixed = runs_per_arm(a.ab_base_rate, a.ab_base_rate + a.ab_effect, 0.05, 0.95)
+    looks = obrien_fleming(a.ab_looks)
+    assert plan.ab_users == math.ceil(fixed * max_size_ratio(looks, power=0.95)) > fixed
     assert plan.round_users == len(a.tasks) * a.runs_per_task
     design = plan.agent_design()
     assert design is not None and f"closing A/B {plan.ab_users} users" in design
+    assert f"looked at {a.ab_looks} time(s) with |z| bounds {looks[0]:.3f}" in design
+    assert AgentWorldSettings(ab_looks=1).ab_users == fixed
     assert RunSettings(world="agent", ab_users=10).plan().ab_users == 10
     assert RunSettings(world="code").plan().agent_design() is None
 

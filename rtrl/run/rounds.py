@@ -186,7 +186,8 @@ class TrainingRounds:
 
         assert self._http is not None
         with self.clock.stage("serve"), Client(self.sdk) as client:
-            asks = round_asks(self.interactions, self.seed * 1000 + number, self.agent)
+            asks = round_asks(self.interactions, self.seed * 1000 + number, self.sdk.org_id,
+                              self.agent)  # fmt: skip
             outcomes = play_agents(self._http, client, asks, self.agent)
             left = client.flush(timeout=60)
         self.played_until = time.monotonic()

@@ -7,6 +7,9 @@ its ``--held-out`` share). Drawn at random, a task's runs and its held-out share
 a task with one run has no group, a task with all its runs held out trains nothing. So the
 world names its users so that the hash puts exactly ``held_per_task`` of each task's ``k`` on
 the held-out side: it tries ids in a fixed order and keeps the first that fall on each side.
+The hash is of the user as the learner keys it, within its organisation
+(``release.offpolicy_bound.user_key`` with the ``org_id``): the same id in another
+organisation is another user, and may fall on the other side.
 """
 
 from __future__ import annotations
@@ -31,12 +34,13 @@ def held_per_task(runs_per_task: int, fraction: float) -> int:
     return min(max(1, round(runs_per_task * fraction)), runs_per_task - 1)
 
 
-def task_users(prefix: str, runs: int, held: int, fraction: float) -> list[str]:
-    """``runs`` user ids starting with ``prefix``, the first ``held`` of which the learner
-    holds out at ``fraction`` and the others it trains on (ids tried in order: reproducible).
+def task_users(prefix: str, runs: int, held: int, fraction: float, org_id: str) -> list[str]:
+    """``runs`` user ids of ``org_id`` starting with ``prefix``, the first ``held`` of which the
+    learner holds out at ``fraction`` and the others it trains on (ids tried in order:
+    reproducible).
 
-    >>> ids = task_users("u_t", 4, 1, 0.3)
-    >>> [held_out(user_key(u, None, ""), 0.3) for u in ids]
+    >>> ids = task_users("u_t", 4, 1, 0.3, "acme")
+    >>> [held_out(user_key(u, None, "", "acme"), 0.3) for u in ids]
     [True, False, False, False]
     """
     kept: list[str] = []
@@ -45,27 +49,27 @@ def task_users(prefix: str, runs: int, held: int, fraction: float) -> list[str]:
     while len(kept) < held or len(trained) < runs - held:
         user = f"{prefix}_{n:04d}"
         n += 1
-        side = kept if held_out(user_key(user, None, ""), fraction) else trained
+        side = kept if held_out(user_key(user, None, "", org_id), fraction) else trained
         if len(side) < (held if side is kept else runs - held):
             side.append(user)
     return kept + trained
 
 
-def balanced_asks(tasks: Sequence[Task], runs_per_task: int, fraction: float,
-                  seed: int) -> list[tuple[str, Task]]:  # fmt: skip
-    """``runs_per_task`` users for each of ``tasks``, ``held_per_task`` of each held out, in an
-    order shuffled by ``seed`` (so that the gateway's batches mix tasks); the ids are the
-    round's own (``seed``).
+def balanced_asks(tasks: Sequence[Task], runs_per_task: int, fraction: float, seed: int,
+                  org_id: str) -> list[tuple[str, Task]]:  # fmt: skip
+    """``runs_per_task`` users of ``org_id`` for each of ``tasks``, ``held_per_task`` of each
+    held out, in an order shuffled by ``seed`` (so that the gateway's batches mix tasks); the
+    ids are the round's own (``seed``).
 
     >>> from agent.tasks import get_task
-    >>> asks = balanced_asks([get_task("add"), get_task("first")], 3, 0.3, 7)
+    >>> asks = balanced_asks([get_task("add"), get_task("first")], 3, 0.3, 7, "acme")
     >>> sorted(t.function for _, t in asks)
     ['add', 'add', 'add', 'first', 'first', 'first']
     """
     held = held_per_task(runs_per_task, fraction)
     asks = [(user, task) for task in tasks
             for user in task_users(f"u_agent{seed}_{task.function}", runs_per_task, held,
-                                   fraction)]  # fmt: skip
+                                   fraction, org_id)]  # fmt: skip
     random.Random(seed).shuffle(asks)
     return asks
 

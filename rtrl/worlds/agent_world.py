@@ -250,19 +250,19 @@ def play_agents(
     return outcomes
 
 
-def round_asks(users: int, seed: int,
+def round_asks(users: int, seed: int, org_id: str,
                settings: AgentWorldSettings | None = None) -> list[tuple[str, Task]]:  # fmt: skip
-    """A round's users: the same number of runs for each of the world's tasks (``users`` //
-    tasks, at least one), as many of each held out (``rtrl.worlds.agent_groups``); the
-    user ids are the round's own (``seed``), so that no run's text is ever found under another
-    round's user.
+    """A round's users, of ``org_id`` (the organisation whose API key the runs use): the same
+    number of runs for each of the world's tasks (``users`` // tasks, at least one), as many of
+    each held out (``rtrl.worlds.agent_groups``); the user ids are the round's own (``seed``),
+    so that no run's text is ever found under another round's user.
 
-    >>> sorted({t.function for _, t in round_asks(8, 1001)}) == sorted(AGENT_TASKS)
+    >>> sorted({t.function for _, t in round_asks(8, 1001, "acme")}) == sorted(AGENT_TASKS)
     True
     """
     settings = settings or AgentWorldSettings()
     per_task = max(1, users // len(settings.tasks))
-    return balanced_asks(settings.task_list(), per_task, settings.held_out, seed)
+    return balanced_asks(settings.task_list(), per_task, settings.held_out, seed, org_id)
 
 
 def tally(outcomes: Sequence[AgentOutcome]) -> Counter[str]:

@@ -6,35 +6,53 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
-from release.offpolicy_bound import user_key
 from rtrl.run.loop import run_reward
 from rtrl.run.settings import RunSettings
 from rtrl.worlds.agent_groups import balanced_asks, held_per_task
 from rtrl.worlds.agent_world import AgentWorldSettings, round_asks
 from stats.group_sequential import max_size_ratio, obrien_fleming
 from stats.power import runs_per_arm
-from trainer.round_examples import held_out
+from trainer.round_examples import held_out, unit_of
 
 
 @pytest.mark.parametrize(("runs", "fraction"), [(8, 0.5), (6, 0.3), (4, 0.25), (2, 0.5)])
 def test_every_task_gets_k_runs_and_the_same_share_held_out(runs: int, fraction: float) -> None:
     settings = AgentWorldSettings(runs_per_task=runs, held_out=fraction)
-    asks = balanced_asks(settings.task_list(), runs, fraction, seed=3)
+    asks = balanced_asks(settings.task_list(), runs, fraction, seed=3, org_id="acme")
     assert Counter(t.function for _, t in asks) == {name: runs for name in settings.tasks}
     assert len({u for u, _ in asks}) == len(asks)  # one run a user
-    held = Counter(t.function for u, t in asks if held_out(user_key(u, None, "i"), fraction))
+    held = Counter(t.function for u, t in asks if held_out(learners_unit(u, "acme"), fraction))
     assert held == {name: held_per_task(runs, fraction) for name in settings.tasks}
     assert 0 < held_per_task(runs, fraction) < runs
 
 
+def learners_unit(user_id: str, org_id: str) -> str:
+    """The unit the learner holds out, as it keys a run of ``user_id`` in ``org_id``."""
+    run = SimpleNamespace(user_id=user_id, session_id=f"s_{user_id}", org_id=org_id,
+                          rollout=SimpleNamespace(interaction_id="i1"))  # fmt: skip
+    return unit_of(run)  # type: ignore[arg-type]
+
+
+def test_the_groups_are_balanced_as_the_learner_keys_users_in_their_organisation() -> None:
+    """The hash is the learner's, of the user within the run's organisation: balanced for
+    acme's key, the same ids need not be for another organisation's."""
+    settings = AgentWorldSettings()
+    asks = round_asks(settings.round_users, seed=6001, org_id="acme", settings=settings)
+    held = Counter(t.function for u, t in asks if held_out(learners_unit(u, "acme"), 0.5))
+    assert held == {name: settings.runs_per_task // 2 for name in settings.tasks}
+    elsewhere = Counter(t.function for u, t in asks if held_out(learners_unit(u, "globex"), 0.5))
+    assert elsewhere != held
+
+
 def test_a_round_rounds_its_users_down_to_whole_groups() -> None:
     settings = AgentWorldSettings()
-    asks = round_asks(len(settings.tasks) * 6 - 1, seed=11, settings=settings)
+    asks = round_asks(len(settings.tasks) * 6 - 1, seed=11, org_id="acme", settings=settings)
     assert set(Counter(t.function for _, t in asks).values()) == {5}
-    assert round_asks(8, 11, settings) == round_asks(8, 11, settings)  # reproducible
+    assert round_asks(8, 11, "acme", settings) == round_asks(8, 11, "acme", settings)
 
 
 def test_the_agent_plan_sizes_its_closing_ab_by_the_power_rule_and_says_so() -> None:

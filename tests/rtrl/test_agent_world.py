@@ -272,7 +272,7 @@ def test_the_real_loop_joins_each_run_and_emits_contract_events(served) -> None:
     emitter = Contract()
     settings = AgentWorldSettings(max_tokens=16, max_calls=3,
                                   tasks=("add", "negate", "upper", "double"))  # fmt: skip
-    asks = round_asks(4, seed=7, settings=settings)  # one run of each task
+    asks = round_asks(4, seed=7, org_id="acme", settings=settings)  # one run of each task
     extends = 'rtrl_gateway_calls_total{outcome="extends"}'
     before = serve.metrics().get(extends, 0.0)  # the gateway is the session's shared one
     with httpx.Client(base_url=serve.url, headers={"Authorization": f"Bearer {key}"},

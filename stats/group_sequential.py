@@ -87,6 +87,8 @@ def crossing(bounds: tuple[float, ...], drift: float = 0.0) -> Crossing:
             mass = weights * density
             upper.append(float(mass @ (1.0 - _normal_cdf(edge - grid - drift))))
             lower.append(float(mass @ _normal_cdf(-edge - grid - drift)))
+        if k == len(bounds):  # no later look needs the density carried on
+            break
         new_grid = np.linspace(-edge, edge, GRID)
         if grid is None:
             density = np.exp(-0.5 * (new_grid - drift) ** 2) / math.sqrt(2 * math.pi)
@@ -136,6 +138,7 @@ def drift_for_power(bounds: tuple[float, ...], power: float) -> float:
     return hi
 
 
+@cache
 def max_size_ratio(bounds: tuple[float, ...], alpha: float = 0.05, power: float = 0.95) -> float:
     """How many times the fixed design's users the sequential one must plan for the same
     power (two-sided level ``alpha``): Jennison & Turnbull's ``R``.

@@ -21,7 +21,7 @@ from models.devices import DEVICES
 from models.lora_settings import LoraSettings
 from release.canary_config import CanaryConfig
 from release.gate import GateConfig
-from trainer.exit_codes import EXIT_REJECTED
+from trainer.exit_codes import EXIT_REJECTED, EXIT_WAITING
 from trainer.learner_cli import add_learner_args, learner_from
 from trainer.round_options import RoundOptions
 
@@ -126,7 +126,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "held-out interactions, reads the monitors' alarms of --checkpoint "
                        "against its parent, and registers the candidate with the gate's "
                        f"decision. Exit 0 promoted (or a canary), {EXIT_REJECTED} rejected, "
-                       "1 when there is nothing to train on.")  # fmt: skip
+                       "1 when there is nothing to train on, "
+                       f"{EXIT_WAITING} when the new batches' held-out evidence is below the "
+                       "gate's minimums (they wait for the next batches).")  # fmt: skip
     add_registry(t)
     ROUND_OPTIONS.add_to(t)
     add_learner_args(t)

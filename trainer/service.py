@@ -28,7 +28,12 @@ from checkpoints.record import CANARY, PROMOTED, CheckpointInfo
 from checkpoints.store import CheckpointRegistry, next_id
 from infra.periodic import run_every
 from models.devices import make_accelerator
-from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_PROMOTED, EXIT_REJECTED
+from trainer.exit_codes import (
+    EXIT_NOTHING_TO_TRAIN,
+    EXIT_PROMOTED,
+    EXIT_REJECTED,
+    EXIT_WAITING,
+)
 from trainer.inputs import alarms_of, attempts_on, earlier_batches, offered_batches, untrained
 from trainer.metrics import TrainerMetrics
 from trainer.round_examples import TooFewExamples, fresh, read_round, training_window
@@ -46,10 +51,11 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
                said: dict[str, str] | None = None,
                metrics: TrainerMetrics | None = None) -> int:  # fmt: skip
     """One round; the exit code: 0 promoted, 3 rejected, 1 nothing to train on (said at
-    ``idle_level``: the service says it once, not at every look). ``stop`` set ends a round in
-    progress within seconds (:class:`~trainer.round_state.RoundStopped`). A round whose batches
-    cannot yet meet the gate's minimum evidence waits (``trainer.trigger``), said at INFO when
-    what it waits for changed since ``said`` last held it."""
+    ``idle_level``: the service says it once, not at every look), 4 waiting. ``stop`` set ends
+    a round in progress within seconds (:class:`~trainer.round_state.RoundStopped`). A round
+    whose batches cannot yet meet the gate's minimum evidence waits (``trainer.trigger``): its
+    batches stay untrained for the next look, said at INFO when what it waits for changed since
+    ``said`` last held it."""
     registry = CheckpointRegistry(options.registry)
     if options.publish:  # first what an earlier run registered but could not announce
         announce_missing(options.bootstrap, options.topics.checkpoints, registry)
@@ -96,7 +102,7 @@ def train_once(options: RoundOptions, idle_level: int = logging.INFO,
             said["waiting"] = short
         log.log(level, "waiting to train %s for %s on %d batch(es): %s", parent.checkpoint_id,
                 line, len(batches), short)  # fmt: skip
-        return EXIT_NOTHING_TO_TRAIN
+        return EXIT_WAITING
     catalog = options.catalog or options.warehouse / "warehouse.duckdb"
     look = attempt_of(registry, parent.checkpoint_id, options.org)  # a look at the pair a round
     alarms = alarms_of(catalog, registry, parent.checkpoint_id, options.thresholds, look,
@@ -236,8 +242,9 @@ def watch(options: RoundOptions, interval_s: float, stop: threading.Event,
         except transient:  # given up for a passing failure: run_every logs it and looks again
             counted("given_up")
             raise
-        idle_level = logging.DEBUG if code == EXIT_NOTHING_TO_TRAIN else logging.INFO
-        return code != EXIT_NOTHING_TO_TRAIN
+        idle = code in (EXIT_NOTHING_TO_TRAIN, EXIT_WAITING)
+        idle_level = logging.DEBUG if idle else logging.INFO
+        return not idle
 
     rounds = run_every(step, interval_s, stop, transient, log)
     if metrics is not None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
 SEED_METRICS = ("kept_share", "dissatisfied_rate", "latency_mean_ms")
+WAITING = "waiting"  # a round's gate decision when nothing was judged (Round.gate_decision)
 """The three headline metrics of the seed: edits kept, dissatisfied follow-ups, latency."""
 
 
@@ -41,7 +42,9 @@ class Round(_Model):
     taste: float  # the simulated users' hidden taste of the served policy (never trained on)
     mean_reward: float | None  # measured by the platform (the rewards mart)
     candidate: str | None  # the checkpoint trained on this round's data; None after the last
-    gate_decision: str | None = None  # the gate's decision on that candidate
+    # the gate's decision on that candidate; "waiting": the round's held-out evidence was below
+    # the gate's minimums, so nothing was judged and its batch carried over to the next round
+    gate_decision: str | None = None
     # the code world's (None in the token world): shares of the round's interactions whose code
     # passed the hidden tests, whose edit was kept, with a dissatisfied follow-up; and the
     # served checkpoint's pass rate on the held-out tasks over so many answers

@@ -33,7 +33,7 @@ def print_summary(rounds: TrainingRounds, db: Path) -> None:
     if rounds.world == "agent":
         print_agent_rounds(rounds, measured)
         return
-    verdicts = {d.checkpoint_id: d for d in rounds.decisions}
+    verdicts = {d.checkpoint_id: d for d in rounds.judged}
     print(
         "training rounds (simulated users; taste: their mean chance of accepting an edit, "
         "which the trainer never sees):"
@@ -52,10 +52,10 @@ def print_summary(rounds: TrainingRounds, db: Path) -> None:
             f" {'-' if reward is None else f'{reward:+.3f}':>7}  "
             f"{verdict.status if verdict else 'first checkpoint'}"
         )
-    rejected = [d for d in rounds.decisions if d.status != PROMOTED]
+    rejected = [d for d in rounds.judged if d.status != PROMOTED]
     for d in rejected:
         print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")
-    print_candidate_evals(rounds.decisions)
+    print_candidate_evals(rounds.judged)
     if rounds.truths:
         print_truth(rounds)
     if rounds.clock.complete():
@@ -101,11 +101,14 @@ def _round_rows(
 ) -> Iterator[tuple[int, RoundFigures, str, str]]:
     """Each round of a world's table: its number, its figures, the reward the platform
     measured for its served checkpoint and the candidate trained on it, as the table shows
-    them ("-": none)."""
+    them ("-": none; "waiting": its held-out evidence was below the gate's minimums)."""
     for i, f in enumerate(rounds.figures):
         reward = measured.get(f.checkpoint_id)
         decision = rounds.decisions[i] if i < len(rounds.decisions) else None
-        candidate = f"{decision.checkpoint_id} {decision.status}" if decision else "-"
+        if decision is not None:
+            candidate = f"{decision.checkpoint_id} {decision.status}"
+        else:  # the last round trains nothing; a waiting one's batch carries over
+            candidate = "waiting (held-out evidence short)" if i < len(rounds.decisions) else "-"
         yield i + 1, f, "-" if reward is None else f"{reward:+.3f}", candidate
 
 
@@ -133,7 +136,7 @@ def print_truth(rounds: TrainingRounds) -> None:
     better or worse when the gain is more than twice its standard error from 0."""
     print("gate decisions against the truth (true expected reward, candidate minus parent):")
     tally: dict[str, list[int]] = {"better": [0, 0], "worse": [0, 0], "no different": [0, 0]}
-    for d in rounds.decisions:
+    for d in rounds.judged:
         if d.parent is None or d.checkpoint_id not in rounds.truths:
             continue
         cand, parent = rounds.truths[d.checkpoint_id], rounds.truths[d.parent]
@@ -155,7 +158,7 @@ def print_truth(rounds: TrainingRounds) -> None:
 
 def _print_rejections_and_cycles(rounds: TrainingRounds) -> None:
     """Why each rejected candidate was rejected, then the cycle-time table (every world's)."""
-    for d in rounds.decisions:
+    for d in rounds.judged:
         if d.status != PROMOTED:
             print(f"  {d.checkpoint_id} rejected: {'; '.join(d.reasons)}")
     if rounds.clock.complete():

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from rewards.figures import save_figure
 from rtrl.report.page import Plot, render, write
 from rtrl.report.summary import (
+    WAITING,
     AbTest,
     Metric,
     Round,
@@ -36,12 +37,14 @@ SOLVED_METRIC = "tasks_solved_per_interaction"
 
 def round_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[Round]:
     """Round i is served by ``figures[i]``; the candidate trained on its data is
-    ``decisions[i]`` (the last round has none: nothing trains after it)."""
+    ``decisions[i]`` (the last round has none: nothing trains after it; a round whose
+    held-out evidence was below the gate's minimums has ``WAITING``)."""
     rows = []
     code = rounds.world in ("code", "agent")
     agent = rounds.world == "agent"
     for i, f in enumerate(rounds.figures):
         decision = rounds.decisions[i] if i < len(rounds.decisions) else None
+        waiting = WAITING if decision is None and i < len(rounds.decisions) else None
         held_out = rounds.held_out.get(f.checkpoint_id)
         n = f.interactions
         broken = f.broken_tool_calls / f.tool_calls if f.tool_calls else 0.0
@@ -56,7 +59,7 @@ def round_rows(rounds: TrainingRounds, measured: dict[str, float]) -> list[Round
                 taste=f.taste,
                 mean_reward=measured.get(f.checkpoint_id),
                 candidate=decision.checkpoint_id if decision else None,
-                gate_decision=decision.status if decision else None,
+                gate_decision=decision.status if decision else waiting,
                 pass_share=f.passed / n if code else None,
                 edits_kept_share=f.kept / n if code else None,
                 dissatisfied_share=f.dissatisfied / n if code else None,

@@ -44,7 +44,7 @@ from rtrl.worlds.org_world import (
     reaction_rule,
     share_text,
 )
-from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_REJECTED
+from trainer.exit_codes import EXIT_NOTHING_TO_TRAIN, EXIT_REJECTED, EXIT_WAITING
 
 if TYPE_CHECKING:
     from llamacpp.fleet import EngineSettings
@@ -194,7 +194,7 @@ class OrgRounds:
              "--org", org, "--evidence-depth", str(EVIDENCE_DEPTH),
              *gate_minimums(line.users, args), *args, "--publish", *self.kafka],
             self._log("train"), timeout=TRAIN_TIMEOUT_S,
-            ok=(0, EXIT_REJECTED, EXIT_NOTHING_TO_TRAIN),
+            ok=(0, EXIT_REJECTED, EXIT_NOTHING_TO_TRAIN, EXIT_WAITING),
         )  # fmt: skip
         print(out, end="")
         new = [i for i in self.registry.list() if i.checkpoint_id not in before and i.org_id == org]

@@ -36,7 +36,7 @@ from rtrl.worlds.http_users import serving
 from rtrl.worlds.token_reader import SIMULATED
 from rtrl.worlds.token_users import POPULATIONS
 from rtrl.worlds.token_world import RoundFigures, TrueValue, play_round, true_value
-from trainer.exit_codes import EXIT_REJECTED
+from trainer.exit_codes import EXIT_REJECTED, EXIT_WAITING
 
 if TYPE_CHECKING:
     from llamacpp.fleet import EngineSettings
@@ -66,7 +66,9 @@ class TrainingRounds:
     eval_reader: str = SIMULATED  # these users act on tokens, not text: the evals read so
     train_args: tuple[str, ...] = ()  # the scenario's, on top of LEARNER_ARGS
     figures: list[RoundFigures] = field(default_factory=list)
-    decisions: list[CheckpointInfo] = field(default_factory=list)
+    # per round trained on, the candidate and its gate decision; None where the round's held-out
+    # evidence was below the gate's minimums (`rtrl train` waited: its batch carries over)
+    decisions: list[CheckpointInfo | None] = field(default_factory=list)
     truths: dict[str, TrueValue] = field(default_factory=dict)  # the simulator's, per checkpoint
     clock: CycleClock = field(default_factory=CycleClock)
     gateway_setup: GatewaySetup | None = None  # where the rounds' `rtrl serve` runs
@@ -260,32 +262,33 @@ class TrainingRounds:
 
             yield load_policy(self.registry, info)
 
-    def train(self, warehouse: Path) -> CheckpointInfo:
-        """`rtrl train` on the served checkpoint's new batch; wait until a promoted one is
-        served."""
-        assert self._http is not None and self.serving is not None
+    def train(self, warehouse: Path) -> CheckpointInfo | None:
+        """`rtrl train` on the served checkpoint's new batches; wait until a promoted one is
+        served. None when the batches' held-out evidence is below the gate's minimums: `rtrl
+        train` waits (exit 4) and keeps them untrained, so the next round trains on them with
+        its own, and the same checkpoint serves on."""
+        assert self.serving is not None
         parent = self.serving
+        before = {i.checkpoint_id for i in self.registry.list()}
         with self.clock.stage("train"):
             trained = run_stage(
                 "train",
-                [
-                    "train",
-                    "--registry",
-                    str(self.root / "checkpoints"),
-                    "--warehouse",
-                    str(warehouse),
-                    "--checkpoint",
-                    parent,
-                    *self._learner_args(),
-                    "--publish",
-                    *self._kafka,
-                ],
+                ["train", "--registry", str(self.root / "checkpoints"), "--warehouse",
+                 str(warehouse), "--checkpoint", parent, *self._learner_args(), "--publish",
+                 *self._kafka],
                 self.root / "logs" / "train.log",
                 timeout=TRAIN_TIMEOUT_S,
-                ok=(0, EXIT_REJECTED),
-            )
+                ok=(0, EXIT_REJECTED, EXIT_WAITING),
+            )  # fmt: skip
         print(trained, end="")
-        decision = self.registry.list()[-1]
+        new = [i for i in self.registry.list() if i.checkpoint_id not in before]
+        if not new:
+            self.decisions.append(None)
+            log.info("gate: nothing judged: %s's new batches hold too little held-out evidence "
+                     "for the gate (its minimums); they carry over to the next round, and %s "
+                     "serves on", parent, parent)  # fmt: skip
+            return None
+        decision = new[-1]
         self.decisions.append(decision)
         if self.world != "tokens":  # no truth to judge; code: held-out rate after the next users
             why = "" if decision.status == PROMOTED else ": " + "; ".join(decision.reasons)
@@ -297,6 +300,11 @@ class TrainingRounds:
             if decision.status == PROMOTED:
                 self._wait_until_served(decision.checkpoint_id, 60)
         return decision
+
+    @property
+    def judged(self) -> list[CheckpointInfo]:
+        """The candidates the rounds trained and the gate judged, in order."""
+        return [d for d in self.decisions if d is not None]
 
     def _learner_args(self) -> list[str]:
         """The world's learner and gate, the gate's minimums fitted to the round first."""

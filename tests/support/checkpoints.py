@@ -115,3 +115,22 @@ def write_batch(path: Path, examples: list[Example], batch_id: str = "b") -> Pat
     path.parent.mkdir(parents=True, exist_ok=True)
     pl.DataFrame(rows, schema=BATCH_DATA_SCHEMA).write_parquet(path)
     return path
+
+
+def offer_batch(warehouse: Path, bootstrap: str, topic: str, registry: CheckpointRegistry,
+                checkpoint: str, n: int, seed: int) -> str:  # fmt: skip
+    """Serve ``n`` interactions with ``checkpoint``, reward the low tokens, write and announce
+    the batch on ``topic`` as the warehouse does; the batch's id."""
+    from datetime import UTC, datetime
+
+    from warehouse.batches import publish
+    from warehouse.manifest import BatchEntry
+
+    info = registry.get(checkpoint)
+    examples = serve(load_policy(registry, info), info, n, seed=seed)
+    batch = f"{checkpoint}-b{seed}"
+    relative = f"_batches/data/{batch}.parquet"
+    write_batch(warehouse / relative, examples, batch)
+    entry = BatchEntry(batch, checkpoint, "v", n, (relative,), "passed", True, datetime.now(UTC))
+    publish(bootstrap, topic, [entry])
+    return batch

@@ -42,6 +42,7 @@ LONGEST_FILES: dict[str, float] = {
     "tests/trainer/test_trainer_train.py": 25,
     "tests/serving/test_gateway_outage.py": 25,
     "tests/rtrl/test_closing_ab_metrics.py": 17,
+    "tests/rtrl/test_rounds_waiting.py": 40,
     "tests/release/test_canary_lifecycle.py": 16,
 }
 

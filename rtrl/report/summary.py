@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
 SEED_METRICS = ("kept_share", "dissatisfied_rate", "latency_mean_ms")
-WAITING = "waiting"  # a round's gate decision when nothing was judged (Round.gate_decision)
 """The three headline metrics of the seed: edits kept, dissatisfied follow-ups, latency."""
+WAITING = "waiting"  # a round's gate decision when nothing was judged (Round.gate_decision)
 
 
 class _Model(BaseModel):
